@@ -1,0 +1,33 @@
+"""boundlog: access logs for Python web servers that cost almost nothing.
+
+The request path hands an immutable :class:`Record` to a bounded queue; a dedicated
+writer thread formats and writes records in batches; memory stays bounded by policy;
+every record is either written or counted.  Start with :class:`AccessLog`, or wrap an
+application with :class:`boundlog.asgi.AccessLogMiddleware` or
+:class:`boundlog.wsgi.AccessLogMiddleware`.
+"""
+
+from __future__ import annotations
+
+from ._errors import AccessLogError, ConfigurationError, SinkError
+from ._escape import escape, unescape
+from ._formats import FORMATS
+from ._log import AccessLog
+from ._queue import POLICIES
+from ._record import Record
+from ._stats import Stats
+from ._version import __version__
+
+__all__ = [
+    "FORMATS",
+    "POLICIES",
+    "AccessLog",
+    "AccessLogError",
+    "ConfigurationError",
+    "Record",
+    "SinkError",
+    "Stats",
+    "__version__",
+    "escape",
+    "unescape",
+]

@@ -1,0 +1,44 @@
+"""The immutable record that travels from the request path to the writer thread.
+
+A record holds only what the server already has in hand when the response finishes,
+in the form the server gave it: raw bytes for the request target and the headers the
+client controls, so that nothing is decoded, escaped or formatted on the request path.
+Turning a record into a line is the writer thread's job (see ``_formats``).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+
+class Record(NamedTuple):
+    """One completed HTTP exchange.
+
+    Integrations build records with ``tuple.__new__(Record, (...))`` because the
+    generated ``Record(...)`` constructor is a Python-level call that costs three times
+    as much on the request path; the field order below is therefore part of the
+    contract between the integrations and the formats.
+    """
+
+    #: Wall-clock time (seconds since the epoch) when the request was received.
+    time: float
+    #: Seconds from receiving the request to handing over the last body byte.
+    duration: float
+    #: The client's address (IP or socket path) as the server reported it, or None.
+    client: str | None
+    #: The request method, e.g. ``"GET"``.
+    method: str
+    #: The request path as sent on the wire, without the query string.
+    path: bytes
+    #: The raw query string without the ``?``; empty when there is none.
+    query: bytes
+    #: The protocol, e.g. ``"HTTP/1.1"``.
+    protocol: str
+    #: The response status code; 500 when the application raised before responding.
+    status: int
+    #: Response body bytes actually handed to the server.
+    bytes_sent: int
+    #: The raw ``Referer`` header, or None when absent.
+    referer: bytes | None
+    #: The raw ``User-Agent`` header, or None when absent.
+    user_agent: bytes | None

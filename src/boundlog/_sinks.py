@@ -1,0 +1,119 @@
+"""Where lines go: stdout, stderr, a file, a descriptor or a file object.
+
+A sink is a file descriptor plus the knowledge of how to write a batch to it whole.
+Every write is a plain ``os.write`` on the descriptor, bypassing Python's buffered file
+objects: the writer thread already batches, and a second buffer would only hide lines
+from ``tail -f`` and from a crash-loss bound.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import stat
+from typing import BinaryIO
+
+from ._errors import ConfigurationError, SinkError
+
+# Writes of at most PIPE_BUF bytes to a pipe are atomic: several processes sharing one
+# pipe (gunicorn workers on one stdout) never interleave inside such a write.
+PIPE_BUF = select.PIPE_BUF
+
+SinkSpec = str | int | BinaryIO
+
+
+class Sink:
+    """An open descriptor and the rules for writing whole lines to it."""
+
+    __slots__ = ("_owns_fd", "fd", "is_pipe", "name")
+
+    def __init__(self, fd: int, name: str, *, owns_fd: bool) -> None:
+        self.fd = fd
+        self.name = name
+        self._owns_fd = owns_fd
+        try:
+            mode = os.fstat(fd).st_mode
+        except OSError as error:
+            raise SinkError(f"cannot use {name}: {error.strerror}") from error
+        self.is_pipe = stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+
+    def write(self, data: bytes) -> tuple[int, OSError | None]:
+        """Write ``data``; return how many bytes went out and the error that stopped it.
+
+        Lines are never split between two writes on a pipe, and a pipe write holds at
+        most PIPE_BUF bytes unless one line alone is longer.
+        """
+        if not self.is_pipe or len(data) <= PIPE_BUF:
+            return self._write_all(data, 0, len(data))
+        done = 0
+        size = len(data)
+        while done < size:
+            end = done + PIPE_BUF
+            if end < size:
+                cut = data.rfind(b"\n", done, end)
+                # A line longer than PIPE_BUF goes out alone, in one write call.
+                end = cut + 1 if cut >= 0 else data.find(b"\n", end) + 1 or size
+            else:
+                end = size
+            written, error = self._write_all(data, done, end)
+            done += written
+            if error is not None:
+                return done, error
+        return done, None
+
+    def _write_all(self, data: bytes, start: int, end: int) -> tuple[int, OSError | None]:
+        view = memoryview(data)[start:end]
+        done = 0
+        while done < len(view):
+            try:
+                # os.write retries EINTR itself (PEP 475).
+                done += os.write(self.fd, view[done:])
+            except BlockingIOError:
+                # Somebody made the descriptor non-blocking; wait instead of spinning.
+                select.select([], [self.fd], [])
+            except OSError as error:
+                return done, error
+        return done, None
+
+    def close(self) -> None:
+        """Close the descriptor if this sink opened it; leave borrowed ones open."""
+        if self._owns_fd:
+            self._owns_fd = False
+            os.close(self.fd)
+
+
+def open_sink(spec: SinkSpec) -> Sink:
+    """Open what the user named as a sink, or raise an error that says why not."""
+    if spec == "stdout" or spec == "-":
+        return Sink(1, "stdout", owns_fd=False)
+    if spec == "stderr":
+        return Sink(2, "stderr", owns_fd=False)
+    if isinstance(spec, bool):
+        raise ConfigurationError(_WHAT_A_SINK_IS % (spec,))
+    if isinstance(spec, int):
+        return Sink(spec, f"file descriptor {spec}", owns_fd=False)
+    if isinstance(spec, str | os.PathLike):
+        path = os.fspath(spec)
+        if not isinstance(path, str) or not path:
+            raise ConfigurationError(_WHAT_A_SINK_IS % (spec,))
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError as error:
+            raise SinkError(f"cannot open {path}: {error.strerror}") from error
+        return Sink(fd, path, owns_fd=True)
+    fileno = getattr(spec, "fileno", None)
+    if fileno is None:
+        raise ConfigurationError(_WHAT_A_SINK_IS % (spec,))
+    try:
+        fd = fileno()
+        # Lines already buffered in the object must come before ours.
+        spec.flush()
+    except (OSError, ValueError) as error:
+        raise SinkError(f"cannot use {spec!r} as a sink: {error}") from error
+    return Sink(fd, getattr(spec, "name", None) or repr(spec), owns_fd=False)
+
+
+_WHAT_A_SINK_IS = (
+    "cannot log to %r: a sink is 'stdout' (or '-'), 'stderr', a file path, "
+    "an integer file descriptor, or a binary file object with fileno()"
+)

@@ -1,0 +1,34 @@
+"""The counters an access log reports."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+
+class Stats(NamedTuple):
+    """An immutable snapshot of an access log's counters.
+
+    Every record handed to ``submit`` ends in exactly one of ``written``, ``dropped``
+    and ``failed``; after ``close()`` returns, ``submitted == written + dropped +
+    failed`` holds exactly.  Before that, the difference is ``queued`` plus the batch
+    the writer holds.
+    """
+
+    #: Records handed to the log, accepted or not.
+    submitted: int
+    #: Records whose line reached the sink.
+    written: int
+    #: Records refused at admission: the queue was full (``drop``) or the log was closed.
+    dropped: int
+    #: Records accepted but lost because the sink failed (or close timed out).
+    failed: int
+    #: Write attempts the sink refused (one per failed batch, whatever its size).
+    write_errors: int
+    #: Bytes of log lines the sink accepted.
+    bytes_written: int
+    #: Batches written (one write call each, or a few to respect PIPE_BUF on pipes).
+    batches: int
+    #: Records waiting in the queue when the snapshot was taken.
+    queued: int
+    #: The most records the writer ever found waiting at once.
+    queue_peak: int

@@ -1,0 +1,120 @@
+"""The writer thread: take a batch, format it, write it, count what happened.
+
+Everything slow about an access log happens here, off the request path: formatting,
+escaping, timestamps and the write system call.  The thread never dies of an error in
+any of them.  A failed write loses its batch (counted as ``failed``), is reported on
+stderr at most once per ``_REPORT_EVERY`` seconds, and the next batch tries the sink
+again, so logging resumes by itself when the disk has room or the reader comes back.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Sequence
+
+from ._formats import Format
+from ._queue import Admission
+from ._record import Record
+from ._sinks import Sink
+
+_REPORT_EVERY = 5.0
+
+
+class Writer:
+    """Owns the thread that drains an :class:`Admission` into a :class:`Sink`."""
+
+    def __init__(self, admission: Admission, sink: Sink, fmt: Format, *, window: float) -> None:
+        self._admission = admission
+        self._sink = sink
+        self._format = fmt
+        self._window = window
+        # Set when close() gave up waiting: whatever the thread finishes afterwards is
+        # no longer counted, because the final counts were already reported.
+        self.abandoned = False
+        self.in_flight = 0
+        self.written = 0
+        self.failed = 0
+        self.write_errors = 0
+        self.bytes_written = 0
+        self.batches = 0
+        # A failed write may leave part of a line in the sink; the next write starts
+        # with a newline so that the fragment never joins the next record's line.
+        self._fragment_open = False
+        self._last_report = -_REPORT_EVERY
+        self._unreported = 0
+        self.thread = threading.Thread(target=self._run, name="boundlog-writer", daemon=True)
+
+    def _run(self) -> None:
+        admission = self._admission
+        while True:
+            batch = admission.take(self._window)
+            if not batch:
+                if admission.closed:
+                    admission.finish()
+                    return
+                continue
+            self.in_flight = len(batch)
+            self._write_batch(batch)
+            self.in_flight = 0
+            if self.abandoned:
+                return
+
+    def _write_batch(self, batch: Sequence[Record]) -> None:
+        data, unformattable = self._format_batch(batch)
+        if not data:
+            return
+        prefix = 1 if self._fragment_open else 0
+        if prefix:
+            data = b"\n" + data
+        written, error = self._sink.write(data)
+        if self.abandoned:
+            return
+        lines = len(batch) - unformattable
+        if error is None:
+            self._fragment_open = False
+            self.written += lines
+            self.bytes_written += written
+            self.batches += 1
+            return
+        complete = data.count(b"\n", prefix, written)
+        if written:
+            self._fragment_open = data[written - 1] != 0x0A
+        self.written += complete
+        self.failed += lines - complete
+        self.bytes_written += written
+        self.write_errors += 1
+        self._report(f"cannot write to {self._sink.name}: {error.strerror or error}")
+
+    def _format_batch(self, batch: Sequence[Record]) -> tuple[bytes, int]:
+        try:
+            return self._format.format_batch(batch), 0
+        except Exception as error:
+            first_error = error
+        # Isolate the records that cannot be formatted; keep the others.
+        parts = []
+        bad = 0
+        for record in batch:
+            try:
+                parts.append(self._format.format_batch((record,)))
+            except Exception:
+                bad += 1
+        self.failed += bad
+        self._report(f"cannot format {bad} record(s): {first_error!r}")
+        return b"".join(parts), bad
+
+    def _report(self, message: str) -> None:
+        now = time.monotonic()
+        if now - self._last_report < _REPORT_EVERY:
+            self._unreported += 1
+            return
+        if self._unreported:
+            message += f" ({self._unreported} similar errors not shown)"
+        self._last_report = now
+        self._unreported = 0
+        try:
+            sys.stderr.write(f"boundlog: {message}\n")
+            sys.stderr.flush()
+        except (OSError, ValueError, AttributeError):
+            pass  # stderr is gone too; the counters still tell

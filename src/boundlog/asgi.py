@@ -1,0 +1,159 @@
+"""ASGI middleware: one record per HTTP request, handed over when the response ends.
+
+The middleware wraps ``send`` in a plain function that returns the server's own
+awaitable instead of an ``async def`` wrapper: that saves creating and running a
+coroutine for every message, which measured as the largest cost of a naive wrapper.
+
+A record is completed at the first of:
+
+* the last body message (``more_body`` false), or the last trailers message when the
+  response announced trailers, or an ``http.response.pathsend``;
+* the application returning without finishing the response (the client went away, or it
+  never started one: the server then answers 500, and so does the record);
+* the application raising: status 500 if no response had started, else the status that
+  was sent, with the bytes sent so far; the exception propagates unchanged.
+
+Lifespan and websocket scopes go to the application untouched.  When the middleware
+created its own log, it also watches the lifespan shutdown so that it can drain and
+close that log before the server reports shutdown complete.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Awaitable, Callable, MutableMapping
+from time import perf_counter, time
+from typing import Any
+
+from ._errors import ConfigurationError
+from ._log import AccessLog
+from ._record import Record
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+_new_record = tuple.__new__
+_REFERER = b"referer"
+_USER_AGENT = b"user-agent"
+_CONTENT_LENGTH = b"content-length"
+
+
+class AccessLogMiddleware:
+    """Log every HTTP request that passes through ``app``.
+
+    Give it an :class:`~boundlog.AccessLog` as ``log``, or the options of one (``sink``,
+    ``format``, ``policy``, ...) to let the middleware build and own its log.
+    """
+
+    def __init__(self, app: ASGIApp, log: AccessLog | None = None, **options: Any) -> None:
+        if log is not None and options:
+            raise ConfigurationError(
+                "pass either an AccessLog as log or its options, not both: "
+                f"got log and {', '.join(sorted(options))}"
+            )
+        self.app = app
+        self.owns_log = log is None
+        self.log = AccessLog(**options) if log is None else log
+        self._offer = self.log.offer
+        self._submit_async = self.log.submit_async
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            if scope["type"] == "lifespan" and self.owns_log:
+                send = self._closing_on_shutdown(send)
+            await self.app(scope, receive, send)
+            return
+
+        offer = self._offer
+        received = time()
+        started = perf_counter()
+        status = 0
+        sent = 0
+        finished = False
+        response: Message = {}
+
+        def record() -> Record:
+            headers = scope["headers"]
+            referer = agent = None
+            for name, value in headers:
+                if name == _REFERER:
+                    referer = value
+                elif name == _USER_AGENT:
+                    agent = value
+            client = scope.get("client")
+            return _new_record(Record, (
+                received, perf_counter() - started, client[0] if client else None,
+                scope["method"], scope.get("raw_path") or scope["path"].encode(),
+                scope.get("query_string", b""), "HTTP/" + scope["http_version"],
+                status, sent, referer, agent,
+            ))  # fmt: skip
+
+        def counting_send(message: Message) -> Awaitable[None]:
+            # Runs on the event loop for every message: no formatting, no I/O, no lock.
+            nonlocal status, sent, finished, response
+            kind = message["type"]
+            if kind == "http.response.body":
+                sent += len(message.get("body", b""))
+                if message.get("more_body", False) or response.get("trailers", False):
+                    return send(message)
+            elif kind == "http.response.start":
+                status = message["status"]
+                response = message
+                return send(message)
+            elif kind == "http.response.trailers":
+                if message.get("more_trailers", False):
+                    return send(message)
+            elif kind == "http.response.pathsend":
+                sent = _file_size(response, message)
+            else:
+                return send(message)
+            finished = True
+            entry = record()
+            if offer(entry):
+                return send(message)
+            return self._admit_then(entry, send(message))
+
+        try:
+            await self.app(scope, receive, counting_send)
+        except BaseException:
+            if not finished:
+                if not status:
+                    status = 500
+                await self._submit_async(record())
+            raise
+        if not finished:
+            if not status:
+                status = 500
+            await self._submit_async(record())
+
+    async def _admit_then(self, entry: Record, sending: Awaitable[None]) -> None:
+        # Off the fast path: the queue was full, so apply the policy (count the drop, or
+        # wait for room) before the last message goes out.
+        await self._submit_async(entry)
+        await sending
+
+    def _closing_on_shutdown(self, send: Send) -> Send:
+        log = self.log
+
+        async def send_after_closing(message: Message) -> None:
+            if message["type"] in ("lifespan.shutdown.complete", "lifespan.shutdown.failed"):
+                await asyncio.get_running_loop().run_in_executor(None, log.close)
+            await send(message)
+
+        return send_after_closing
+
+
+def _file_size(response: Message, message: Message) -> int:
+    # pathsend hands the server a file instead of body bytes: the response carries its
+    # Content-Length when the application set one, else the whole file.
+    for name, value in response.get("headers", ()):
+        if name.lower() == _CONTENT_LENGTH:
+            return int(value)
+    try:
+        return os.stat(message["path"]).st_size
+    except OSError:
+        return 0

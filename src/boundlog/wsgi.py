@@ -1,0 +1,145 @@
+"""WSGI middleware: one record per request, handed over when the server closes the body.
+
+PEP 3333 makes the server call ``close()`` on the response iterable when it is done with
+it, whether the body was sent in full, the client went away, or sending failed.  The
+middleware wraps the iterable, counts the bytes the server takes from it, and submits
+the record from ``close()``.  An application that raises before returning a body is
+logged with status 500 (or the status it had already passed to ``start_response``) and
+the exception propagates unchanged.
+
+Under ``policy="wait"`` a full queue blocks the request's own thread in ``close()``,
+which is what a threaded server's backpressure looks like; other requests keep going.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from time import perf_counter, time
+from types import TracebackType
+from typing import Any
+
+from ._errors import ConfigurationError
+from ._log import AccessLog
+from ._record import Record
+
+Environ = dict[str, Any]
+Headers = list[tuple[str, str]]
+ExcInfo = tuple[type[BaseException], BaseException, TracebackType | None]
+StartResponse = Callable[..., Callable[[bytes], object]]
+WSGIApp = Callable[[Environ, StartResponse], Iterable[bytes]]
+
+_new_record = tuple.__new__
+
+
+class AccessLogMiddleware:
+    """Log every request that passes through the WSGI application ``app``.
+
+    Give it an :class:`~boundlog.AccessLog` as ``log``, or the options of one (``sink``,
+    ``format``, ``policy``, ...) to let the middleware build and own its log.
+    """
+
+    def __init__(self, app: WSGIApp, log: AccessLog | None = None, **options: Any) -> None:
+        if log is not None and options:
+            raise ConfigurationError(
+                "pass either an AccessLog as log or its options, not both: "
+                f"got log and {', '.join(sorted(options))}"
+            )
+        self.app = app
+        self.owns_log = log is None
+        self.log = AccessLog(**options) if log is None else log
+
+    def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
+        exchange = _Exchange(environ, start_response, self.log.submit)
+        try:
+            body = self.app(environ, exchange.start_response)
+        except BaseException:
+            exchange.close()
+            raise
+        exchange.body = body
+        return exchange
+
+
+class _Exchange:
+    """The response iterable the server sees; it counts bytes and submits on close."""
+
+    __slots__ = (
+        "_closed",
+        "_environ",
+        "_received",
+        "_sent",
+        "_start_response",
+        "_started",
+        "_status",
+        "_submit",
+        "body",
+    )  # fmt: skip
+
+    def __init__(
+        self, environ: Environ, start_response: StartResponse, submit: Callable[[Record], bool]
+    ) -> None:
+        self._received = time()
+        self._started = perf_counter()
+        self._environ = environ
+        self._start_response = start_response
+        self._submit = submit
+        self._status = 500
+        self._sent = 0
+        self._closed = False
+        self.body: Iterable[bytes] = ()
+
+    def start_response(
+        self, status: str, headers: Headers, exc_info: ExcInfo | None = None
+    ) -> Callable[[bytes], object]:
+        # "200 OK" -> 200; a malformed status is the server's to reject, not ours.
+        self._status = int(status[:3]) if status[:3].isdigit() else 0
+        write = (
+            self._start_response(status, headers, exc_info)
+            if exc_info
+            else (self._start_response(status, headers))
+        )
+
+        def counting_write(data: bytes) -> object:
+            self._sent += len(data)
+            return write(data)
+
+        return counting_write
+
+    def __iter__(self) -> Iterator[bytes]:
+        for chunk in self.body:
+            self._sent += len(chunk)
+            yield chunk
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            close_body = getattr(self.body, "close", None)
+            if close_body is not None:
+                close_body()
+        finally:
+            self._submit(self._record())
+
+    def _record(self) -> Record:
+        environ = self._environ
+        referer = environ.get("HTTP_REFERER")
+        agent = environ.get("HTTP_USER_AGENT")
+        # The path as sent when the server keeps it (gunicorn's RAW_URI, uWSGI's
+        # REQUEST_URI); PATH_INFO is already percent-decoded.
+        target = environ.get("RAW_URI") or environ.get("REQUEST_URI")
+        path = (
+            target.partition("?")[0]
+            if target
+            else environ.get("SCRIPT_NAME", "") + environ.get("PATH_INFO", "")
+        )
+        # WSGI strings are bytes decoded as latin-1; encoding them back recovers the
+        # bytes the client sent.
+        return _new_record(Record, (
+            self._received, perf_counter() - self._started, environ.get("REMOTE_ADDR"),
+            environ["REQUEST_METHOD"],
+            path.encode("latin-1"),
+            environ.get("QUERY_STRING", "").encode("latin-1"),
+            environ.get("SERVER_PROTOCOL", "HTTP/1.0"), self._status, self._sent,
+            referer.encode("latin-1") if referer is not None else None,
+            agent.encode("latin-1") if agent is not None else None,
+        ))  # fmt: skip
