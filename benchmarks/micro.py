@@ -1,0 +1,139 @@
+"""Micro-benchmarks of boundlog's two costs, measured in one process, one run.
+
+1. The request path: an ASGI app called through ``boundlog.asgi.AccessLogMiddleware``
+   minus the same app called directly, in µs per request.  Coroutines are driven by
+   hand (no event loop) so that only the middleware and the submission are measured.
+   The writer is held asleep (a window longer than the run) so that its thread does
+   not compete for the interpreter while the request path is timed.
+2. The writer: formatting a batch of combined lines and writing it to /dev/null, in µs
+   per line.
+
+Each figure is the median of several rounds; the rounds alternate plain and wrapped
+calls so that machine noise hits both alike.  Run: ``python benchmarks/micro.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
+
+from boundlog import AccessLog, Record
+from boundlog._formats import make_format
+from boundlog.asgi import AccessLogMiddleware
+
+BODY = b"x" * 1024
+START = {
+    "type": "http.response.start",
+    "status": 200,
+    "headers": [(b"content-type", b"text/plain"), (b"content-length", b"1024")],
+}
+END = {"type": "http.response.body", "body": BODY}
+SCOPE = {
+    "type": "http",
+    "asgi": {"version": "3.0"},
+    "http_version": "1.1",
+    "method": "GET",
+    "scheme": "http",
+    "path": "/hello",
+    "raw_path": b"/hello",
+    "query_string": b"name=world",
+    "root_path": "",
+    "headers": [
+        (b"host", b"127.0.0.1:8000"),
+        (b"user-agent", b"wrk/4.2.0"),
+        (b"accept", b"*/*"),
+        (b"referer", b"http://127.0.0.1:8000/"),
+    ],
+    "client": ("127.0.0.1", 51234),
+    "server": ("127.0.0.1", 8000),
+}
+
+
+async def app(scope: Any, receive: Any, send: Callable[[Any], Awaitable[None]]) -> None:
+    await send(START)
+    await send(END)
+
+
+async def receive() -> dict[str, Any]:
+    return {"type": "http.request", "body": b"", "more_body": False}
+
+
+async def send(message: Any) -> None:
+    return None
+
+
+def drive(coroutine: Coroutine[Any, Any, None]) -> None:
+    try:
+        coroutine.send(None)
+    except StopIteration:
+        return
+    raise RuntimeError("the benchmark app suspended; it must not")
+
+
+def time_calls(handler: Any, count: int) -> float:
+    began = time.perf_counter()
+    for _ in range(count):
+        drive(handler(SCOPE, receive, send))
+    return (time.perf_counter() - began) / count * 1e6
+
+
+def request_path(rounds: int, count: int) -> tuple[float, float, float]:
+    log = AccessLog(
+        os.devnull,
+        max_queue=rounds * count + 1,
+        batch_size=rounds * count + 1,
+        flush_interval=3600.0,
+    )
+    wrapped = AccessLogMiddleware(app, log=log)
+    plain_times, wrapped_times = [], []
+    for _ in range(rounds):
+        plain_times.append(time_calls(app, count))
+        wrapped_times.append(time_calls(wrapped, count))
+    stats = log.close()
+    assert stats.written == rounds * count, stats
+    plain = statistics.median(plain_times)
+    with_log = statistics.median(wrapped_times)
+    return plain, with_log, with_log - plain
+
+
+def writer_per_line(rounds: int, batch: int) -> float:
+    fmt = make_format("combined", utc=False)
+    now = time.time()
+    records = [
+        Record(now + i / batch, 0.0004, "127.0.0.1", "GET", b"/hello", b"name=world",
+               "HTTP/1.1", 200, 1024, b"http://127.0.0.1:8000/", b"wrk/4.2.0")
+        for i in range(batch)
+    ]  # fmt: skip
+    fd = os.open(os.devnull, os.O_WRONLY)
+    times = []
+    try:
+        for _ in range(rounds):
+            began = time.perf_counter()
+            for _ in range(20):
+                os.write(fd, fmt.format_batch(records))
+            times.append((time.perf_counter() - began) / (20 * batch) * 1e6)
+    finally:
+        os.close(fd)
+    return statistics.median(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--requests", type=int, default=20_000, help="per round")
+    parser.add_argument("--batch", type=int, default=512, help="lines per writer batch")
+    args = parser.parse_args()
+    plain, wrapped, extra = request_path(args.rounds, args.requests)
+    line = writer_per_line(args.rounds, args.batch)
+    print(f"ASGI app alone:            {plain:6.2f} µs/request")
+    print(f"ASGI app + boundlog:       {wrapped:6.2f} µs/request")
+    print(f"request-path cost:         {extra:6.2f} µs/request   (target <= 1.2)")
+    print(f"writer, combined->devnull: {line:6.2f} µs/line      (target <= 1.5)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,517 @@
+"""Real servers for the end-to-end tests, the traffic sent to them and the checks on their logs.
+
+A server runs as its own process group on a free loopback port.  ``running_server``
+starts it, waits until the port accepts connections (polling with a deadline), and
+always cleans it up; ``Server.stop`` sends SIGTERM and waits for the exit, which is the
+graceful shutdown whose log drain the tests check.
+
+The traffic is a deterministic mix of ``Exchange`` values, each knowing the log fields it
+must produce, sent over several keep-alive connections at once.  The log checks parse
+every line strictly (the Apache combined definition, or JSON) and compare the lines with
+the exchanges as multisets, because concurrent connections finish in any order.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager, suppress
+from datetime import datetime
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import httpx
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+LOOPBACK = "127.0.0.1"
+PYTHON = sys.executable
+
+# A zone west of UTC with a half-hour offset, in POSIX TZ syntax so that it needs no tz
+# database: every timestamp the server writes must carry exactly this offset.
+SERVER_TZ = "<-0330>3:30"
+CLF_OFFSET = "-0330"
+RFC3339_OFFSET = "-03:30"
+
+# Environment variables read by tests/apps (kept in step with tests/apps/__init__.py,
+# which the test process does not import).
+SINK_VARIABLE = "BOUNDLOG_E2E_SINK"
+FORMAT_VARIABLE = "BOUNDLOG_E2E_FORMAT"
+FLUSH_INTERVAL_VARIABLE = "BOUNDLOG_E2E_FLUSH_INTERVAL"
+# With a batch window this long and fewer records than a batch, the writer writes
+# nothing until the log is closed: every line found after exit proves the shutdown drain.
+HOLD_UNTIL_CLOSE = "3600"
+
+START_TIMEOUT = 20.0
+STOP_TIMEOUT = 20.0
+CLIENT_TIMEOUT = 15.0
+POLL_INTERVAL = 0.02
+PORT_ATTEMPTS = 3
+
+
+# -- server processes -------------------------------------------------------------------
+
+
+class Server:
+    """A server process started by ``running_server``."""
+
+    def __init__(self, process: subprocess.Popen[bytes], port: int, output_path: Path) -> None:
+        self.process = process
+        self.port = port
+        self.output_path = output_path
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{LOOPBACK}:{self.port}"
+
+    def output(self) -> str:
+        """Everything the server wrote on stdout and stderr so far."""
+        return self.output_path.read_text(errors="replace")
+
+    def stop(self, timeout: float = STOP_TIMEOUT) -> int:
+        """Send SIGTERM, wait for the process to exit, and return its exit status."""
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            return self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise AssertionError(
+                f"server did not exit within {timeout} s of SIGTERM; output:\n{self.output()}"
+            ) from None
+
+    def kill(self) -> None:
+        """SIGKILL the server's whole process group (a master and its workers)."""
+        with suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait()
+
+    def _wait_until_accepting(self, deadline: float) -> bool:
+        """Poll the port until it accepts a connection; False if the process exited."""
+        while time.monotonic() < deadline:
+            try:
+                with socket.create_connection((LOOPBACK, self.port), timeout=1.0):
+                    return self.process.poll() is None
+            except OSError:
+                pass
+            try:
+                self.process.wait(POLL_INTERVAL)
+                return False
+            except subprocess.TimeoutExpired:
+                pass
+        self.kill()
+        raise AssertionError(
+            f"server did not accept connections within {START_TIMEOUT} s; output:\n{self.output()}"
+        )
+
+
+def free_port() -> int:
+    """A loopback port that was free a moment ago."""
+    with socket.socket() as probe:
+        probe.bind((LOOPBACK, 0))
+        return int(probe.getsockname()[1])
+
+
+@contextmanager
+def running_server(
+    command: Callable[[int], list[str]], environment: dict[str, str], output_path: Path
+) -> Iterator[Server]:
+    """Run ``command(port)`` from the repository root until the block ends.
+
+    Another process may take the free port between the probe and the server's bind, so
+    a server that exits with "Address already in use" is retried on a new port.
+    """
+    env = {**os.environ, **environment}
+    for _ in range(PORT_ATTEMPTS):
+        port = free_port()
+        with output_path.open("wb") as output:
+            process = subprocess.Popen(
+                command(port),
+                cwd=REPO_ROOT,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=output,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        server = Server(process, port, output_path)
+        if server._wait_until_accepting(time.monotonic() + START_TIMEOUT):
+            break
+        server.kill()
+        if "Address already in use" not in server.output():
+            raise AssertionError(
+                f"server exited with status {process.returncode} before accepting "
+                f"connections; output:\n{server.output()}"
+            )
+    else:
+        raise AssertionError(f"no free port after {PORT_ATTEMPTS} attempts")
+    try:
+        yield server
+    finally:
+        if server.process.poll() is None:
+            server.kill()
+
+
+def server_environment(sink: Path, log_format: str, flush_interval: str) -> dict[str, str]:
+    """What the test applications read to build their log, and the zone they log in."""
+    return {
+        SINK_VARIABLE: str(sink),
+        FORMAT_VARIABLE: log_format,
+        FLUSH_INTERVAL_VARIABLE: flush_interval,
+        "TZ": SERVER_TZ,
+    }
+
+
+# -- traffic ------------------------------------------------------------------------------
+
+
+class Exchange(NamedTuple):
+    """One request to send, and the response and log fields it must produce."""
+
+    method: str
+    path: bytes
+    query: bytes
+    protocol: str
+    referer: bytes | None
+    user_agent: bytes | None
+    request_body: bytes
+    status: int
+    bytes_sent: int
+
+    @property
+    def target(self) -> bytes:
+        return self.path + b"?" + self.query if self.query else self.path
+
+
+# (method, path, request body, status, body bytes the application hands to the server).
+# A HEAD, 204 or 304 response has no body; neither does the 500 of an application that
+# raised, because the server writes that error page itself.
+_ROUTES: tuple[tuple[str, bytes, bytes, int, int], ...] = (
+    ("GET", b"/bytes/0", b"", 200, 0),
+    ("GET", b"/bytes/1", b"", 200, 1),
+    ("GET", b"/bytes/4096", b"", 200, 4096),
+    ("GET", b"/bytes/70000", b"", 200, 70000),
+    ("HEAD", b"/bytes/4096", b"", 200, 0),
+    ("HEAD", b"/stream/3/100", b"", 200, 0),
+    ("POST", b"/echo", b"", 200, 0),
+    ("POST", b"/echo", b"e" * 3000, 200, 3000),
+    ("GET", b"/stream/3/100", b"", 200, 300),
+    ("GET", b"/stream/5/8192", b"", 200, 5 * 8192),
+    ("GET", b"/status/204", b"", 204, 0),
+    ("GET", b"/status/304", b"", 304, 0),
+    ("POST", b"/status/201", b"created", 201, len(b"status 201\n")),
+    ("GET", b"/no/such/page", b"", 404, len(b"not found\n")),
+    ("GET", b"/raise", b"", 500, 0),
+)
+_QUERIES = (b"", b"a=1", b"q=hello%20world&lang=en", b"empty=&flag", b"x=%22quoted%22&y=%5C")
+# Values a client controls, including the bytes the log must escape: quote, backslash and
+# non-ASCII UTF-8.
+_REFERERS = (
+    None,
+    b"http://example.test/",
+    b"https://example.test/search?q=a%20b&page=2",
+    b'http://example.test/"quoted"/back\\slash',
+    "https://example.test/café".encode(),
+)
+_USER_AGENTS = (
+    None,
+    b"Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0",
+    b"curl/8.5.0",
+    b'agent "with quotes" and a \\ backslash',
+    "agent ✓".encode(),
+)
+
+
+def build_exchanges(count: int, seed: int = 20240601) -> list[Exchange]:
+    """``count`` exchanges cycling through every route, with seeded headers and queries."""
+    rng = random.Random(seed)
+    exchanges = []
+    for index in range(count):
+        method, path, body, status, bytes_sent = _ROUTES[index % len(_ROUTES)]
+        referer = rng.choice(_REFERERS)
+        user_agent = rng.choice(_USER_AGENTS)
+        if index % 10 == 0:
+            referer = user_agent = None
+        protocol = "HTTP/1.0" if rng.random() < 0.15 else "HTTP/1.1"
+        query = rng.choice(_QUERIES)
+        exchanges.append(
+            Exchange(
+                method=method,
+                path=path,
+                query=query,
+                protocol=protocol,
+                referer=referer,
+                user_agent=user_agent,
+                request_body=body,
+                status=status,
+                bytes_sent=bytes_sent,
+            )
+        )
+    return exchanges
+
+
+def send_exchanges(port: int, exchanges: Sequence[Exchange], connections: int = 4) -> None:
+    """Send the exchanges over ``connections`` clients at once, checking each response."""
+    shares = [exchanges[start::connections] for start in range(connections)]
+    with ThreadPoolExecutor(connections) as pool:
+        for sent in [pool.submit(_send_in_order, port, share) for share in shares]:
+            sent.result()
+
+
+def _send_in_order(port: int, exchanges: Sequence[Exchange]) -> None:
+    with httpx.Client(base_url=f"http://{LOOPBACK}:{port}", timeout=CLIENT_TIMEOUT) as client:
+        # Requests without a User-Agent must go out without one.
+        del client.headers["User-Agent"]
+        for exchange in exchanges:
+            if exchange.protocol == "HTTP/1.0":
+                status, body = send_http10(port, exchange)
+            else:
+                status, body = _send_http11(client, exchange)
+            assert status == exchange.status, (exchange, status, body[:200])
+            if exchange.status != 500:
+                assert len(body) == exchange.bytes_sent, (exchange, len(body))
+
+
+def _send_http11(client: httpx.Client, exchange: Exchange) -> tuple[int, bytes]:
+    headers: dict[bytes, bytes] = {}
+    if exchange.referer is not None:
+        headers[b"Referer"] = exchange.referer
+    if exchange.user_agent is not None:
+        headers[b"User-Agent"] = exchange.user_agent
+    response = client.request(
+        exchange.method,
+        exchange.target.decode("ascii"),
+        headers=headers,
+        content=exchange.request_body if exchange.method == "POST" else None,
+    )
+    # The log must show the target as sent on the wire, so it must be what we meant.
+    assert response.request.url.raw_path == exchange.target
+    return response.status_code, response.content
+
+
+def send_http10(port: int, exchange: Exchange) -> tuple[int, bytes]:
+    """Send one HTTP/1.0 request on a fresh socket; return the status and the body."""
+    lines = [
+        b"%s %s HTTP/1.0" % (exchange.method.encode("ascii"), exchange.target),
+        b"Host: %s:%d" % (LOOPBACK.encode("ascii"), port),
+    ]
+    if exchange.referer is not None:
+        lines.append(b"Referer: " + exchange.referer)
+    if exchange.user_agent is not None:
+        lines.append(b"User-Agent: " + exchange.user_agent)
+    if exchange.method == "POST":
+        lines.append(b"Content-Length: %d" % len(exchange.request_body))
+    request = b"\r\n".join(lines) + b"\r\n\r\n" + exchange.request_body
+    with socket.create_connection((LOOPBACK, port), timeout=CLIENT_TIMEOUT) as sock:
+        sock.sendall(request)
+        response = read_until_closed(sock)
+    head, _, body = response.partition(b"\r\n\r\n")
+    # uvicorn answers an HTTP/1.0 request with a chunked body all the same.
+    if b"\r\ntransfer-encoding: chunked" in head.lower():
+        body = _dechunk(body)
+    return int(head.split(b" ", 2)[1]), body
+
+
+def _dechunk(data: bytes) -> bytes:
+    parts: list[bytes] = []
+    while True:
+        size_line, _, data = data.partition(b"\r\n")
+        size = int(size_line.split(b";")[0], 16)
+        if size == 0:
+            return b"".join(parts)
+        parts.append(data[:size])
+        assert data[size : size + 2] == b"\r\n", "malformed chunked body"
+        data = data[size + 2 :]
+
+
+def read_until_closed(sock: socket.socket) -> bytes:
+    """Everything the peer sends until it closes the connection."""
+    parts = []
+    while part := sock.recv(65536):
+        parts.append(part)
+    return b"".join(parts)
+
+
+# -- log lines ------------------------------------------------------------------------------
+
+_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+_QUOTED = rb'"((?:[^"\\]|\\.)*)"'
+# Apache's combined format, %h %l %u %t "%r" %>s %b "%{Referer}i" "%{User-agent}i", with
+# every field as narrow as its definition allows.
+_COMBINED_LINE = re.compile(
+    rb"(?P<host>[^ ]+) (?P<ident>[^ ]+) (?P<user>[^ ]+) "
+    rb"\[(?P<day>\d{2})/(?P<month>" + "|".join(_MONTHS).encode() + rb")/(?P<year>\d{4})"
+    rb":(?P<hour>\d{2}):(?P<minute>\d{2}):(?P<second>\d{2}) (?P<offset>[+-]\d{4})\] "
+    + _QUOTED.replace(b"(", b"(?P<request>", 1)
+    + rb" (?P<status>[1-5]\d{2}) (?P<bytes>-|[1-9]\d*) "
+    + _QUOTED.replace(b"(", b"(?P<referer>", 1)
+    + b" "
+    + _QUOTED.replace(b"(", b"(?P<agent>", 1)
+)
+_REQUEST_LINE = re.compile(rb"(?P<method>[A-Z]+) (?P<target>[^ ]+) (?P<protocol>HTTP/\d\.\d)")
+_PRINTABLE_ASCII = re.compile(rb"[\x20-\x7e]*")
+JSON_KEYS = [
+    "time", "client", "method", "path", "query", "protocol", "status", "bytes_sent",
+    "duration_ms", "referer", "user_agent",
+]  # fmt: skip
+
+
+class LoggedExchange(NamedTuple):
+    """The fields of one log line that an Exchange determines, as the line spells them."""
+
+    method: str
+    target: bytes
+    protocol: str
+    status: int
+    bytes_sent: int
+    referer: bytes | None
+    user_agent: bytes | None
+
+
+def read_log_lines(path: Path) -> list[bytes]:
+    """The log's lines without their newlines; the log must end with a whole line."""
+    data = path.read_bytes()
+    assert not data or data.endswith(b"\n"), f"the log ends in a partial line: {data[-200:]!r}"
+    return data.split(b"\n")[:-1]
+
+
+def apache_escape(value: bytes) -> bytes:
+    """The documented escaping rule, written out independently of boundlog's code."""
+    escaped = bytearray()
+    for byte in value:
+        if byte in b'"\\':
+            escaped += b"\\" + bytes((byte,))
+        elif 0x20 <= byte <= 0x7E:
+            escaped.append(byte)
+        else:
+            escaped += b"\\x%02x" % byte
+    return bytes(escaped)
+
+
+def parse_combined_line(line: bytes) -> tuple[LoggedExchange, float]:
+    """Check one combined line strictly; return its fields and its time (epoch seconds)."""
+    assert _PRINTABLE_ASCII.fullmatch(line), f"not printable ASCII: {line!r}"
+    match = _COMBINED_LINE.fullmatch(line)
+    assert match, f"not an Apache combined line: {line!r}"
+    assert (match["host"], match["ident"], match["user"]) == (LOOPBACK.encode(), b"-", b"-")
+    request = _REQUEST_LINE.fullmatch(match["request"])
+    assert request, f"not a request line: {match['request']!r}"
+    assert match["offset"] == CLF_OFFSET.encode(), line
+    parts = {name: value.decode() for name, value in match.groupdict().items()}
+    month = _MONTHS.index(parts["month"]) + 1
+    when = datetime.strptime(
+        f"{parts['year']}-{month:02d}-{parts['day']} "
+        f"{parts['hour']}:{parts['minute']}:{parts['second']} {parts['offset']}",
+        "%Y-%m-%d %H:%M:%S %z",
+    ).timestamp()
+    fields = LoggedExchange(
+        request["method"].decode(),
+        request["target"],
+        request["protocol"].decode(),
+        int(match["status"]),
+        0 if match["bytes"] == b"-" else int(match["bytes"]),
+        match["referer"],
+        match["agent"],
+    )
+    return fields, when
+
+
+def expected_combined(exchange: Exchange) -> LoggedExchange:
+    """The fields a combined line must show for ``exchange``."""
+    return LoggedExchange(
+        exchange.method,
+        apache_escape(exchange.target),
+        exchange.protocol,
+        exchange.status,
+        exchange.bytes_sent,
+        b"-" if exchange.referer is None else apache_escape(exchange.referer),
+        b"-" if exchange.user_agent is None else apache_escape(exchange.user_agent),
+    )
+
+
+def parse_json_line(line: bytes) -> tuple[LoggedExchange, float]:
+    """Check one JSON line strictly; return its fields and its time (epoch seconds)."""
+    assert _PRINTABLE_ASCII.fullmatch(line), f"not printable ASCII: {line!r}"
+    entry: dict[str, Any] = json.loads(line)
+    assert list(entry) == JSON_KEYS, line
+    assert entry["client"] == LOOPBACK, line
+    assert type(entry["status"]) is int, line
+    assert type(entry["bytes_sent"]) is int, line
+    assert type(entry["duration_ms"]) is float, line
+    assert entry["duration_ms"] >= 0, line
+    assert re.fullmatch(
+        r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}" + re.escape(RFC3339_OFFSET),
+        entry["time"],
+    ), line
+    target = entry["path"].encode() + (b"?" + entry["query"].encode() if entry["query"] else b"")
+    fields = LoggedExchange(
+        entry["method"],
+        target,
+        entry["protocol"],
+        entry["status"],
+        entry["bytes_sent"],
+        None if entry["referer"] is None else entry["referer"].encode(),
+        None if entry["user_agent"] is None else entry["user_agent"].encode(),
+    )
+    return fields, datetime.fromisoformat(entry["time"]).timestamp()
+
+
+def expected_json(exchange: Exchange) -> LoggedExchange:
+    """The fields a JSON line must show for ``exchange`` (every value here is UTF-8)."""
+    return LoggedExchange(
+        exchange.method,
+        exchange.target,
+        exchange.protocol,
+        exchange.status,
+        exchange.bytes_sent,
+        exchange.referer,
+        exchange.user_agent,
+    )
+
+
+PARSERS: dict[str, Callable[[bytes], tuple[LoggedExchange, float]]] = {
+    "combined": parse_combined_line,
+    "json": parse_json_line,
+}
+EXPECTATIONS: dict[str, Callable[[Exchange], LoggedExchange]] = {
+    "combined": expected_combined,
+    "json": expected_json,
+}
+
+
+def check_log(
+    lines: Sequence[bytes],
+    exchanges: Sequence[Exchange],
+    log_format: str,
+    started: float,
+    finished: float,
+) -> None:
+    """Assert one correct line per exchange, none missing, none extra, none duplicated.
+
+    ``started`` and ``finished`` bracket the wall-clock time of the traffic; every
+    line's time (when its request was received) must fall inside.
+    """
+    assert len(lines) == len(exchanges), f"{len(lines)} lines for {len(exchanges)} requests"
+    parse = PARSERS[log_format]
+    expect = EXPECTATIONS[log_format]
+    logged: Counter[LoggedExchange] = Counter()
+    for line in lines:
+        fields, when = parse(line)
+        # Both formats truncate the time, to whole seconds or whole milliseconds.
+        assert int(started) <= when <= finished, (line, started, finished)
+        logged[fields] += 1
+    expected = Counter(expect(exchange) for exchange in exchanges)
+    missing = list((expected - logged).elements())
+    unexpected = list((logged - expected).elements())
+    assert (missing, unexpected) == ([], []), (
+        f"{len(missing)} expected lines missing, e.g. {missing[:3]}; "
+        f"{len(unexpected)} unexpected, e.g. {unexpected[:3]}"
+    )

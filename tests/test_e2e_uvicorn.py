@@ -1,0 +1,116 @@
+"""End to end: uvicorn (httptools, uvloop) serving an app wrapped in boundlog's ASGI middleware.
+
+Each test runs uvicorn as a real process on a loopback port, talks to it over real
+sockets, stops it with SIGTERM and then reads the log file the middleware's own log
+wrote (see tests/apps/asgi_app.py and tests/_servers.py).
+"""
+
+from __future__ import annotations
+
+import signal
+import socket
+import time
+from contextlib import AbstractContextManager
+from pathlib import Path
+
+import httpx
+import pytest
+
+from _servers import (
+    CLIENT_TIMEOUT,
+    HOLD_UNTIL_CLOSE,
+    LOOPBACK,
+    PYTHON,
+    Server,
+    build_exchanges,
+    check_log,
+    parse_combined_line,
+    read_log_lines,
+    running_server,
+    send_exchanges,
+    server_environment,
+)
+
+REQUESTS = 200
+
+
+def uvicorn_command(port: int) -> list[str]:
+    return [
+        PYTHON, "-m", "uvicorn", "tests.apps.asgi_app:app",
+        "--no-access-log", "--host", LOOPBACK, "--port", str(port), "--lifespan", "on",
+        "--loop", "uvloop", "--http", "httptools", "--log-level", "warning",
+    ]  # fmt: skip
+
+
+def uvicorn(
+    tmp_path: Path, log_format: str = "combined", flush_interval: str = "0.01"
+) -> AbstractContextManager[Server]:
+    environment = server_environment(tmp_path / "access.log", log_format, flush_interval)
+    return running_server(uvicorn_command, environment, tmp_path / "uvicorn.out")
+
+
+def stop_gracefully(server: Server) -> None:
+    status = server.stop()
+    # uvicorn re-raises the SIGTERM it caught once its shutdown is complete, so a clean
+    # exit is a death by SIGTERM; older versions exited with 0.
+    assert status in (0, -signal.SIGTERM), server.output()
+    assert "boundlog:" not in server.output(), server.output()
+
+
+@pytest.mark.parametrize("log_format", ["combined", "json"])
+def test_every_request_is_logged_once_with_exact_fields(tmp_path: Path, log_format: str) -> None:
+    """N mixed requests leave exactly N correct lines, all written by the SIGTERM drain."""
+    exchanges = build_exchanges(REQUESTS)
+    log_path = tmp_path / "access.log"
+    with uvicorn(tmp_path, log_format, HOLD_UNTIL_CLOSE) as server:
+        started = time.time()
+        send_exchanges(server.port, exchanges)
+        finished = time.time()
+        assert log_path.read_bytes() == b"", "the writer should hold the lines until close"
+        stop_gracefully(server)
+    check_log(read_log_lines(log_path), exchanges, log_format, started, finished)
+
+
+def test_exception_before_response_is_logged_as_500_and_server_keeps_serving(
+    tmp_path: Path,
+) -> None:
+    """An app raising before responding leaves a 500 line, and the next request still works."""
+    with uvicorn(tmp_path) as server:
+        with httpx.Client(base_url=server.base_url, timeout=CLIENT_TIMEOUT) as client:
+            assert client.get("/raise").status_code == 500
+            served = client.get("/bytes/5")
+        assert (served.status_code, served.content) == (200, b"xxxxx")
+        stop_gracefully(server)
+    logged = [parse_combined_line(line)[0] for line in read_log_lines(tmp_path / "access.log")]
+    assert [(fields.target, fields.status, fields.bytes_sent) for fields in logged] == [
+        (b"/raise", 500, 0),
+        (b"/bytes/5", 200, 5),
+    ]
+
+
+def test_client_gone_mid_stream_is_logged_with_the_bytes_handed_over(tmp_path: Path) -> None:
+    """A client closing its socket mid-stream leaves one line counting the bytes sent so far."""
+    chunks, size = 500, 1000
+    stream_path = b"/stream-until-disconnect/%d/%d" % (chunks, size)
+    with uvicorn(tmp_path) as server:
+        with socket.create_connection((LOOPBACK, server.port), timeout=CLIENT_TIMEOUT) as sock:
+            sock.sendall(b"GET %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (stream_path, LOOPBACK.encode()))
+            received = b""
+            while b"d" * size not in received:
+                part = sock.recv(65536)
+                assert part, f"connection closed before the first chunk: {received!r}"
+                received += part
+        # Closing the socket is the disconnect; the server must go on serving.
+        served = httpx.get(server.base_url + "/bytes/5", timeout=CLIENT_TIMEOUT)
+        assert served.status_code == 200
+        stop_gracefully(server)
+    logged = {
+        fields.target: fields
+        for fields, _ in map(parse_combined_line, read_log_lines(tmp_path / "access.log"))
+    }
+    assert sorted(logged) == [b"/bytes/5", stream_path]
+    streamed = logged[stream_path]
+    assert streamed.status == 200
+    # Whole chunks, at least the one the client read, far fewer than the full stream.
+    assert streamed.bytes_sent % size == 0
+    assert size <= streamed.bytes_sent < chunks * size
