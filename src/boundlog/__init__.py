@@ -19,11 +19,11 @@ from ._stats import Stats
 from ._version import __version__
 
 __all__ = [
-    "FORMATS",
-    "POLICIES",
     "AccessLog",
     "AccessLogError",
     "ConfigurationError",
+    "FORMATS",
+    "POLICIES",
     "Record",
     "SinkError",
     "Stats",

@@ -103,6 +103,19 @@ class AccessLog:
             queue_peak=peak,
         )
 
+    def flush(self, timeout: float | None = None) -> bool:
+        """Write every record accepted so far, without waiting for a batch to fill.
+
+        Returns False if the sink did not take them within ``timeout`` seconds (default:
+        ``close_timeout``).  The log stays open.
+        """
+        if self._final is not None:
+            return True
+        target = self._admission.hurry()
+        return self._writer.wait_settled(
+            target, self._close_timeout if timeout is None else timeout
+        )
+
     def close(self, timeout: float | None = None) -> Stats:
         """Stop accepting, write every accepted record, close the sink, return the stats.
 

@@ -51,6 +51,7 @@ class Admission:
         self._batch_size = min(batch_size, max_queue)
         self._wait_for_room = policy == "wait"
         self._closed = False
+        self._hurry = False
         self._writer_done = False
         self._wake_at = _NEVER
         # Guards the sleep/wake protocol; the two conditions share it.
@@ -171,11 +172,17 @@ class Admission:
                 self._wake_at = 1
                 while not pending and not self._closed:
                     self._work.wait(_BACKSTOP_SECONDS)
-            if window > 0 and len(pending) < self._batch_size and not self._closed:
+            if (
+                window > 0
+                and len(pending) < self._batch_size
+                and not self._closed
+                and not self._hurry
+            ):
                 self._wake_at = self._batch_size
                 if len(pending) < self._batch_size:
                     self._work.wait(window)
             self._wake_at = _NEVER
+            self._hurry = False
         with self._count_lock:
             count = len(pending)
             batch = [pending.popleft() for _ in range(count)]
@@ -194,6 +201,14 @@ class Admission:
             # A closed loop raises RuntimeError; nobody awaits its future any more.
             with contextlib.suppress(RuntimeError):
                 loop.call_soon_threadsafe(_resolve, room)
+
+    def hurry(self) -> int:
+        """Make the writer take what waits now, without gathering; return accepted so far."""
+        with self._lock:
+            self._hurry = True
+            self._work.notify()
+        with self._count_lock:
+            return self.taken + len(self._pending)
 
     def close(self) -> None:
         """Refuse new records from now on and wake every sleeper."""

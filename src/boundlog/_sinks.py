@@ -8,6 +8,7 @@ from ``tail -f`` and from a crash-loss bound.
 
 from __future__ import annotations
 
+import io
 import os
 import select
 import stat
@@ -106,11 +107,14 @@ def open_sink(spec: SinkSpec) -> Sink:
         raise ConfigurationError(_WHAT_A_SINK_IS % (spec,))
     try:
         fd = fileno()
-        # Lines already buffered in the object must come before ours.
-        spec.flush()
-    except (OSError, ValueError) as error:
+    except io.UnsupportedOperation as error:  # BytesIO and friends: no descriptor at all
+        raise ConfigurationError(_WHAT_A_SINK_IS % (spec,)) from error
+    except (OSError, ValueError) as error:  # closed, or its descriptor is gone
         raise SinkError(f"cannot use {spec!r} as a sink: {error}") from error
-    return Sink(fd, getattr(spec, "name", None) or repr(spec), owns_fd=False)
+    # Lines already buffered in the object must come before ours.
+    spec.flush()
+    name = getattr(spec, "name", None)
+    return Sink(fd, name if isinstance(name, str) else repr(spec), owns_fd=False)
 
 
 _WHAT_A_SINK_IS = (

@@ -39,6 +39,9 @@ class Writer:
         self.write_errors = 0
         self.bytes_written = 0
         self.batches = 0
+        # Records taken and dealt with (written, failed or unformattable), for flush().
+        self.settled = 0
+        self._settled_changed = threading.Condition()
         # A failed write may leave part of a line in the sink; the next write starts
         # with a newline so that the fragment never joins the next record's line.
         self._fragment_open = False
@@ -60,6 +63,14 @@ class Writer:
             self.in_flight = 0
             if self.abandoned:
                 return
+            with self._settled_changed:
+                self.settled += len(batch)
+                self._settled_changed.notify_all()
+
+    def wait_settled(self, target: int, timeout: float | None) -> bool:
+        """Wait until ``target`` records have been dealt with; False on timeout."""
+        with self._settled_changed:
+            return self._settled_changed.wait_for(lambda: self.settled >= target, timeout)
 
     def _write_batch(self, batch: Sequence[Record]) -> None:
         data, unformattable = self._format_batch(batch)

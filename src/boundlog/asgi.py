@@ -13,9 +13,9 @@ A record is completed at the first of:
 * the application raising: status 500 if no response had started, else the status that
   was sent, with the bytes sent so far; the exception propagates unchanged.
 
-Lifespan and websocket scopes go to the application untouched.  When the middleware
-created its own log, it also watches the lifespan shutdown so that it can drain and
-close that log before the server reports shutdown complete.
+Lifespan and websocket scopes go to the application untouched, but the middleware
+watches the lifespan shutdown: before the server hears that shutdown is complete, an
+owned log is closed and a borrowed one flushed (see ``_draining_on_shutdown``).
 """
 
 from __future__ import annotations
@@ -63,8 +63,8 @@ class AccessLogMiddleware:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
-            if scope["type"] == "lifespan" and self.owns_log:
-                send = self._closing_on_shutdown(send)
+            if scope["type"] == "lifespan":
+                send = self._draining_on_shutdown(send)
             await self.app(scope, receive, send)
             return
 
@@ -136,15 +136,18 @@ class AccessLogMiddleware:
         await self._submit_async(entry)
         await sending
 
-    def _closing_on_shutdown(self, send: Send) -> Send:
-        log = self.log
+    def _draining_on_shutdown(self, send: Send) -> Send:
+        # Some servers never run atexit handlers: uvicorn ends by re-raising SIGTERM on
+        # itself.  The lifespan shutdown is the last moment the log can be drained, so
+        # an owned log is closed there and a borrowed one is flushed.
+        drain = self.log.close if self.owns_log else self.log.flush
 
-        async def send_after_closing(message: Message) -> None:
+        async def send_after_draining(message: Message) -> None:
             if message["type"] in ("lifespan.shutdown.complete", "lifespan.shutdown.failed"):
-                await asyncio.get_running_loop().run_in_executor(None, log.close)
+                await asyncio.get_running_loop().run_in_executor(None, drain)
             await send(message)
 
-        return send_after_closing
+        return send_after_draining
 
 
 def _file_size(response: Message, message: Message) -> int:

@@ -1,0 +1,248 @@
+"""The ASGI middleware in process: when a record is completed and what it holds."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from _records import make_record
+from boundlog import AccessLog, ConfigurationError
+from boundlog.asgi import AccessLogMiddleware
+from conftest import BlockedPipe, wait_until
+
+Message = dict[str, Any]
+
+
+def http_scope(**overrides: Any) -> dict[str, Any]:
+    scope: dict[str, Any] = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "GET",
+        "scheme": "http",
+        "path": "/items",
+        "raw_path": b"/items",
+        "query_string": b"page=2",
+        "root_path": "",
+        "headers": [(b"host", b"example"), (b"user-agent", b"probe/1"), (b"referer", b"/r")],
+        "client": ("10.1.2.3", 5000),
+        "server": ("127.0.0.1", 8000),
+    }
+    scope.update(overrides)
+    return scope
+
+
+async def call(app: Any, scope: dict[str, Any]) -> list[Message]:
+    sent: list[Message] = []
+
+    async def receive() -> Message:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    await app(scope, receive, send)
+    return sent
+
+
+def json_lines(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def start(status: int = 200) -> Message:
+    return {"type": "http.response.start", "status": status, "headers": []}
+
+
+def test_a_complete_response_is_logged_with_its_bytes(tmp_path: Path) -> None:
+    """Streaming chunks add up; the record holds every field from the scope."""
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await send(start(201))
+        await send({"type": "http.response.body", "body": b"abc", "more_body": True})
+        await send({"type": "http.response.body", "body": b"defg"})
+
+    path = tmp_path / "access.log"
+    with AccessLog(str(path), format="json") as log:
+        messages = asyncio.run(call(AccessLogMiddleware(app, log=log), http_scope()))
+    assert [m["type"] for m in messages] == ["http.response.start"] + ["http.response.body"] * 2
+    [line] = json_lines(path)
+    assert {k: line[k] for k in line if k not in ("time", "duration_ms")} == {
+        "client": "10.1.2.3",
+        "method": "GET",
+        "path": "/items",
+        "query": "page=2",
+        "protocol": "HTTP/1.1",
+        "status": 201,
+        "bytes_sent": 7,
+        "referer": "/r",
+        "user_agent": "probe/1",
+    }
+
+
+def test_an_exception_before_the_response_is_logged_as_500_and_propagates(
+    tmp_path: Path,
+) -> None:
+    """The application's exception reaches the server unchanged; the log says 500."""
+
+    class Boom(Exception):
+        pass
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        raise Boom("no response")
+
+    path = tmp_path / "access.log"
+    with AccessLog(str(path), format="json") as log, pytest.raises(Boom, match="no response"):
+        asyncio.run(call(AccessLogMiddleware(app, log=log), http_scope()))
+    [line] = json_lines(path)
+    assert (line["status"], line["bytes_sent"]) == (500, 0)
+
+
+def test_an_exception_mid_body_keeps_the_status_and_bytes_sent(tmp_path: Path) -> None:
+    """Raising after the response started logs the real status and the bytes so far."""
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await send(start(200))
+        await send({"type": "http.response.body", "body": b"12345", "more_body": True})
+        raise RuntimeError("broken stream")
+
+    path = tmp_path / "access.log"
+    with AccessLog(str(path), format="json") as log, pytest.raises(RuntimeError):
+        asyncio.run(call(AccessLogMiddleware(app, log=log), http_scope()))
+    [line] = json_lines(path)
+    assert (line["status"], line["bytes_sent"]) == (200, 5)
+
+
+def test_a_client_gone_mid_body_is_logged_once_with_the_bytes_sent(tmp_path: Path) -> None:
+    """An app that stops streaming (client disconnected) still yields exactly one record."""
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await send(start(200))
+        await send({"type": "http.response.body", "body": b"x" * 100, "more_body": True})
+
+    path = tmp_path / "access.log"
+    with AccessLog(str(path), format="json") as log:
+        asyncio.run(call(AccessLogMiddleware(app, log=log), http_scope()))
+    [line] = json_lines(path)
+    assert (line["status"], line["bytes_sent"]) == (200, 100)
+
+
+def test_trailers_finish_the_response_not_the_last_body(tmp_path: Path) -> None:
+    """With trailers announced, the record is completed by the last trailers message."""
+    order: list[str] = []
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await send({**start(200), "trailers": True})
+        await send({"type": "http.response.body", "body": b"ab"})
+        order.append(f"body sent, logged={log.stats().submitted}")
+        await send({"type": "http.response.trailers", "headers": [], "more_trailers": False})
+        order.append(f"trailers sent, logged={log.stats().submitted}")
+
+    path = tmp_path / "access.log"
+    with AccessLog(str(path), format="json") as log:
+        asyncio.run(call(AccessLogMiddleware(app, log=log), http_scope()))
+    assert order == ["body sent, logged=0", "trailers sent, logged=1"]
+    assert json_lines(path)[0]["bytes_sent"] == 2
+
+
+@pytest.mark.parametrize("scope_type", ["websocket", "lifespan"])
+def test_other_scopes_reach_the_app_untouched(scope_type: str, tmp_path: Path) -> None:
+    """Websocket and lifespan scopes go through with the same scope and receive, no record."""
+    seen: list[Any] = []
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        seen.append((scope, receive))
+
+    scope = {"type": scope_type}
+
+    async def receive() -> Message:
+        return {}
+
+    async def send(message: Message) -> None:
+        pass
+
+    with AccessLog(str(tmp_path / "access.log")) as log:
+        asyncio.run(AccessLogMiddleware(app, log=log)(scope, receive, send))
+        assert log.stats().submitted == 0
+    assert seen == [(scope, receive)]
+
+
+@pytest.mark.parametrize("owned", [True, False])
+def test_lifespan_shutdown_drains_the_log_before_completing(owned: bool, tmp_path: Path) -> None:
+    """Before the server hears shutdown.complete, an owned log is closed, a borrowed flushed."""
+    path = tmp_path / "access.log"
+    borrowed = None if owned else AccessLog(str(path), flush_interval=3600)
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            await send(start(204))
+            await send({"type": "http.response.body"})
+            return
+        while (await receive())["type"] != "lifespan.shutdown":
+            await send({"type": "lifespan.startup.complete"})
+        await send({"type": "lifespan.shutdown.complete"})
+
+    middleware = (
+        AccessLogMiddleware(app, sink=str(path), flush_interval=3600)
+        if owned
+        else AccessLogMiddleware(app, log=borrowed)
+    )
+    lines_at_completion: list[int] = []
+
+    async def serve() -> None:
+        await call(middleware, http_scope())
+        events = iter([{"type": "lifespan.startup"}, {"type": "lifespan.shutdown"}])
+
+        async def receive() -> Message:
+            return next(events)
+
+        async def send(message: Message) -> None:
+            if message["type"] == "lifespan.shutdown.complete":
+                lines_at_completion.append(len(path.read_bytes().splitlines()))
+
+        await middleware({"type": "lifespan"}, receive, send)
+
+    asyncio.run(serve())
+    assert lines_at_completion == [1]
+    assert middleware.log.stats().written == 1
+    if borrowed is not None:
+        assert borrowed.submit(make_record()), "a borrowed log stays open after shutdown"
+        borrowed.close()
+
+
+def test_log_and_options_together_are_refused() -> None:
+    """Passing a log and options for another one is ambiguous and raises."""
+    with pytest.raises(ConfigurationError, match="not both: got log and format"):
+        AccessLogMiddleware(lambda *a: None, log=object(), format="json")  # type: ignore[arg-type]
+
+
+def test_wait_policy_applies_backpressure_to_the_last_message(tmp_path: Path) -> None:
+    """Under wait, a full queue delays the final body message until the record is admitted."""
+    pipe = BlockedPipe()
+    log = AccessLog(pipe.write_fd, policy="wait", max_queue=1, flush_interval=0)
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await send(start(200))
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    middleware = AccessLogMiddleware(app, log=log)
+
+    async def scenario() -> None:
+        await call(middleware, http_scope())  # taken by the writer, which then blocks
+        wait_until(lambda: log.stats().queued == 0)
+        await call(middleware, http_scope())  # fills the queue
+        third = asyncio.ensure_future(call(middleware, http_scope()))
+        for _ in range(100):
+            await asyncio.sleep(0)
+        assert not third.done()
+        pipe.release()
+        messages = await third
+        assert messages[-1]["type"] == "http.response.body"
+
+    asyncio.run(scenario())
+    stats = log.close()
+    assert (stats.submitted, stats.written, stats.dropped) == (3, 3, 0)
+    pipe.close()

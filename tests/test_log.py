@@ -1,0 +1,196 @@
+"""AccessLog: configuration errors, draining, closing, failures and the exit backstop."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from _records import make_record
+from boundlog import AccessLog, ConfigurationError, SinkError, Stats
+from conftest import BlockedPipe
+
+
+def test_close_writes_every_accepted_record(tmp_path: Path) -> None:
+    """close() drains the queue: N submitted records become N lines and exact stats."""
+    path = tmp_path / "access.log"
+    log = AccessLog(str(path), flush_interval=3600)
+    for i in range(1000):
+        assert log.submit(make_record(path=b"/%d" % i))
+    stats = log.close()
+    lines = path.read_bytes().splitlines()
+    assert len(lines) == 1000
+    assert lines[999].split(b'"')[1] == b"GET /999 HTTP/1.1"
+    assert stats == Stats(
+        submitted=1000,
+        written=1000,
+        dropped=0,
+        failed=0,
+        write_errors=0,
+        bytes_written=path.stat().st_size,
+        batches=stats.batches,
+        queued=0,
+        queue_peak=stats.queue_peak,
+    )
+    assert 1 <= stats.batches <= 2
+
+
+def test_close_is_idempotent_and_submit_after_close_is_counted(tmp_path: Path) -> None:
+    """A second close returns the same stats; a later record is dropped, not written."""
+    path = tmp_path / "access.log"
+    log = AccessLog(str(path))
+    log.submit(make_record())
+    first = log.close()
+    assert log.close() == first
+    assert log.submit(make_record()) is False
+    after = log.stats()
+    assert (after.submitted, after.written, after.dropped) == (2, 1, 1)
+    assert len(path.read_bytes().splitlines()) == 1
+
+
+def test_context_manager_closes(tmp_path: Path) -> None:
+    """Leaving a with-block closes the log, so every record is on disk afterwards."""
+    path = tmp_path / "access.log"
+    with AccessLog(str(path), flush_interval=3600) as log:
+        log.submit(make_record())
+    assert log.stats().written == 1
+    assert len(path.read_bytes().splitlines()) == 1
+
+
+def test_flush_writes_without_closing(tmp_path: Path) -> None:
+    """flush() gets accepted records to the sink at once, and the log keeps accepting."""
+    path = tmp_path / "access.log"
+    log = AccessLog(str(path), flush_interval=3600)
+    for _ in range(3):
+        log.submit(make_record())
+    assert log.flush(timeout=10)
+    assert len(path.read_bytes().splitlines()) == 3
+    assert log.submit(make_record())
+    assert log.close().written == 4
+
+
+def test_write_failure_is_counted_and_reported_once(capfd: pytest.CaptureFixture[str]) -> None:
+    """Writing to /dev/full fails every batch: counted as failed, one warning, no exception."""
+    log = AccessLog("/dev/full", flush_interval=0)
+    for _ in range(5):
+        log.submit(make_record())
+        log.flush(timeout=10)
+    stats = log.close()
+    assert stats.submitted == stats.failed == 5
+    assert stats.written == 0
+    assert stats.write_errors == 5
+    err = capfd.readouterr().err
+    assert err.count("boundlog: cannot write to /dev/full: No space left on device") == 1
+
+
+def test_close_timeout_counts_unwritten_records_as_failed(blocked_pipe: BlockedPipe) -> None:
+    """A sink stuck past close_timeout cannot hang close(); what it held counts as failed."""
+    log = AccessLog(blocked_pipe.write_fd, flush_interval=0, close_timeout=0.2)
+    for _ in range(3):
+        log.submit(make_record())
+    stats = log.close()
+    assert stats.submitted == 3
+    assert stats.written + stats.failed == 3
+    assert stats.failed >= 1
+    blocked_pipe.release()
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"format": "apache"}, "unknown format 'apache': choose one of combined, common, json"),
+        ({"policy": "block"}, "unknown policy 'block': choose one of drop, wait"),
+        ({"max_queue": 0}, "max_queue must be a whole number >= 1, not 0"),
+        ({"batch_size": 2.5}, "batch_size must be a whole number >= 1, not 2.5"),
+        ({"flush_interval": -1}, "flush_interval must be a number of seconds >= 0, not -1"),
+        ({"sink": 3.5}, "cannot log to 3.5: a sink is 'stdout'"),
+        ({"sink": True}, "cannot log to True: a sink is 'stdout'"),
+    ],
+)
+def test_bad_configuration_says_what_is_valid(options: dict[str, object], message: str) -> None:
+    """Each invalid option raises ConfigurationError naming the value and the valid choices."""
+    with pytest.raises(ConfigurationError) as raised:
+        AccessLog(**options)  # type: ignore[arg-type]
+    assert str(raised.value).startswith(message)
+
+
+def test_unopenable_path_raises_sink_error_with_path_and_reason(tmp_path: Path) -> None:
+    """A missing directory is reported at construction, with the path and the OS reason."""
+    path = tmp_path / "missing" / "access.log"
+    with pytest.raises(SinkError, match=f"cannot open {path}: No such file or directory"):
+        AccessLog(str(path))
+
+
+def test_a_directory_is_not_a_sink(tmp_path: Path) -> None:
+    """Naming a directory as the sink fails at construction with the reason."""
+    with pytest.raises(SinkError, match=f"cannot open {tmp_path}: Is a directory"):
+        AccessLog(str(tmp_path))
+
+
+def test_permission_denied_is_a_sink_error(tmp_path: Path) -> None:
+    """A file the process may not write is reported at construction, with the reason."""
+    path = tmp_path / "access.log"
+    path.touch(mode=0o444)
+    read_end, write_end = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - runs in the child
+        # Root may write anywhere, so the child drops to an unprivileged user first.
+        try:
+            if os.geteuid() == 0:
+                os.setuid(65534)
+            AccessLog(str(path))
+            message = "no error"
+        except SinkError as error:
+            message = str(error)
+        os.write(write_end, message.encode())
+        os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as reader:
+        message = reader.read().decode()
+    os.waitpid(child, 0)
+    assert message == f"cannot open {path}: Permission denied"
+
+
+def test_exit_without_close_drains_the_queue(tmp_path: Path) -> None:
+    """A program that submits and returns without close() still writes every record."""
+    path = tmp_path / "access.log"
+    program = textwrap.dedent(
+        f"""
+        import sys
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        from _records import make_record
+        from boundlog import AccessLog
+        log = AccessLog({str(path)!r}, flush_interval=3600)
+        for _ in range(500):
+            log.submit(make_record())
+        """
+    )
+    subprocess.run([sys.executable, "-c", program], check=True, timeout=60)
+    assert len(path.read_bytes().splitlines()) == 500
+
+
+def test_exit_with_a_stuck_sink_is_bounded_by_close_timeout() -> None:
+    """The exit backstop gives a sink that never drains close_timeout, then lets exit go."""
+    program = textwrap.dedent(
+        f"""
+        import fcntl, os, sys
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        from _records import make_record
+        from boundlog import AccessLog
+        read_end, write_end = os.pipe()
+        os.set_blocking(write_end, False)
+        try:
+            while True:
+                os.write(write_end, b"#" * 4096)
+        except BlockingIOError:
+            pass
+        os.set_blocking(write_end, True)
+        log = AccessLog(write_end, flush_interval=0, close_timeout=0.5)
+        log.submit(make_record())
+        """
+    )
+    subprocess.run([sys.executable, "-c", program], check=True, timeout=60)
