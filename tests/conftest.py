@@ -64,9 +64,11 @@ class BlockedPipe:
             os.close(fd)
 
     def close(self) -> None:
-        """Close both ends that are still open."""
-        for fd in list(self._open):
-            self._close(fd)
+        """Close the write end, let the reader see end-of-file, then close the read end."""
+        self._close(self.write_fd)
+        if self._reader is not None:
+            self._reader.join(10)
+        self._close(self.read_fd)
 
 
 @pytest.fixture

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import os
 import threading
 from collections.abc import Callable, Coroutine
 from types import TracebackType
@@ -138,6 +139,11 @@ class AccessLog:
             _open_logs.discard(self)
             return self._final
 
+    def _restart_after_fork(self) -> None:
+        self._close_lock = threading.Lock()
+        self._admission.reset_after_fork()
+        self._writer.reset_after_fork()
+
     def __enter__(self) -> AccessLog:
         return self
 
@@ -172,3 +178,13 @@ _open_logs: set[AccessLog] = set()
 def _close_open_logs() -> None:
     for log in list(_open_logs):
         log.close()
+
+
+def _restart_in_child() -> None:
+    # Threads do not survive fork: a log made before fork (gunicorn --preload) needs a
+    # writer of its own in each child, and none of the parent's records or locks.
+    for log in _open_logs:
+        log._restart_after_fork()
+
+
+os.register_at_fork(after_in_child=_restart_in_child)

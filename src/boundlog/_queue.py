@@ -46,10 +46,13 @@ class Admission:
     """The bounded queue, its overload policy and the counters of what it refused."""
 
     def __init__(self, *, max_queue: int, batch_size: int, policy: Policy) -> None:
-        self._pending: deque[Record] = deque()
         self._max_queue = max_queue
         self._batch_size = min(batch_size, max_queue)
         self._wait_for_room = policy == "wait"
+        self._start_afresh()
+
+    def _start_afresh(self) -> None:
+        self._pending: deque[Record] = deque()
         self._closed = False
         self._hurry = False
         self._writer_done = False
@@ -65,6 +68,15 @@ class Admission:
         self.taken = 0
         self.refused = 0
         self.peak = 0
+
+    def reset_after_fork(self) -> None:
+        """In a forked child: forget the parent's records, locks and waiters.
+
+        Records queued in the parent are the parent's to write; locks may have been
+        held by a parent thread that does not exist in the child.  The child starts with
+        an empty queue, fresh locks and zero counters, which then count its own records.
+        """
+        self._start_afresh()
 
     # -- request side ------------------------------------------------------------------
 

@@ -30,6 +30,9 @@ class Writer:
         self._sink = sink
         self._format = fmt
         self._window = window
+        self._start_afresh()
+
+    def _start_afresh(self) -> None:
         # Set when close() gave up waiting: whatever the thread finishes afterwards is
         # no longer counted, because the final counts were already reported.
         self.abandoned = False
@@ -48,6 +51,11 @@ class Writer:
         self._last_report = -_REPORT_EVERY
         self._unreported = 0
         self.thread = threading.Thread(target=self._run, name="boundlog-writer", daemon=True)
+
+    def reset_after_fork(self) -> None:
+        """In a forked child: zero the counters and start a writer thread of its own."""
+        self._start_afresh()
+        self.thread.start()
 
     def _run(self) -> None:
         admission = self._admission
