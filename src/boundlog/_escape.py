@@ -9,7 +9,10 @@ every field of the common and combined formats.  It is applied to bytes, not to 
   controls, DEL, C1 and the bytes of every character ``str.splitlines()`` treats as a
   line break (``\\x1c-\\x1e``, ``\\x85``, U+2028 and U+2029 are all escaped because each
   of their encodings contains a byte outside the printable range);
-* ``"`` becomes ``\\"`` and ``\\`` becomes ``\\\\``.
+* ``"`` becomes ``\\"`` and ``\\`` becomes ``\\\\``;
+* in the one unquoted field a client can influence, the client address (a server may
+  report a socket path or a forwarded value there), a space becomes ``\\x20`` too, so
+  that the field still ends at the first space (:func:`escape_unquoted`).
 
 Escaping non-ASCII bytes loses readability for UTF-8 text in exchange for two
 properties a log consumer can rely on: a line is ASCII, and :func:`unescape` recovers
@@ -21,6 +24,7 @@ from __future__ import annotations
 import re
 
 _UNSAFE_BYTE = re.compile(rb"[^\x20\x21\x23-\x5b\x5d-\x7e]")
+_UNSAFE_UNQUOTED_BYTE = re.compile(rb"[^\x21\x23-\x5b\x5d-\x7e]")
 _ESCAPE_SEQUENCE = re.compile(rb'\\(?:x([0-9a-fA-F]{2})|(["\\]))')
 
 _ESCAPES = {i: b"\\x%02x" % i for i in range(256)}
@@ -46,6 +50,13 @@ def escape(value: bytes) -> bytes:
     return _UNSAFE_BYTE.sub(_escape_byte, value)
 
 
+def escape_unquoted(value: bytes) -> bytes:
+    """Return ``value`` escaped as by :func:`escape`, and every space as ``\\x20``."""
+    if _UNSAFE_UNQUOTED_BYTE.search(value) is None:
+        return value
+    return _UNSAFE_UNQUOTED_BYTE.sub(_escape_byte, value)
+
+
 def unescape(value: bytes) -> bytes:
-    """Invert :func:`escape`: ``unescape(escape(b)) == b`` for every ``b``."""
+    """Invert :func:`escape` and :func:`escape_unquoted`: ``unescape(escape(b)) == b``."""
     return _ESCAPE_SEQUENCE.sub(_unescape_sequence, value)
