@@ -14,10 +14,10 @@ from typing import NamedTuple
 class Record(NamedTuple):
     """One completed HTTP exchange.
 
-    Integrations build records with ``tuple.__new__(Record, (...))`` because the
+    The integrations hand plain tuples in this field order to the queue, because the
     generated ``Record(...)`` constructor is a Python-level call that costs three times
-    as much on the request path; the field order below is therefore part of the
-    contract between the integrations and the formats.
+    as much on the request path; the formats read fields by position.  The field order
+    is therefore part of the contract between the integrations and the formats.
     """
 
     #: Wall-clock time (seconds since the epoch) when the request was received.

@@ -28,8 +28,6 @@ ExcInfo = tuple[type[BaseException], BaseException, TracebackType | None]
 StartResponse = Callable[..., Callable[[bytes], object]]
 WSGIApp = Callable[[Environ, StartResponse], Iterable[bytes]]
 
-_new_record = tuple.__new__
-
 
 class AccessLogMiddleware:
     """Log every request that passes through the WSGI application ``app``.
@@ -134,7 +132,7 @@ class _Exchange:
         )
         # WSGI strings are bytes decoded as latin-1; encoding them back recovers the
         # bytes the client sent.
-        return _new_record(Record, (
+        return (  # type: ignore[return-value]
             self._received, perf_counter() - self._started, environ.get("REMOTE_ADDR"),
             environ["REQUEST_METHOD"],
             path.encode("latin-1"),
@@ -142,4 +140,4 @@ class _Exchange:
             environ.get("SERVER_PROTOCOL", "HTTP/1.0"), self._status, self._sent,
             referer.encode("latin-1") if referer is not None else None,
             agent.encode("latin-1") if agent is not None else None,
-        ))  # fmt: skip
+        )  # fmt: skip
