@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import atexit
 import os
+import signal
 import threading
 from collections.abc import Callable, Coroutine
-from types import TracebackType
+from types import FrameType, TracebackType
 from typing import Any
 
 from ._errors import ConfigurationError
@@ -55,6 +56,8 @@ class AccessLog:
         flush_interval: float = DEFAULT_FLUSH_INTERVAL,
         utc: bool = False,
         close_timeout: float = DEFAULT_CLOSE_TIMEOUT,
+        reopen_signal: int | None = None,
+        watch: bool = False,
     ) -> None:
         if policy not in POLICIES:
             raise ConfigurationError(
@@ -64,12 +67,19 @@ class AccessLog:
         _check_count("batch_size", batch_size)
         _check_seconds("flush_interval", flush_interval)
         _check_seconds("close_timeout", close_timeout)
+        if reopen_signal is not None and threading.current_thread() is not threading.main_thread():
+            raise ConfigurationError(
+                f"cannot install reopen_signal={reopen_signal!r} from a thread other than "
+                "the main thread: create the log there, or call log.reopen() yourself"
+            )
         fmt = make_format(format, utc=utc)
         self._sink = open_sink(sink)
         self._policy: Policy = policy
         self._close_timeout = close_timeout
         self._admission = Admission(max_queue=max_queue, batch_size=batch_size, policy=self._policy)
-        self._writer = Writer(self._admission, self._sink, fmt, window=flush_interval)
+        self._writer = Writer(self._admission, self._sink, fmt, window=flush_interval, watch=watch)
+        if reopen_signal is not None:
+            self._reopen_on(reopen_signal)
         self._close_lock = threading.Lock()
         self._final: Stats | None = None
         self._lost_on_timeout = 0
@@ -116,6 +126,37 @@ class AccessLog:
         return self._writer.wait_settled(
             target, self._close_timeout if timeout is None else timeout
         )
+
+    def reopen(self, timeout: float | None = None) -> bool:
+        """Reopen a file sink by its path, as log rotation needs; False on timeout.
+
+        The writer thread switches between two batches: every record written after
+        this returns goes to the new file.  If the path cannot be opened, the log keeps
+        writing to the old descriptor, counts a write error and warns on stderr.  Sinks
+        not named by a path have nothing to reopen.
+        """
+        if self._final is not None:
+            return True
+        self._writer.reopens_requested += 1
+        target = self._writer.reopens_requested
+        self._admission.hurry()
+        return self._writer.wait_reopened(
+            target, self._close_timeout if timeout is None else timeout
+        )
+
+    def _reopen_on(self, signum: int) -> None:
+        previous = signal.getsignal(signum)
+        writer = self._writer
+
+        # A handler runs between two bytecodes of the main thread, which may hold one of
+        # the log's locks at that moment: it only counts the request, which the writer
+        # notices within a second, or at its next batch.
+        def request_reopen(number: int, frame: FrameType | None) -> None:
+            writer.reopens_requested += 1
+            if callable(previous):
+                previous(number, frame)
+
+        signal.signal(signum, request_reopen)
 
     def close(self, timeout: float | None = None) -> Stats:
         """Stop accepting, write every accepted record, close the sink, return the stats.

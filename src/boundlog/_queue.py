@@ -37,8 +37,9 @@ Policy = Literal["drop", "wait"]
 POLICIES: tuple[Policy, ...] = ("drop", "wait")
 
 _NEVER = 1 << 62
-# How long a sleeper waits before looking again on its own; only a lost wake-up, which
-# the protocol above rules out, would ever make it matter.
+# How long a sleeper waits before looking again on its own: the longest an idle writer
+# takes to notice a reopen asked for by a signal handler, and a backstop against a lost
+# wake-up, which the protocol above rules out.
 _BACKSTOP_SECONDS = 1.0
 
 
@@ -173,17 +174,19 @@ class Admission:
     # -- writer side -------------------------------------------------------------------
 
     def take(self, window: float) -> list[Record]:
-        """Wait for records and return them all; ``[]`` only once closed and empty.
+        """Wait for records and return them all (``[]`` if none came).
 
         After the first record arrives, wait up to ``window`` seconds (or until
         ``batch_size`` records wait) so that one write carries many lines.
         """
         pending = self._pending
         with self._lock:
-            if not pending and not self._closed:
+            if not pending and not self._closed and not self._hurry:
                 self._wake_at = 1
-                while not pending and not self._closed:
-                    self._work.wait(_BACKSTOP_SECONDS)
+                # One wait, not a loop: the writer also has work that comes without a
+                # record (a reopen asked for by a signal handler, which cannot take
+                # a lock), so it looks around at least once per backstop period.
+                self._work.wait(_BACKSTOP_SECONDS)
             if (
                 window > 0
                 and len(pending) < self._batch_size
@@ -215,7 +218,7 @@ class Admission:
                 loop.call_soon_threadsafe(_resolve, room)
 
     def hurry(self) -> int:
-        """Make the writer take what waits now, without gathering; return accepted so far."""
+        """Wake the writer to take what waits now, without gathering; return accepted so far."""
         with self._lock:
             self._hurry = True
             self._work.notify()

@@ -26,17 +26,48 @@ SinkSpec = str | int | BinaryIO
 class Sink:
     """An open descriptor and the rules for writing whole lines to it."""
 
-    __slots__ = ("_owns_fd", "fd", "is_pipe", "name")
+    __slots__ = ("_owns_fd", "fd", "is_pipe", "name", "path")
 
-    def __init__(self, fd: int, name: str, *, owns_fd: bool) -> None:
+    def __init__(self, fd: int, name: str, *, owns_fd: bool, path: str | None = None) -> None:
         self.fd = fd
         self.name = name
+        #: The file's path when the sink was named by one; only such a sink can reopen.
+        self.path = path
         self._owns_fd = owns_fd
         try:
-            mode = os.fstat(fd).st_mode
+            self.is_pipe = _is_pipe(fd)
         except OSError as error:
             raise SinkError(f"cannot use {name}: {error.strerror}") from error
-        self.is_pipe = stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+
+    def reopen(self) -> OSError | None:
+        """Open the path again and switch to it; on failure keep the old descriptor.
+
+        Log rotation renames the file the descriptor points to; reopening starts a new
+        file under the old name.  Sinks not named by a path have nothing to reopen.
+        """
+        if self.path is None:
+            return None
+        try:
+            fd = _open_for_append(self.path)
+            is_pipe = _is_pipe(fd)
+        except OSError as error:
+            return error
+        old, self.fd, self.is_pipe = self.fd, fd, is_pipe
+        if self._owns_fd:
+            os.close(old)
+        self._owns_fd = True
+        return None
+
+    def replaced(self) -> bool:
+        """Whether the path no longer names the file being written (moved or removed)."""
+        if self.path is None:
+            return False
+        try:
+            named = os.stat(self.path)
+            current = os.fstat(self.fd)
+        except OSError:
+            return True
+        return (named.st_dev, named.st_ino) != (current.st_dev, current.st_ino)
 
     def write(self, data: bytes) -> tuple[int, OSError | None]:
         """Write ``data``; return how many bytes went out and the error that stopped it.
@@ -98,10 +129,10 @@ def open_sink(spec: SinkSpec) -> Sink:
         if not isinstance(path, str) or not path:
             raise ConfigurationError(_WHAT_A_SINK_IS % (spec,))
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            fd = _open_for_append(path)
         except OSError as error:
             raise SinkError(f"cannot open {path}: {error.strerror}") from error
-        return Sink(fd, path, owns_fd=True)
+        return Sink(fd, path, owns_fd=True, path=path)
     fileno = getattr(spec, "fileno", None)
     if fileno is None:
         raise ConfigurationError(_WHAT_A_SINK_IS % (spec,))
@@ -115,6 +146,18 @@ def open_sink(spec: SinkSpec) -> Sink:
     spec.flush()
     name = getattr(spec, "name", None)
     return Sink(fd, name if isinstance(name, str) else repr(spec), owns_fd=False)
+
+
+def _open_for_append(path: str) -> int:
+    # O_APPEND makes every write land at the current end of the file, so a file that
+    # logrotate's copytruncate shrinks to zero is not filled with NUL bytes up to our
+    # old offset, and several processes appending to one file never overwrite each other.
+    return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+
+
+def _is_pipe(fd: int) -> bool:
+    mode = os.fstat(fd).st_mode
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
 
 
 _WHAT_A_SINK_IS = (

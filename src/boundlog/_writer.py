@@ -20,16 +20,23 @@ from ._record import Record
 from ._sinks import Sink
 
 _REPORT_EVERY = 5.0
+_WATCH_EVERY = 1.0
 
 
 class Writer:
     """Owns the thread that drains an :class:`Admission` into a :class:`Sink`."""
 
-    def __init__(self, admission: Admission, sink: Sink, fmt: Format, *, window: float) -> None:
+    def __init__(
+        self, admission: Admission, sink: Sink, fmt: Format, *, window: float, watch: bool
+    ) -> None:
         self._admission = admission
         self._sink = sink
         self._format = fmt
         self._window = window
+        self._watch = watch
+        # Reopen requests are a counter the writer catches up with, so that a signal
+        # handler can ask by incrementing it, without a lock.
+        self.reopens_requested = 0
         self._start_afresh()
 
     def _start_afresh(self) -> None:
@@ -44,6 +51,8 @@ class Writer:
         self.batches = 0
         # Records taken and dealt with (written, failed or unformattable), for flush().
         self.settled = 0
+        self.reopens_done = self.reopens_requested
+        self._next_watch = 0.0
         self._settled_changed = threading.Condition()
         # A failed write may leave part of a line in the sink; the next write starts
         # with a newline so that the fragment never joins the next record's line.
@@ -61,6 +70,12 @@ class Writer:
         admission = self._admission
         while True:
             batch = admission.take(self._window)
+            # Between batches: the next batch goes to the reopened file, none after it to
+            # the old one.
+            if self.reopens_done != self.reopens_requested:
+                self._reopen(self.reopens_requested)
+            elif self._watch and batch:
+                self._reopen_if_replaced()
             if not batch:
                 if admission.closed:
                     admission.finish()
@@ -79,6 +94,29 @@ class Writer:
         """Wait until ``target`` records have been dealt with; False on timeout."""
         with self._settled_changed:
             return self._settled_changed.wait_for(lambda: self.settled >= target, timeout)
+
+    def wait_reopened(self, target: int, timeout: float | None) -> bool:
+        """Wait until the ``target``-th reopen request has been carried out."""
+        with self._settled_changed:
+            return self._settled_changed.wait_for(lambda: self.reopens_done >= target, timeout)
+
+    def _reopen(self, request: int) -> None:
+        error = self._sink.reopen()
+        if error is not None:
+            self.write_errors += 1
+            self._report(f"cannot reopen {self._sink.name}, still writing to the old file: "
+                         f"{error.strerror or error}")  # fmt: skip
+        with self._settled_changed:
+            self.reopens_done = request
+            self._settled_changed.notify_all()
+
+    def _reopen_if_replaced(self) -> None:
+        # At most once a second: a stat per batch would be cheap, but not free.
+        now = time.monotonic()
+        if now >= self._next_watch:
+            self._next_watch = now + _WATCH_EVERY
+            if self._sink.replaced():
+                self._reopen(self.reopens_requested)
 
     def _write_batch(self, batch: Sequence[Record]) -> None:
         data, unformattable = self._format_batch(batch)

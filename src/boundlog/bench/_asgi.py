@@ -1,0 +1,137 @@
+"""The ASGI benchmark application, served by uvicorn and granian.
+
+``create_app`` is the factory the servers import (``--factory``); it reads the logger
+to wrap the application with from the environment (see ``_loggers``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from .._log import AccessLog
+from ..asgi import AccessLogMiddleware, ASGIApp, Message, Receive, Scope, Send
+from ._loggers import (
+    BODY,
+    STATS_PATH,
+    Emit,
+    LoggerConfig,
+    combined_line,
+    final_stats_writer,
+    naive_emitter,
+    queue_emitter,
+    stats_json,
+)
+
+_CONTENT_LENGTH = str(len(BODY)).encode()
+
+
+class FixedBodyApp:
+    """Answers every request with the same 1 KiB body; runs hooks at lifespan shutdown."""
+
+    def __init__(self) -> None:
+        self.on_shutdown: list[Callable[[], None]] = []
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+            return
+        await send({
+            "type": "http.response.start",
+            "status": 200,
+            "headers": [(b"content-type", b"text/plain"), (b"content-length", _CONTENT_LENGTH)],
+        })  # fmt: skip
+        await send({"type": "http.response.body", "body": BODY})
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                for hook in self.on_shutdown:
+                    hook()
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+
+class LineLoggingMiddleware:
+    """Hand-written logging middleware: capture status and size, then emit a line."""
+
+    def __init__(self, app: ASGIApp, emit: Emit) -> None:
+        self.app = app
+        self.emit = emit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        status = 0
+        size = 0
+
+        async def logging_send(message: Message) -> None:
+            nonlocal status, size
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            elif message["type"] == "http.response.body":
+                size += len(message.get("body", b""))
+            await send(message)
+
+        await self.app(scope, receive, logging_send)
+        headers = dict(scope["headers"])
+        referer = headers.get(b"referer")
+        user_agent = headers.get(b"user-agent")
+        query = scope["query_string"].decode("latin-1")
+        client = scope.get("client")
+        self.emit(
+            combined_line(
+                client[0] if client else None,
+                scope["method"],
+                scope["path"] + ("?" + query if query else ""),
+                "HTTP/" + scope["http_version"],
+                status,
+                size,
+                referer.decode("latin-1") if referer else None,
+                user_agent.decode("latin-1") if user_agent else None,
+            )
+        )
+
+
+def serving_stats(app: ASGIApp, log: AccessLog) -> ASGIApp:
+    """``app``, except that the stats path answers with ``log``'s counters, unlogged."""
+
+    async def app_with_stats(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"] == STATS_PATH:
+            body = stats_json(log.stats())
+            await send({
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", b"application/json"),
+                            (b"content-length", str(len(body)).encode())],
+            })  # fmt: skip
+            await send({"type": "http.response.body", "body": body})
+            return
+        await app(scope, receive, send)
+
+    return app_with_stats
+
+
+def create_app() -> ASGIApp:
+    """The application wrapped with the logger the harness asked for."""
+    config = LoggerConfig.from_environ()
+    app = FixedBodyApp()
+    if config.logger in ("none", "default"):
+        # "default" is the server's own access log, switched on by its command line.
+        return app
+    if config.logger == "naive":
+        return LineLoggingMiddleware(app, naive_emitter())
+    if config.logger == "stdlib-queue":
+        emit, stop_listener = queue_emitter()
+        app.on_shutdown.append(stop_listener)
+        return LineLoggingMiddleware(app, emit)
+    if config.logger in ("boundlog-drop", "boundlog-wait"):
+        middleware = AccessLogMiddleware(
+            app, sink="stdout", policy=config.policy, max_queue=config.max_queue
+        )
+        app.on_shutdown.append(final_stats_writer(middleware.log.close, config.stats_file))
+        return serving_stats(middleware, middleware.log)
+    raise ValueError(f"unknown logger {config.logger!r}")

@@ -1,0 +1,149 @@
+"""The loggers under test, as they run inside a server process.
+
+The harness tells a server process which logger to use through environment variables
+(``BOUNDLOG_BENCH_*``), because each server is started through its own command line and
+imports the benchmark application by name.  Every logger writes to the process's
+standard output, which the harness points at the sink.
+
+* ``none``: no access log at all, the baseline.
+* ``default``: the server's own access log, switched on by its command line.
+* ``naive``: one combined-format line formatted and written synchronously per request,
+  with a flush, the way most hand-written logging middleware does it.
+* ``stdlib-queue``: the same line through ``logging.handlers.QueueHandler`` and a
+  ``QueueListener`` thread, the standard library's recipe for logging off the request
+  path.
+* ``boundlog-drop`` / ``boundlog-wait``: boundlog's middleware with that policy.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import logging
+import logging.handlers
+import os
+import queue
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from .._log import DEFAULT_MAX_QUEUE
+from .._stats import Stats
+
+# Requests to this path report boundlog's counters; they bypass every logger, so
+# fetching them before and after a trial changes neither the counts nor the log.
+STATS_PATH = "/__bench__/stats"
+BODY = b"boundlog bench: a fixed body of exactly 1 KiB.\n".ljust(1023, b".") + b"\n"
+
+_ENV_LOGGER = "BOUNDLOG_BENCH_LOGGER"
+_ENV_STATS_FILE = "BOUNDLOG_BENCH_STATS_FILE"
+_ENV_MAX_QUEUE = "BOUNDLOG_BENCH_MAX_QUEUE"
+
+Emit = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class LoggerConfig:
+    """Which logger a server process runs, and where it reports boundlog's final stats."""
+
+    logger: str = "none"
+    stats_file: str = ""
+    max_queue: int = DEFAULT_MAX_QUEUE
+
+    def environ(self) -> dict[str, str]:
+        """The environment variables that carry this configuration to a server."""
+        return {
+            _ENV_LOGGER: self.logger,
+            _ENV_STATS_FILE: self.stats_file,
+            _ENV_MAX_QUEUE: str(self.max_queue),
+        }
+
+    @classmethod
+    def from_environ(cls) -> LoggerConfig:
+        """The configuration the harness passed to this server process."""
+        return cls(
+            logger=os.environ.get(_ENV_LOGGER, "none"),
+            stats_file=os.environ.get(_ENV_STATS_FILE, ""),
+            max_queue=int(os.environ.get(_ENV_MAX_QUEUE, DEFAULT_MAX_QUEUE)),
+        )
+
+    @property
+    def policy(self) -> str:
+        """boundlog's overload policy, for the boundlog loggers."""
+        return self.logger.removeprefix("boundlog-")
+
+
+def combined_line(
+    client: str | None,
+    method: str,
+    target: str,
+    protocol: str,
+    status: int,
+    size: int,
+    referer: str | None,
+    user_agent: str | None,
+) -> str:
+    """A combined-format line built the obvious way: strftime and an f-string."""
+    now = time.strftime("%d/%b/%Y:%H:%M:%S %z")
+    return (
+        f'{client or "-"} - - [{now}] "{method} {target} {protocol}" {status} {size} '
+        f'"{referer or "-"}" "{user_agent or "-"}"\n'
+    )
+
+
+def naive_emitter() -> Emit:
+    """Write and flush each line on the request path."""
+    stdout = sys.stdout
+
+    def emit(line: str) -> None:
+        stdout.write(line)
+        stdout.flush()
+
+    return emit
+
+
+def queue_emitter() -> tuple[Emit, Callable[[], None]]:
+    """Log each line through QueueHandler; return the emitter and the listener's stop."""
+    records: queue.Queue[logging.LogRecord] = queue.Queue()
+    handler = logging.StreamHandler(sys.stdout)
+    handler.terminator = ""
+    listener = logging.handlers.QueueListener(records, handler)
+    logger = logging.getLogger("boundlog.bench.access")
+    logger.propagate = False
+    logger.setLevel(logging.INFO)
+    logger.addHandler(logging.handlers.QueueHandler(records))
+    listener.start()
+    stopped = False
+
+    def stop() -> None:
+        # Drains what is queued; called at shutdown and again (harmlessly) at exit.
+        nonlocal stopped
+        if not stopped:
+            stopped = True
+            listener.stop()
+
+    atexit.register(stop)
+    return logger.info, stop
+
+
+def stats_json(stats: Stats) -> bytes:
+    """boundlog's counters as the stats URL and the stats file report them."""
+    return json.dumps(stats._asdict()).encode()
+
+
+def final_stats_writer(close: Callable[[], Stats], stats_file: str) -> Callable[[], None]:
+    """A shutdown hook that closes the log and writes its final stats to ``stats_file``.
+
+    ``AccessLog.close`` is idempotent, so the hook may run from a lifespan shutdown and
+    again from ``atexit``; whichever runs first drains the log.
+    """
+
+    def write_final_stats() -> None:
+        stats = close()
+        if stats_file:
+            Path(stats_file).write_bytes(stats_json(stats))
+
+    atexit.register(write_final_stats)
+    return write_final_stats

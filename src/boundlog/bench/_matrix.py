@@ -1,0 +1,85 @@
+"""What gets measured: the cells (server x logger x sink) and the order trials run in."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+SERVERS = ("uvicorn", "gunicorn", "granian", "stdlib")
+LOGGERS = ("none", "default", "naive", "stdlib-queue", "boundlog-drop", "boundlog-wait")
+SINKS = ("file", "devnull", "pipe", "tty")
+BOUNDLOG_LOGGERS = ("boundlog-drop", "boundlog-wait")
+
+# `make bench`: the two servers and three loggers that answer the main question (what
+# does boundlog cost next to no log and next to the server's own), in under 3 minutes.
+QUICK_SERVERS = ("uvicorn", "gunicorn")
+QUICK_LOGGERS = ("none", "default", "boundlog-drop")
+QUICK_SINKS = ("file",)
+
+# The overload scenario: a pipe whose reader drains far fewer lines a second than the
+# server answers, so boundlog's queue fills up and its policy decides what happens.
+OVERLOAD_LOGGERS = ("none", *BOUNDLOG_LOGGERS)
+OVERLOAD_SINK = "pipe"
+DEFAULT_READER_RATE = 2000
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One configuration to measure; each trial of it starts a fresh server."""
+
+    server: str
+    logger: str
+    sink: str
+    #: Lines per second the sink's reader may drain; 0 means as fast as it can.
+    reader_rate: int = 0
+
+    @property
+    def overload(self) -> bool:
+        """Whether this is an overload cell (its reader is throttled)."""
+        return self.reader_rate > 0
+
+    @property
+    def sink_label(self) -> str:
+        """The sink as tables show it, with the reader's rate when throttled."""
+        return f"slow-{self.sink}@{self.reader_rate}/s" if self.overload else self.sink
+
+    @property
+    def name(self) -> str:
+        """``server/logger/sink``, unique within a run."""
+        return f"{self.server}/{self.logger}/{self.sink_label}"
+
+    @property
+    def uses_boundlog(self) -> bool:
+        """Whether the server logs through boundlog (and so reports its stats)."""
+        return self.logger in BOUNDLOG_LOGGERS
+
+
+def matrix(servers: Sequence[str], loggers: Sequence[str], sinks: Sequence[str]) -> list[Cell]:
+    """Every combination, grouped by server then sink, loggers in the order given."""
+    return [
+        Cell(server, logger, sink) for server in servers for sink in sinks for logger in loggers
+    ]
+
+
+def overload_cells(servers: Sequence[str], reader_rate: int) -> list[Cell]:
+    """The overload scenario for each server: no log as the baseline, then both policies."""
+    return [
+        Cell(server, logger, OVERLOAD_SINK, reader_rate)
+        for server in servers
+        for logger in OVERLOAD_LOGGERS
+    ]
+
+
+def rounds(cells: Sequence[Cell], trials: int) -> list[list[Cell]]:
+    """One list per trial round, each rotated so that no cell always runs first.
+
+    Round ``r`` starts ``r * len(cells) / trials`` places further along, so the rounds
+    spread their starting points over the whole list (A B C D, C D A B, ...): slow drift
+    of the machine then lands on different cells in different rounds.
+    """
+    count = len(cells)
+    ordered: list[list[Cell]] = []
+    for round_index in range(trials):
+        shift = round_index * count // trials if count else 0
+        ordered.append([*cells[shift:], *cells[:shift]])
+    return ordered

@@ -1,0 +1,183 @@
+"""The run's outputs: markdown tables, the JSON artifact and the PNG chart."""
+
+from __future__ import annotations
+
+import importlib
+import json
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from ._checks import Check
+from ._summary import CellSummary
+from ._trial import TrialResult
+
+
+def _number(value: float | None, digits: int = 1, suffix: str = "") -> str:
+    return "n/a" if value is None else f"{value:,.{digits}f}{suffix}"
+
+
+def _ratio(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2f}x"
+
+
+def _group_key(summary: CellSummary) -> tuple[str, str]:
+    return summary.cell.server, summary.cell.sink_label
+
+
+def _groups(summaries: Sequence[CellSummary]) -> dict[tuple[str, str], list[CellSummary]]:
+    groups: dict[tuple[str, str], list[CellSummary]] = {}
+    for summary in summaries:
+        groups.setdefault(_group_key(summary), []).append(summary)
+    return groups
+
+
+_MATRIX_HEADER = (
+    "| logger | req/s | MAD | req/s vs none | CPU µs/req | CPU vs none | p50 ms | p99 ms "
+    "| peak RSS MiB | delivery | dropped | socket errors / non-2xx |\n"
+    "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"
+)
+_OVERLOAD_HEADER = (
+    "| logger | req/s | MAD | req/s vs none | CPU µs/req | delivery | dropped | p99 ms "
+    "| peak RSS MiB | socket errors / non-2xx |\n"
+    "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|"
+)
+
+
+def _failed_row(summary: CellSummary) -> str | None:
+    if summary.trials:
+        return None
+    reason = (summary.failures[0] if summary.failures else "no trials").splitlines()[0]
+    return f"| {summary.cell.logger} | failed: {reason[:100]} |"
+
+
+def _label(summary: CellSummary) -> str:
+    failed = len(summary.failures)
+    return f"{summary.cell.logger} ({failed} failed)" if failed else summary.cell.logger
+
+
+def _count(value: int | None) -> str:
+    return "n/a" if value is None else f"{value:,}"
+
+
+def _matrix_row(s: CellSummary) -> str:
+    return _failed_row(s) or (
+        f"| {_label(s)} | {_number(s.rps, 0)} | {_number(s.rps_mad_pct, 1, '%')} "
+        f"| {_ratio(s.rps_vs_none)} | {_number(s.cpu_us)} | {_ratio(s.cpu_vs_none)} "
+        f"| {_number(s.p50_ms, 2)} | {_number(s.p99_ms, 2)} | {_number(s.peak_rss_mib)} "
+        f"| {_number(s.delivery_pct, 2, '%')} | {_count(s.dropped)} "
+        f"| {s.socket_errors} / {s.status_errors} |"
+    )
+
+
+def _overload_row(s: CellSummary) -> str:
+    return _failed_row(s) or (
+        f"| {_label(s)} | {_number(s.rps, 0)} | {_number(s.rps_mad_pct, 1, '%')} "
+        f"| {_ratio(s.rps_vs_none)} | {_number(s.cpu_us)} "
+        f"| {_number(s.delivery_pct, 2, '%')} | {_count(s.dropped)} "
+        f"| {_number(s.p99_ms, 2)} | {_number(s.peak_rss_mib)} "
+        f"| {s.socket_errors} / {s.status_errors} |"
+    )
+
+
+def tables(summaries: Sequence[CellSummary]) -> str:
+    """One markdown table per server and sink, the overload scenario last."""
+    parts = []
+    for (server, sink), group in _groups(summaries).items():
+        overload = group[0].cell.overload
+        title = f"overload: {server}, pipe read at {group[0].cell.reader_rate:,} lines/s"
+        parts.append(f"#### {title if overload else f'{server} · {sink}'}\n")
+        parts.append(_OVERLOAD_HEADER if overload else _MATRIX_HEADER)
+        parts.extend((_overload_row if overload else _matrix_row)(s) for s in group)
+        parts.append("")
+    return "\n".join(parts)
+
+
+_CHECK_TITLES = {
+    "accounting": "Exact accounting (boundlog's counters against the lines at the sink)",
+    "overload": "Overload scenario",
+    "target": "Targets (performance goals; noisy on a shared machine)",
+}
+
+
+def checks_text(checks: Sequence[Check]) -> str:
+    """The verdicts as markdown lists; passing accounting checks are only counted."""
+    lines = []
+    for kind, title in _CHECK_TITLES.items():
+        chosen = [check for check in checks if check.kind == kind]
+        if not chosen:
+            continue
+        lines.append(f"#### {title}\n")
+        if kind == "accounting":
+            held = sum(check.passed for check in chosen)
+            lines.append(f"- {held} of {len(chosen)} checks hold")
+            chosen = [check for check in chosen if not check.passed]
+        for check in chosen:
+            lines.append(f"- {'ok' if check.passed else 'MISS'}: {check.subject} ({check.detail})")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def markdown(header: str, summaries: Sequence[CellSummary], checks: Sequence[Check]) -> str:
+    """The whole markdown report."""
+    return f"{header}\n\n{tables(summaries)}\n{checks_text(checks)}"
+
+
+def write_json(
+    path: Path,
+    *,
+    environment: dict[str, Any],
+    settings: dict[str, Any],
+    summaries: Sequence[CellSummary],
+    checks: Sequence[Check],
+    trials: Sequence[TrialResult],
+) -> None:
+    """The artifact: environment, settings, summaries, verdicts and every raw trial."""
+    document = {
+        "environment": environment,
+        "settings": settings,
+        "summaries": [{**asdict(s), "cell": s.cell.name} for s in summaries],
+        "checks": [asdict(check) for check in checks],
+        "trials": [trial.as_json() for trial in trials],
+    }
+    path.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
+
+
+def write_chart(path: Path, summaries: Sequence[CellSummary]) -> bool:
+    """A bar chart of each logger's ratios to none; False if matplotlib is missing."""
+    try:
+        matplotlib = importlib.import_module("matplotlib")
+    except ImportError:
+        return False
+    matplotlib.use("Agg")
+    pyplot = importlib.import_module("matplotlib.pyplot")
+    groups = {
+        key: [s for s in group if s.cell.logger != "none" and s.rps_vs_none is not None]
+        for key, group in _groups(summaries).items()
+    }
+    groups = {key: group for key, group in groups.items() if group}
+    if not groups:
+        return False
+    loggers = list(dict.fromkeys(s.cell.logger for group in groups.values() for s in group))
+    figure, axes = pyplot.subplots(2, 1, figsize=(max(8, 2.2 * len(groups)), 8), sharex=True)
+    width = 0.8 / len(loggers)
+    for axis, figure_name, label in (
+        (axes[0], "rps_vs_none", "requests/s vs none (higher is better)"),
+        (axes[1], "cpu_vs_none", "server CPU per request vs none (lower is better)"),
+    ):
+        for index, logger in enumerate(loggers):
+            heights = [
+                next((getattr(s, figure_name) or 0 for s in group if s.cell.logger == logger), 0)
+                for group in groups.values()
+            ]
+            positions = [g + (index - (len(loggers) - 1) / 2) * width for g in range(len(groups))]
+            axis.bar(positions, heights, width, label=logger)
+        axis.axhline(1.0, color="black", linewidth=0.8)
+        axis.set_ylabel(label)
+    axes[1].set_xticks(range(len(groups)), [f"{server}\n{sink}" for server, sink in groups])
+    axes[0].legend(ncols=min(len(loggers), 5), fontsize="small")
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    pyplot.close(figure)
+    return True

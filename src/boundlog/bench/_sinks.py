@@ -1,0 +1,142 @@
+"""The sinks a server's log lines go to, and how the harness counts lines arriving there.
+
+Every logger under test writes its lines to the server's standard output, so a sink is
+just the descriptor handed to the server as stdout:
+
+* ``file``: a regular file opened for appending, counted by reading it;
+* ``devnull``: ``/dev/null``, where nothing can be counted;
+* ``pipe``: a pipe drained by a reader process (see ``_reader``), which counts;
+* ``tty``: a pseudo terminal whose master a reader process drains and counts.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from ._reader import ReaderControl
+from ._spawn import spawn, stop
+
+_COUNT_CHUNK = 1 << 20
+
+
+class Sink:
+    """The descriptor a server writes its log to, and the line count at its far end."""
+
+    def __init__(self, server_fd: int) -> None:
+        #: Handed to the server as its stdout; the harness closes its copy afterwards.
+        self.server_fd = server_fd
+        self._window_start = 0
+
+    def handed_over(self) -> None:
+        """Close the harness's copy of the server's end, once the server holds it."""
+        if self.server_fd >= 0:
+            os.close(self.server_fd)
+            self.server_fd = -1
+
+    def lines(self) -> int | None:
+        """Lines that have reached the far end so far, or None if they cannot be seen."""
+        return None
+
+    def start_window(self) -> None:
+        """Start counting from zero: lines seen before now are not the trial's."""
+        self._window_start = self.lines() or 0
+
+    def window_lines(self) -> int | None:
+        """Lines that arrived since :meth:`start_window`, or None if not countable."""
+        lines = self.lines()
+        return None if lines is None else lines - self._window_start
+
+    def pace(self, lines_per_second: int) -> None:
+        """Throttle the far end to this many lines a second (0: no limit)."""
+        if lines_per_second:
+            raise ValueError(f"{type(self).__name__} cannot be throttled")
+
+    def close(self, timeout: float) -> None:
+        """Release everything the sink holds once the server has exited."""
+        self.handed_over()
+
+
+class FileSink(Sink):
+    """A regular file, appended to, so that truncating it restarts the count."""
+
+    def __init__(self, path: Path) -> None:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND | os.O_CLOEXEC
+        super().__init__(os.open(path, flags, 0o644))
+        self.path = path
+        self._counted_bytes = 0
+        self._counted_lines = 0
+
+    def lines(self) -> int:
+        with self.path.open("rb") as file:
+            file.seek(self._counted_bytes)
+            while chunk := file.read(_COUNT_CHUNK):
+                self._counted_bytes += len(chunk)
+                self._counted_lines += chunk.count(b"\n")
+        return self._counted_lines
+
+    def start_window(self) -> None:
+        # The writers append, so after truncation their next line lands at offset 0,
+        # and the file holds exactly the trial's lines.
+        os.truncate(self.path, 0)
+        self._counted_bytes = self._counted_lines = 0
+        super().start_window()
+
+    def close(self, timeout: float) -> None:
+        super().close(timeout)
+        self.path.unlink(missing_ok=True)
+
+
+class DevNullSink(Sink):
+    """``/dev/null``: the cost of formatting and the write call, without any I/O."""
+
+    def __init__(self) -> None:
+        super().__init__(os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC))
+
+
+class ReaderSink(Sink):
+    """A pipe or pseudo terminal with a reader process draining the far end."""
+
+    def __init__(self, read_fd: int, write_fd: int, control_path: Path, cpu: int | None) -> None:
+        super().__init__(write_fd)
+        self._control_path = control_path
+        self._control = ReaderControl(control_path, create=True)
+        command = [sys.executable, "-m", "boundlog.bench._reader", str(control_path)]
+        try:
+            self._reader = spawn(command, cpu, stdin=read_fd)
+        finally:
+            os.close(read_fd)
+
+    def lines(self) -> int:
+        return self._control.lines
+
+    def pace(self, lines_per_second: int) -> None:
+        self._control.rate = lines_per_second
+
+    def close(self, timeout: float) -> None:
+        super().close(timeout)
+        self._control.rate = 0
+        # The reader stops at end of file, which comes when the server has exited.
+        try:
+            self._reader.wait(timeout)
+        except subprocess.TimeoutExpired:
+            stop(self._reader, timeout)
+        self._control.close()
+        self._control_path.unlink(missing_ok=True)
+
+
+def open_sink(kind: str, workdir: Path, reader_cpu: int | None) -> Sink:
+    """Create a fresh sink of ``kind`` for one trial."""
+    if kind == "file":
+        return FileSink(workdir / "access.log")
+    if kind == "devnull":
+        return DevNullSink()
+    if kind == "pipe":
+        read_fd, write_fd = os.pipe2(os.O_CLOEXEC)
+        return ReaderSink(read_fd, write_fd, workdir / "pipe-reader.count", reader_cpu)
+    if kind == "tty":
+        master_fd, slave_fd = os.openpty()
+        return ReaderSink(master_fd, slave_fd, workdir / "tty-reader.count", reader_cpu)
+    raise ValueError(f"unknown sink {kind!r}")

@@ -1,0 +1,174 @@
+"""The standard library's ThreadingHTTPServer serving the fixed body.
+
+Run as ``python -m boundlog.bench._stdlib_server --port PORT``; the logger comes from the
+environment (see ``_loggers``).  http.server has no middleware, so the loggers hook
+into the handler: ``default`` keeps ``log_message`` (one line to stderr per request,
+written when the status line is sent), the others log after the body is written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import FrameType
+from typing import Any, ClassVar
+
+from .._log import AccessLog
+from .._record import Record
+from ._loggers import (
+    BODY,
+    STATS_PATH,
+    Emit,
+    LoggerConfig,
+    combined_line,
+    final_stats_writer,
+    naive_emitter,
+    queue_emitter,
+    stats_json,
+)
+
+_new_record = tuple.__new__
+
+
+@dataclass
+class HandlerLogging:
+    """How the handler logs: at most one of the three is in use."""
+
+    log_message: bool = False
+    emit: Emit | None = None
+    access_log: AccessLog | None = None
+    on_shutdown: list[Callable[[], None]] = field(default_factory=list)
+
+
+class BenchHandler(BaseHTTPRequestHandler):
+    """Keep-alive handler that answers GET with the fixed body."""
+
+    protocol_version = "HTTP/1.1"
+    # Headers and body go out in two writes; with Nagle's algorithm on, the second waits
+    # for the client's delayed ACK (40 ms) and the server would measure nothing else.
+    disable_nagle_algorithm = True
+    logging: ClassVar[HandlerLogging] = HandlerLogging()
+
+    def do_GET(self) -> None:
+        logging = self.logging
+        if self.path == STATS_PATH and logging.access_log is not None:
+            self._send_stats(logging.access_log)
+            return
+        received = time.time()
+        started = time.perf_counter()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Content-Length", str(len(BODY)))
+        self.end_headers()
+        self.wfile.write(BODY)
+        if logging.emit is not None:
+            self._emit_line(logging.emit)
+        elif logging.access_log is not None:
+            self._submit_record(logging.access_log, received, started)
+
+    def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+        if self.logging.log_message:
+            super().log_request(code, size)
+
+    def _emit_line(self, emit: Emit) -> None:
+        emit(
+            combined_line(
+                self.client_address[0],
+                self.command,
+                self.path,
+                self.request_version,
+                200,
+                len(BODY),
+                self.headers.get("Referer"),
+                self.headers.get("User-Agent"),
+            )
+        )
+
+    def _submit_record(self, log: AccessLog, received: float, started: float) -> None:
+        path, _, query = self.path.partition("?")
+        referer = self.headers.get("Referer")
+        agent = self.headers.get("User-Agent")
+        log.submit(_new_record(Record, (
+            received, time.perf_counter() - started, self.client_address[0], self.command,
+            path.encode("latin-1"), query.encode("latin-1"), self.request_version, 200,
+            len(BODY), referer.encode("latin-1") if referer is not None else None,
+            agent.encode("latin-1") if agent is not None else None,
+        )))  # fmt: skip
+
+    def _send_stats(self, log: AccessLog) -> None:
+        body = stats_json(log.stats())
+        # send_response_only: the stats request must not reach any access log.
+        self.send_response_only(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+class BenchServer(ThreadingHTTPServer):
+    """ThreadingHTTPServer that takes a client's goodbye quietly."""
+
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # wrk resets its keep-alive connections when it stops; socketserver would print
+        # a traceback for each, and with the default logger they would land in the sink.
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
+def handler_logging(config: LoggerConfig) -> HandlerLogging:
+    """Set up the logger the harness asked for."""
+    if config.logger == "none":
+        return HandlerLogging()
+    if config.logger == "default":
+        # log_message writes to stderr, and the harness's sink is stdout.
+        os.dup2(1, 2)
+        return HandlerLogging(log_message=True)
+    if config.logger == "naive":
+        return HandlerLogging(emit=naive_emitter())
+    if config.logger == "stdlib-queue":
+        emit, stop_listener = queue_emitter()
+        return HandlerLogging(emit=emit, on_shutdown=[stop_listener])
+    if config.logger in ("boundlog-drop", "boundlog-wait"):
+        log = AccessLog(sink="stdout", policy=config.policy, max_queue=config.max_queue)
+        return HandlerLogging(
+            access_log=log, on_shutdown=[final_stats_writer(log.close, config.stats_file)]
+        )
+    raise ValueError(f"unknown logger {config.logger!r}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Serve until SIGTERM or SIGINT, then drain the logger."""
+    parser = argparse.ArgumentParser(prog="python -m boundlog.bench._stdlib_server")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, required=True)
+    args = parser.parse_args(argv)
+    logging = handler_logging(LoggerConfig.from_environ())
+    BenchHandler.logging = logging
+    server = BenchServer((args.host, args.port), BenchHandler)
+
+    def shut_down(signum: int, frame: FrameType | None) -> None:
+        # shutdown() waits for serve_forever to return, so it cannot run on its thread.
+        threading.Thread(target=server.shutdown).start()
+
+    signal.signal(signal.SIGTERM, shut_down)
+    signal.signal(signal.SIGINT, shut_down)
+    try:
+        server.serve_forever()
+    finally:
+        server.server_close()
+        for hook in logging.on_shutdown:
+            hook()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

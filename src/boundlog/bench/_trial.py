@@ -1,0 +1,240 @@
+"""One trial of one cell: a fresh server, a probe, a warm-up, then the timed window.
+
+The steps, in order (the fairness controls of docs/benchmarks.md):
+
+1. start the sink (and its reader process) and the server, pinned to its CPU;
+2. probe one request and check the exact status and body;
+3. warm up with wrk, wait until the log and the server are quiet, then truncate the file
+   sink (or note the reader's count) so that only the timed window's lines count;
+4. read boundlog's counters, throttle the reader for an overload cell, read the server's
+   CPU time, run wrk for the timed window;
+5. release the reader, wait until the line count and the server's CPU time stop
+   changing, read CPU time, lines, peak RSS and boundlog's counters again;
+6. stop the server gracefully and read the final counters it wrote on its way out.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import subprocess
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ._errors import BenchError
+from ._loggers import LoggerConfig
+from ._matrix import Cell
+from ._procstat import CLOCK_TICKS, tree_cpu_seconds, tree_peak_rss_bytes
+from ._servers import (
+    HOST,
+    fetch_stats,
+    free_port,
+    probe,
+    server_command,
+    start_server,
+    wait_until_ready,
+)
+from ._sinks import Sink, open_sink
+from ._spawn import stop
+from ._wrk import WrkResult, run_wrk
+
+_SETTLE_TIMEOUT = 60.0
+_SETTLE_POLL = 0.1
+# Quiet means: no new line and at most one clock tick of server CPU for this many polls.
+_SETTLE_QUIET_POLLS = 2
+_STOP_TIMEOUT = 20.0
+
+
+@dataclass(frozen=True)
+class TrialSettings:
+    """What every trial of a run shares."""
+
+    wrk: str
+    script: Path
+    workdir: Path
+    duration: int
+    #: Overload cells run longer: the queue must fill up before the window ends.
+    overload_duration: int
+    warmup: int
+    connections: int
+    gunicorn_threads: int
+    max_queue: int
+    server_cpu: int | None
+    load_cpu: int | None
+
+
+@dataclass
+class TrialResult:
+    """The raw numbers of one trial, as they go into the JSON artifact."""
+
+    cell: Cell
+    round: int
+    error: str | None = None
+    wrk: WrkResult | None = None
+    cpu_seconds: float = 0.0
+    peak_rss_bytes: int = 0
+    #: Lines that reached the sink in the timed window; None when it cannot be counted.
+    lines: int | None = None
+    stats_before: dict[str, int] | None = None
+    stats_after: dict[str, int] | None = None
+    final_stats: dict[str, int] | None = None
+    settled: bool = True
+    graceful_stop: bool = True
+    seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """Whether the trial produced numbers."""
+        return self.error is None and self.wrk is not None and self.wrk.requests > 0
+
+    @property
+    def requests(self) -> int:
+        """Responses completed in the timed window."""
+        return self.wrk.requests if self.wrk else 0
+
+    @property
+    def cpu_us_per_request(self) -> float | None:
+        """Server CPU microseconds per completed response."""
+        return self.cpu_seconds * 1e6 / self.requests if self.requests else None
+
+    def window_delta(self, counter: str) -> int | None:
+        """How much one of boundlog's counters grew over the timed window."""
+        if self.stats_before is None or self.stats_after is None:
+            return None
+        return self.stats_after[counter] - self.stats_before[counter]
+
+    @property
+    def delivered_lines(self) -> int | None:
+        """Lines delivered in the window: counted at the sink, else boundlog's own count."""
+        return self.lines if self.lines is not None else self.window_delta("written")
+
+    @property
+    def delivery_pct(self) -> float | None:
+        """Lines delivered per completed response, in percent."""
+        delivered = self.delivered_lines
+        if delivered is None or not self.requests or self.cell.logger == "none":
+            return None
+        return 100.0 * delivered / self.requests
+
+    def as_json(self) -> dict[str, Any]:
+        """Everything measured, plus the derived figures, for the artifact."""
+        data = asdict(self)
+        data["cell"] = {**asdict(self.cell), "name": self.cell.name}
+        data.update(
+            requests_per_second=self.wrk.requests_per_second if self.wrk else None,
+            cpu_us_per_request=self.cpu_us_per_request,
+            delivery_pct=self.delivery_pct,
+            dropped=self.window_delta("dropped"),
+        )
+        return data
+
+
+def settle(sink: Sink, server_pid: int) -> bool:
+    """Wait until the sink's line count and the server's CPU time stop moving.
+
+    Returns False if they were still moving at the deadline.
+    """
+    deadline = time.monotonic() + _SETTLE_TIMEOUT
+    last = (sink.lines(), tree_cpu_seconds(server_pid))
+    quiet = 0
+    while quiet < _SETTLE_QUIET_POLLS:
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(_SETTLE_POLL)
+        now = (sink.lines(), tree_cpu_seconds(server_pid))
+        quiet = quiet + 1 if now[0] == last[0] and now[1] - last[1] < 1.5 / CLOCK_TICKS else 0
+        last = now
+    return True
+
+
+def _measure(
+    result: TrialResult,
+    settings: TrialSettings,
+    sink: Sink,
+    process: subprocess.Popen[bytes],
+    port: int,
+    stderr_path: Path,
+) -> None:
+    cell = result.cell
+    url = f"http://{HOST}:{port}/"
+    wait_until_ready(process, port, stderr_path)
+    probe(port)
+    if settings.warmup:
+        run_wrk(
+            settings.wrk, url, seconds=settings.warmup, connections=settings.connections,
+            script=settings.script, cpu=settings.load_cpu,
+        )  # fmt: skip
+    if not settle(sink, process.pid):
+        result.notes.append("the log was still growing after the warm-up")
+    sink.start_window()
+    if cell.uses_boundlog:
+        result.stats_before = fetch_stats(port)
+    seconds = settings.overload_duration if cell.overload else settings.duration
+    sink.pace(cell.reader_rate)
+    cpu_before = tree_cpu_seconds(process.pid)
+    try:
+        result.wrk = run_wrk(
+            settings.wrk, url, seconds=seconds, connections=settings.connections,
+            script=settings.script, cpu=settings.load_cpu,
+        )  # fmt: skip
+    finally:
+        sink.pace(0)
+    if process.poll() is not None:
+        raise BenchError(f"the server exited with status {process.returncode} during the trial")
+    result.settled = settle(sink, process.pid)
+    if not result.settled:
+        result.notes.append("the log was still growing a minute after the timed window")
+    result.cpu_seconds = tree_cpu_seconds(process.pid) - cpu_before
+    result.lines = sink.window_lines()
+    result.peak_rss_bytes = tree_peak_rss_bytes(process.pid)
+    if cell.uses_boundlog:
+        result.stats_after = fetch_stats(port)
+
+
+def run_trial(cell: Cell, round_index: int, settings: TrialSettings) -> TrialResult:
+    """Run one trial; a problem the harness can explain ends up in ``result.error``."""
+    started = time.monotonic()
+    result = TrialResult(cell, round_index)
+    stats_file = settings.workdir / "final-stats.json"
+    stats_file.unlink(missing_ok=True)
+    stderr_path = settings.workdir / "server.stderr"
+    config = LoggerConfig(cell.logger, str(stats_file), settings.max_queue)
+    port = free_port()
+    command = server_command(
+        cell.server, cell.logger, port, gunicorn_threads=settings.gunicorn_threads
+    )
+    sink = open_sink(cell.sink, settings.workdir, settings.load_cpu)
+    try:
+        with stderr_path.open("wb") as stderr:
+            process = start_server(
+                command, config, stdout_fd=sink.server_fd, stderr=stderr, cpu=settings.server_cpu
+            )
+        sink.handed_over()
+        try:
+            _measure(result, settings, sink, process, port, stderr_path)
+        except (BenchError, OSError, subprocess.SubprocessError) as error:
+            # One broken cell must not cost the rest of a run that takes an hour.
+            result.error = str(error) or type(error).__name__
+        finally:
+            result.graceful_stop = stop(process, _STOP_TIMEOUT)
+    finally:
+        sink.close(_STOP_TIMEOUT)
+    if cell.uses_boundlog and result.error is None:
+        with contextlib.suppress(OSError, ValueError):
+            result.final_stats = json.loads(stats_file.read_bytes())
+        if result.final_stats is None:
+            result.notes.append("the server wrote no final stats on its way out")
+    if b"Traceback" in stderr_path.read_bytes():
+        result.notes.append(
+            f"the server printed a traceback, see {stderr_path.name}: " + _last_line(stderr_path)
+        )
+    result.seconds = time.monotonic() - started
+    return result
+
+
+def _last_line(path: Path) -> str:
+    lines = path.read_bytes().decode(errors="replace").strip().splitlines()
+    return lines[-1] if lines else ""

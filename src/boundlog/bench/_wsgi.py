@@ -1,0 +1,101 @@
+"""The WSGI benchmark application, served by gunicorn's gthread workers.
+
+gunicorn imports ``create_app()`` in its worker process, after the fork, so each worker
+builds its own logger (and boundlog its own writer thread) from the environment.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from .._log import AccessLog
+from ..wsgi import AccessLogMiddleware, Environ, ExcInfo, Headers, StartResponse, WSGIApp
+from ._loggers import (
+    BODY,
+    STATS_PATH,
+    Emit,
+    LoggerConfig,
+    combined_line,
+    final_stats_writer,
+    naive_emitter,
+    queue_emitter,
+    stats_json,
+)
+
+_HEADERS = [("Content-Type", "text/plain"), ("Content-Length", str(len(BODY)))]
+
+
+def fixed_body_app(environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
+    """Answer every request with the same 1 KiB body."""
+    start_response("200 OK", list(_HEADERS))
+    return [BODY]
+
+
+class LineLoggingMiddleware:
+    """Hand-written logging middleware: capture the status, join the body, emit a line."""
+
+    def __init__(self, app: WSGIApp, emit: Emit) -> None:
+        self.app = app
+        self.emit = emit
+
+    def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
+        status = "500"
+
+        def capturing_start_response(
+            status_line: str, headers: Headers, exc_info: ExcInfo | None = None
+        ) -> Callable[[bytes], object]:
+            nonlocal status
+            status = status_line.split(" ", 1)[0]
+            return start_response(status_line, headers, exc_info)
+
+        body = b"".join(self.app(environ, capturing_start_response))
+        query = environ.get("QUERY_STRING", "")
+        self.emit(
+            combined_line(
+                environ.get("REMOTE_ADDR"),
+                environ["REQUEST_METHOD"],
+                environ.get("PATH_INFO", "") + ("?" + query if query else ""),
+                environ.get("SERVER_PROTOCOL", "HTTP/1.0"),
+                int(status),
+                len(body),
+                environ.get("HTTP_REFERER"),
+                environ.get("HTTP_USER_AGENT"),
+            )
+        )
+        return [body]
+
+
+def serving_stats(app: WSGIApp, log: AccessLog) -> WSGIApp:
+    """``app``, except that the stats path answers with ``log``'s counters, unlogged."""
+
+    def app_with_stats(environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
+        if environ.get("PATH_INFO") == STATS_PATH:
+            body = stats_json(log.stats())
+            start_response(
+                "200 OK",
+                [("Content-Type", "application/json"), ("Content-Length", str(len(body)))],
+            )
+            return [body]
+        return app(environ, start_response)
+
+    return app_with_stats
+
+
+def create_app() -> WSGIApp:
+    """The application wrapped with the logger the harness asked for."""
+    config = LoggerConfig.from_environ()
+    if config.logger in ("none", "default"):
+        # "default" is gunicorn's own access log, switched on by --access-logfile.
+        return fixed_body_app
+    if config.logger == "naive":
+        return LineLoggingMiddleware(fixed_body_app, naive_emitter())
+    if config.logger == "stdlib-queue":
+        emit, _ = queue_emitter()  # its listener is stopped (and drained) at exit
+        return LineLoggingMiddleware(fixed_body_app, emit)
+    if config.logger in ("boundlog-drop", "boundlog-wait"):
+        middleware = AccessLogMiddleware(
+            fixed_body_app, sink="stdout", policy=config.policy, max_queue=config.max_queue
+        )
+        final_stats_writer(middleware.log.close, config.stats_file)
+        return serving_stats(middleware, middleware.log)
+    raise ValueError(f"unknown logger {config.logger!r}")
