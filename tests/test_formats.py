@@ -16,6 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from _records import make_record
 from boundlog import ConfigurationError, Record
 from boundlog._escape import unescape
 from boundlog._formats import FORMATS, make_format
@@ -165,7 +166,8 @@ def check_apache_line(line: bytes, record: Record, name: str) -> None:
     request = text_bytes(record.method) + b" " + target + b" " + text_bytes(record.protocol)
     assert unescape(match["request"]) == request
     assert int(match["status"]) == record.status
-    assert match["bytes"] == (b"%d" % record.bytes_sent if record.bytes_sent else b"-")
+    sent = _on_the_wire(record)
+    assert match["bytes"] == (b"%d" % sent if sent else b"-")
     if name == "combined":
         for header, field in ((record.referer, "referer"), (record.user_agent, "agent")):
             assert unescape(match[field]) == (b"-" if header is None else header)
@@ -214,7 +216,7 @@ def check_json_line(line: bytes, record: Record, utc: bool) -> None:
     assert fields["referer"] == expected_json_bytes(record.referer)
     assert fields["user_agent"] == expected_json_bytes(record.user_agent)
     assert fields["status"] == record.status
-    assert fields["bytes_sent"] == record.bytes_sent
+    assert fields["bytes_sent"] == _on_the_wire(record)
     assert math.isclose(fields["duration_ms"], record.duration * 1000, rel_tol=1e-9, abs_tol=5e-4)
 
 
@@ -382,3 +384,26 @@ def test_unknown_format_lists_the_valid_names() -> None:
     """make_format() with an unknown name raises ConfigurationError naming every valid format."""
     with pytest.raises(ConfigurationError, match=r"'xml'.*combined, common, json"):
         make_format("xml", utc=True)
+
+
+def _on_the_wire(record: Record) -> int:
+    """The bytes a server really sends for ``record``'s response."""
+    bodiless = record.method == "HEAD" or record.status in (204, 304)
+    return 0 if bodiless or 100 <= record.status < 200 else record.bytes_sent
+
+
+@pytest.mark.parametrize("name", ["combined", "common", "json"])
+@pytest.mark.parametrize(
+    ("method", "status", "expected"),
+    [("HEAD", 200, 0), ("GET", 304, 0), ("GET", 204, 0), ("GET", 101, 0), ("GET", 200, 7)],
+)
+def test_bodies_servers_discard_are_not_counted(
+    name: str, method: str, status: int, expected: int
+) -> None:
+    """HEAD, 1xx, 204 and 304 responses send no body, whatever the app handed over."""
+    records = [make_record(method=method, status=status, bytes_sent=7), make_record()]
+    line = make_format(name, utc=True).format_batch(records).splitlines()[0]
+    if name == "json":
+        assert json.loads(line)["bytes_sent"] == expected
+    else:
+        assert line.split(b'" ')[1].split(b" ")[1] == (b"%d" % expected if expected else b"-")

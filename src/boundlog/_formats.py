@@ -42,6 +42,7 @@ _PLAIN = bytes(range(0x20, 0x7F)).translate(None, b'"\\')
 _DASH = b"-"
 _DASH_FOR_NONE: dict[bytes | None, bytes] = {None: _DASH}
 _DASH_FOR_ZERO = {b"0": _DASH}
+_BODILESS = frozenset((204, 304))
 _NO_SEPARATOR_FOR_EMPTY_QUERY = {b"": b""}
 _EMPTY_FOR_NONE: dict[object, bytes] = {None: b""}
 _NULL_FOR_NONE: dict[object, str] = {None: "null"}
@@ -117,7 +118,7 @@ class ApacheFormat:
         stamps = self._clock.stamps(times)
         separators = list(map(_NO_SEPARATOR_FOR_EMPTY_QUERY.get, queries, repeat(b"?")))
         status_fields = list(_per_value(statuses, b"%d ".__mod__))
-        sent_fields = _sent_fields(sents)
+        sent_fields = _sent_fields(_bytes_on_the_wire(methods, statuses, sents))
         header_fields = [_dash_for_none(column) for column in headers] if self._combined else []
 
         def join(
@@ -190,6 +191,22 @@ def _escaped_column(values: Sequence[bytes]) -> Sequence[bytes]:
     for index in compress(range(len(values)), leftovers):
         escaped[index] = escape(values[index])
     return escaped
+
+
+def _bytes_on_the_wire(
+    methods: tuple[str, ...], statuses: tuple[int, ...], sents: tuple[int, ...]
+) -> tuple[int, ...]:
+    """The body bytes servers really send: none for HEAD, 1xx, 204 and 304 responses.
+
+    An application may hand a body to the server for those (a HEAD handler reusing its
+    GET code does); the server discards it, so Apache and nginx would log 0 bytes.
+    """
+    if "HEAD" not in methods and _BODILESS.isdisjoint(statuses) and min(statuses) >= 200:
+        return sents
+    return tuple(
+        0 if method == "HEAD" or status in _BODILESS or 100 <= status < 200 else sent
+        for method, status, sent in zip(methods, statuses, sents, strict=True)
+    )
 
 
 def _sent_fields(sents: tuple[int, ...]) -> list[bytes]:
@@ -287,7 +304,7 @@ class JsonFormat:
             _json_bytes(paths),
             _json_bytes(queries),
             _per_value(protocols, lambda protocol: f',"protocol":{_json_text(protocol)},"status":'),
-            _json_numbers(statuses, sents, durations),
+            _json_numbers(statuses, _bytes_on_the_wire(methods, statuses, sents), durations),
             _json_bytes(referers),
             _json_bytes(agents),
         ]

@@ -36,7 +36,8 @@ class Record(NamedTuple):
     protocol: str
     #: The response status code; 500 when the application raised before responding.
     status: int
-    #: Response body bytes actually handed to the server.
+    #: Response body bytes handed to the server.  Lines show 0 for HEAD, 1xx, 204 and
+    #: 304 responses, whose bodies servers discard.
     bytes_sent: int
     #: The raw ``Referer`` header, or None when absent.
     referer: bytes | None
