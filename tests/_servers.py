@@ -13,14 +13,17 @@ the exchanges as multisets, because concurrent connections finish in any order.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import random
 import re
+import select
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
@@ -515,3 +518,358 @@ def check_log(
         f"{len(missing)} expected lines missing, e.g. {missing[:3]}; "
         f"{len(unexpected)} unexpected, e.g. {unexpected[:3]}"
     )
+
+
+# -- fault injection (tests/test_faults_*.py) ------------------------------------------------
+
+# Read by tests/apps/faults.py (which the test process does not import).
+FAULT_CONFIG_VARIABLE = "BOUNDLOG_FAULT_CONFIG"
+FAULT_STATS_PATH = "/_stats"
+F_SETPIPE_SZ = 1031
+LOAD_PREFIX = b"/load"
+_LOAD_TARGET = re.compile(rb"/load/(\d+)/(\d+)")
+
+
+def fault_environment(
+    log_options: dict[str, Any], stats_dir: Path, marker: str | None = None
+) -> dict[str, str]:
+    """The environment of a server running tests/apps/fault_asgi.py or fault_wsgi.py."""
+    config = {"log": log_options, "stats_dir": str(stats_dir), "marker": marker}
+    return {FAULT_CONFIG_VARIABLE: json.dumps(config), "TZ": SERVER_TZ}
+
+
+def uvicorn_fault_command(port: int) -> list[str]:
+    """uvicorn (httptools, uvloop) serving tests/apps/fault_asgi.py, one process."""
+    return [
+        PYTHON, "-m", "uvicorn", "tests.apps.fault_asgi:app",
+        "--no-access-log", "--host", LOOPBACK, "--port", str(port), "--lifespan", "on",
+        "--loop", "uvloop", "--http", "httptools", "--log-level", "warning",
+    ]  # fmt: skip
+
+
+def gunicorn_fault_command(*options: str) -> Callable[[int], list[str]]:
+    """gunicorn with ``options`` (worker class, counts, --preload...) serving fault_wsgi.py."""
+
+    def command(port: int) -> list[str]:
+        return [
+            PYTHON, "-m", "gunicorn", *options, "-b", f"{LOOPBACK}:{port}",
+            "--graceful-timeout", "10", "--log-level", "warning", "tests.apps.fault_wsgi:app",
+        ]  # fmt: skip
+
+    return command
+
+
+@contextmanager
+def running_server_with_stdout(
+    command: Callable[[int], list[str]],
+    environment: dict[str, str],
+    output_path: Path,
+    stdout: int,
+) -> Iterator[Server]:
+    """Like ``running_server``, but the server's stdout is the descriptor ``stdout``.
+
+    The server's stderr, where boundlog reports sink errors, still goes to ``output_path``.
+    """
+    env = {**os.environ, **environment}
+    for _ in range(PORT_ATTEMPTS):
+        port = free_port()
+        with output_path.open("wb") as output:
+            process = subprocess.Popen(
+                command(port),
+                cwd=REPO_ROOT,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=stdout,
+                stderr=output,
+                start_new_session=True,
+            )
+        server = Server(process, port, output_path)
+        if server._wait_until_accepting(time.monotonic() + START_TIMEOUT):
+            break
+        server.kill()
+        if "Address already in use" not in server.output():
+            raise AssertionError(
+                f"server exited with status {process.returncode} before accepting "
+                f"connections; output:\n{server.output()}"
+            )
+    else:
+        raise AssertionError(f"no free port after {PORT_ATTEMPTS} attempts")
+    try:
+        yield server
+    finally:
+        if server.process.poll() is None:
+            server.kill()
+
+
+def poll_until(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    """Poll ``condition`` every POLL_INTERVAL until it holds; fail saying ``what`` if it does not."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout} s: {what}")
+        time.sleep(POLL_INTERVAL)
+
+
+def fault_stats(port: int) -> dict[str, Any]:
+    """The ``/_stats`` document of the server process that answers: pid, ticks, stats."""
+    response = httpx.get(f"http://{LOOPBACK}:{port}{FAULT_STATS_PATH}", timeout=CLIENT_TIMEOUT)
+    assert response.status_code == 200, response.text
+    document: dict[str, Any] = response.json()
+    return document
+
+
+def settled(stats: dict[str, int]) -> bool:
+    """Whether every record submitted so far was written, dropped or failed."""
+    return stats["written"] + stats["dropped"] + stats["failed"] == stats["submitted"]
+
+
+def wait_settled(port: int, timeout: float = 20.0) -> dict[str, int]:
+    """Poll ``/_stats`` until the writer has dealt with every record; return the stats."""
+    latest: dict[str, int] = {}
+
+    def check() -> bool:
+        latest.update(fault_stats(port)["stats"])
+        return settled(latest)
+
+    poll_until(check, timeout, f"the writer deals with every record: {latest}")
+    return latest
+
+
+def final_stats(stats_dir: Path) -> dict[int, dict[str, int]]:
+    """The counters each server process recorded when it closed its log, by pid."""
+    found = {}
+    for path in stats_dir.glob("stats-*.json"):
+        document = json.loads(path.read_text())
+        found[document["pid"]] = document["stats"]
+    return found
+
+
+def boundlog_warnings(output: str) -> list[str]:
+    """The lines boundlog wrote on the server's stderr."""
+    return [line for line in output.splitlines() if line.startswith("boundlog: ")]
+
+
+def load_requests(lines: Sequence[bytes]) -> Counter[tuple[int, int]]:
+    """How often each load request ``(client, number)`` appears in strict combined lines."""
+    logged: Counter[tuple[int, int]] = Counter()
+    for line in lines:
+        fields, _ = parse_combined_line(line)
+        match = _LOAD_TARGET.fullmatch(fields.target)
+        assert match, f"not a load request: {line!r}"
+        logged[int(match[1]), int(match[2])] += 1
+    return logged
+
+
+class Load:
+    """Client threads sending numbered requests over keep-alive connections.
+
+    Client ``c`` (numbered from ``first_client``) sends ``GET /load/c/n`` for n = 0, 1, ...
+    until ``stop()`` or until it has sent ``requests`` (when given), with the extra
+    header lines ``headers(c)``.  A number is never sent twice, so a log line
+    names exactly one attempt.  ``completed`` holds the requests whose 200 response
+    arrived whole, and ``pids`` which server process answered each.  A connection the
+    server closes is opened again; a refused connection ends the client, because the
+    server is gone.  With ``requests`` given, every attempt must succeed.
+    """
+
+    def __init__(
+        self,
+        port: int,
+        clients: int = 4,
+        requests: int | None = None,
+        headers: Callable[[int], bytes] = lambda client: b"",
+        first_client: int = 0,
+    ) -> None:
+        self._port = port
+        self._requests = requests
+        self._headers = headers
+        self._stopping = threading.Event()
+        self._lock = threading.Lock()
+        self.completed: set[tuple[int, int]] = set()
+        self.pids: dict[tuple[int, int], int] = {}
+        self.errors: list[str] = []
+        self._threads = [
+            threading.Thread(target=self._run, args=(client,), daemon=True)
+            for client in range(first_client, first_client + clients)
+        ]
+
+    def __enter__(self) -> Load:
+        for thread in self._threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    @property
+    def total(self) -> int:
+        with self._lock:
+            return len(self.completed)
+
+    def wait_for(self, count: int, timeout: float = 30.0) -> None:
+        """Wait until ``count`` responses have completed."""
+        poll_until(lambda: self.total >= count, timeout, f"{count} responses ({self.errors[:3]})")
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Stop sending and wait for every client to finish its request in flight."""
+        self._stopping.set()
+        for thread in self._threads:
+            thread.join(timeout)
+            assert not thread.is_alive(), "a load client did not finish"
+
+    def join(self, timeout: float = 60.0) -> None:
+        """Wait until every client has sent its ``requests``; fail on any error."""
+        for thread in self._threads:
+            thread.join(timeout)
+            assert not thread.is_alive(), "a load client did not finish"
+        assert not self.errors, self.errors[:5]
+
+    def _run(self, client: int) -> None:
+        connection: _Connection | None = None
+        number = 0
+        while not self._stopping.is_set() and (self._requests is None or number < self._requests):
+            target = b"%s/%d/%d" % (LOAD_PREFIX, client, number)
+            number += 1
+            try:
+                if connection is None:
+                    connection = _Connection(self._port)
+                status, body, keep_alive = connection.get(target, self._headers(client))
+            except ConnectionRefusedError:
+                self._record_error(f"{target!r}: connection refused")
+                return
+            except OSError as error:
+                self._record_error(f"{target!r}: {error!r}")
+                if connection is not None:
+                    connection.close()
+                connection = None
+                continue
+            if status != 200 or not body.startswith(b"ok "):
+                self._record_error(f"{target!r}: {status} {body[:100]!r}")
+            else:
+                with self._lock:
+                    self.completed.add((client, number - 1))
+                    self.pids[client, number - 1] = int(body.split()[1])
+            if not keep_alive:
+                connection.close()
+                connection = None
+        if connection is not None:
+            connection.close()
+
+    def _record_error(self, error: str) -> None:
+        with self._lock:
+            self.errors.append(error)
+
+
+class _Connection:
+    """One keep-alive HTTP/1.1 connection that sends GETs and reads whole responses."""
+
+    def __init__(self, port: int) -> None:
+        self._port = port
+        self._sock = socket.create_connection((LOOPBACK, port), timeout=CLIENT_TIMEOUT)
+        self._buffer = b""
+
+    def get(self, target: bytes, headers: bytes) -> tuple[int, bytes, bool]:
+        """Send ``GET target``; return the status, the body and whether the server keeps
+        the connection open."""
+        self._sock.sendall(
+            b"GET %s HTTP/1.1\r\nHost: %s\r\n%s\r\n" % (target, LOOPBACK.encode(), headers)
+        )
+        while b"\r\n\r\n" not in self._buffer:
+            self._receive()
+        head, self._buffer = self._buffer.split(b"\r\n\r\n", 1)
+        lines = head.split(b"\r\n")
+        status = int(lines[0].split(b" ", 2)[1])
+        fields = {}
+        for line in lines[1:]:
+            name, _, value = line.partition(b":")
+            fields[name.strip().lower()] = value.strip().lower()
+        if b"content-length" not in fields:
+            raise ConnectionError(f"a response without Content-Length: {head!r}")
+        length = int(fields[b"content-length"])
+        while len(self._buffer) < length:
+            self._receive()
+        body, self._buffer = self._buffer[:length], self._buffer[length:]
+        return status, body, fields.get(b"connection") != b"close"
+
+    def _receive(self) -> None:
+        part = self._sock.recv(65536)
+        if not part:
+            raise ConnectionResetError("the server closed the connection")
+        self._buffer += part
+
+    def close(self) -> None:
+        self._sock.close()
+
+
+class PipeReader:
+    """A pipe for a server's stdout, read by a thread the test can pause, resume or end.
+
+    Pausing it is a reader that sleeps: the pipe fills and the server's writes block.
+    ``hang_up()`` is a reader that exits: its end is closed and writes fail with EPIPE.
+    """
+
+    def __init__(self, size: int | None = None, *, paused: bool = False) -> None:
+        self.read_fd, self.write_fd = os.pipe()
+        if size is not None:
+            fcntl.fcntl(self.write_fd, F_SETPIPE_SZ, size)
+        self._write_end_closed = False
+        self._chunks: list[bytes] = []
+        self._reading = threading.Event()
+        if not paused:
+            self._reading.set()
+        self._hanging_up = threading.Event()
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        try:
+            while not self._hanging_up.is_set():
+                if not self._reading.wait(POLL_INTERVAL):
+                    continue
+                readable, _, _ = select.select([self.read_fd], [], [], POLL_INTERVAL)
+                if readable:
+                    chunk = os.read(self.read_fd, 65536)
+                    if not chunk:
+                        return
+                    self._chunks.append(chunk)
+        finally:
+            os.close(self.read_fd)
+
+    def __enter__(self) -> PipeReader:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close_write_end()
+        self.hang_up()
+
+    def close_write_end(self) -> None:
+        """Close the test's copy of the write end, once the server has its own."""
+        if not self._write_end_closed:
+            self._write_end_closed = True
+            os.close(self.write_fd)
+
+    def pause(self) -> None:
+        self._reading.clear()
+
+    def resume(self) -> None:
+        self._reading.set()
+
+    def hang_up(self) -> None:
+        """Stop reading and close the read end, as a reader that exits does."""
+        self._hanging_up.set()
+        self._thread.join(CLIENT_TIMEOUT)
+
+    def wait_closed(self, timeout: float = STOP_TIMEOUT) -> None:
+        """Read until every writer has closed its end (the server exited)."""
+        self.resume()
+        self._thread.join(timeout)
+        assert not self._thread.is_alive(), "the pipe's writers did not close it"
+
+    def data(self) -> bytes:
+        return b"".join(self._chunks)
+
+    def lines(self) -> list[bytes]:
+        """What was read so far, as lines; it must end with a whole line."""
+        data = self.data()
+        assert not data or data.endswith(b"\n"), f"the pipe ends in a partial line: {data[-200:]!r}"
+        return data.split(b"\n")[:-1]

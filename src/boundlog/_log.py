@@ -77,11 +77,18 @@ class AccessLog:
         self._policy: Policy = policy
         self._close_timeout = close_timeout
         self._admission = Admission(max_queue=max_queue, batch_size=batch_size, policy=self._policy)
-        self._writer = Writer(self._admission, self._sink, fmt, window=flush_interval, watch=watch)
-        if reopen_signal is not None:
-            self._reopen_on(reopen_signal)
+        self._writer = Writer(
+            self._admission,
+            self._sink,
+            fmt,
+            window=flush_interval,
+            watch=watch,
+            lost_signal=None if reopen_signal is None else self._reopen_on(reopen_signal),
+        )
         self._close_lock = threading.Lock()
         self._final: Stats | None = None
+        # What close() found when it gave up on a stuck sink.
+        self._delivered_on_timeout = 0
         self._lost_on_timeout = 0
         # Bound once so integrations call the admission directly, without a hop here.
         self.submit = self._admission.submit
@@ -104,7 +111,7 @@ class AccessLog:
         writer = self._writer
         return Stats(
             submitted=taken + waiting + refused,
-            written=writer.written,
+            written=writer.written + self._delivered_on_timeout,
             dropped=refused,
             failed=writer.failed + self._lost_on_timeout,
             write_errors=writer.write_errors,
@@ -144,19 +151,21 @@ class AccessLog:
             target, self._close_timeout if timeout is None else timeout
         )
 
-    def _reopen_on(self, signum: int) -> None:
+    def _reopen_on(self, signum: int) -> Callable[[], str | None]:
+        """Install the handler; return a check naming the signal once it was replaced."""
         previous = signal.getsignal(signum)
-        writer = self._writer
 
         # A handler runs between two bytecodes of the main thread, which may hold one of
         # the log's locks at that moment: it only counts the request, which the writer
         # notices within a second, or at its next batch.
         def request_reopen(number: int, frame: FrameType | None) -> None:
-            writer.reopens_requested += 1
+            self._writer.reopens_requested += 1
             if callable(previous):
                 previous(number, frame)
 
         signal.signal(signum, request_reopen)
+        name = signal.Signals(signum).name
+        return lambda: None if signal.getsignal(signum) is request_reopen else name
 
     def close(self, timeout: float | None = None) -> Stats:
         """Stop accepting, write every accepted record, close the sink, return the stats.
@@ -172,8 +181,9 @@ class AccessLog:
             thread = self._writer.thread
             thread.join(self._close_timeout if timeout is None else timeout)
             if thread.is_alive():
-                self._writer.abandoned = True
-                self._lost_on_timeout = self._writer.in_flight + self._admission.abandon()
+                delivered, lost = self._writer.abandon()
+                self._delivered_on_timeout = delivered
+                self._lost_on_timeout = lost + self._admission.abandon()
             else:
                 self._sink.close()
             self._final = self._snapshot()

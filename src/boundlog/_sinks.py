@@ -26,7 +26,7 @@ SinkSpec = str | int | BinaryIO
 class Sink:
     """An open descriptor and the rules for writing whole lines to it."""
 
-    __slots__ = ("_owns_fd", "fd", "is_pipe", "name", "path")
+    __slots__ = ("_owns_fd", "delivered", "fd", "is_pipe", "name", "path", "stopped")
 
     def __init__(self, fd: int, name: str, *, owns_fd: bool, path: str | None = None) -> None:
         self.fd = fd
@@ -34,6 +34,11 @@ class Sink:
         #: The file's path when the sink was named by one; only such a sink can reopen.
         self.path = path
         self._owns_fd = owns_fd
+        # Progress of the write under way, readable by another thread: close() counts
+        # the lines a stuck write already delivered before it gives up on the rest.
+        self.delivered = 0
+        # Set by close() when it gives up: no further chunk is started.
+        self.stopped = False
         try:
             self.is_pipe = _is_pipe(fd)
         except OSError as error:
@@ -96,10 +101,12 @@ class Sink:
     def _write_all(self, data: bytes, start: int, end: int) -> tuple[int, OSError | None]:
         view = memoryview(data)[start:end]
         done = 0
-        while done < len(view):
+        while done < len(view) and not self.stopped:
             try:
                 # os.write retries EINTR itself (PEP 475).
-                done += os.write(self.fd, view[done:])
+                written = os.write(self.fd, view[done:])
+                done += written
+                self.delivered += written
             except BlockingIOError:
                 # Somebody made the descriptor non-blocking; wait instead of spinning.
                 select.select([], [self.fd], [])

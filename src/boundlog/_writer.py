@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from ._formats import Format
 from ._queue import Admission
@@ -27,13 +27,22 @@ class Writer:
     """Owns the thread that drains an :class:`Admission` into a :class:`Sink`."""
 
     def __init__(
-        self, admission: Admission, sink: Sink, fmt: Format, *, window: float, watch: bool
+        self,
+        admission: Admission,
+        sink: Sink,
+        fmt: Format,
+        *,
+        window: float,
+        watch: bool,
+        lost_signal: Callable[[], str | None] | None = None,
     ) -> None:
         self._admission = admission
         self._sink = sink
         self._format = fmt
         self._window = window
         self._watch = watch
+        # Names the reopen_signal once boundlog's handler is no longer installed.
+        self._lost_signal = lost_signal
         # Reopen requests are a counter the writer catches up with, so that a signal
         # handler can ask by incrementing it, without a lock.
         self.reopens_requested = 0
@@ -51,7 +60,11 @@ class Writer:
         self.batches = 0
         # Records taken and dealt with (written, failed or unformattable), for flush().
         self.settled = 0
+        # The bytes being written and the length of their fragment-closing prefix.
+        self._in_flight_data: tuple[bytes, int] | None = None
         self.reopens_done = self.reopens_requested
+        # Guards the counters against close() giving up on the thread half-way.
+        self._accounting = threading.Lock()
         self._next_watch = 0.0
         self._settled_changed = threading.Condition()
         # A failed write may leave part of a line in the sink; the next write starts
@@ -74,21 +87,42 @@ class Writer:
             # the old one.
             if self.reopens_done != self.reopens_requested:
                 self._reopen(self.reopens_requested)
-            elif self._watch and batch:
-                self._reopen_if_replaced()
+            elif batch and (self._watch or self._lost_signal is not None):
+                self._look_around()
             if not batch:
                 if admission.closed:
                     admission.finish()
                     return
                 continue
-            self.in_flight = len(batch)
+            with self._accounting:
+                if self.abandoned:
+                    return
+                self.in_flight = len(batch)
             self._write_batch(batch)
-            self.in_flight = 0
-            if self.abandoned:
-                return
+            with self._accounting:
+                self.in_flight = 0
+                self._in_flight_data = None
+                if self.abandoned:
+                    return
             with self._settled_changed:
                 self.settled += len(batch)
                 self._settled_changed.notify_all()
+
+    def abandon(self) -> tuple[int, int]:
+        """Give up on a stuck sink: ``(lines delivered, lines lost)`` of the batch in flight.
+
+        The thread may still be blocked in a write; it starts no further chunk and
+        counts nothing more.  The chunk blocked at this moment is counted as lost even
+        if it completes later.
+        """
+        with self._accounting:
+            self.abandoned = True
+            self._sink.stopped = True
+            if self._in_flight_data is None:
+                return 0, self.in_flight
+            data, prefix = self._in_flight_data
+            delivered = data.count(b"\n", prefix, max(prefix, self._sink.delivered))
+            return delivered, self.in_flight - delivered
 
     def wait_settled(self, target: int, timeout: float | None) -> bool:
         """Wait until ``target`` records have been dealt with; False on timeout."""
@@ -110,38 +144,56 @@ class Writer:
             self.reopens_done = request
             self._settled_changed.notify_all()
 
-    def _reopen_if_replaced(self) -> None:
+    def _look_around(self) -> None:
         # At most once a second: a stat per batch would be cheap, but not free.
         now = time.monotonic()
-        if now >= self._next_watch:
-            self._next_watch = now + _WATCH_EVERY
-            if self._sink.replaced():
-                self._reopen(self.reopens_requested)
+        if now < self._next_watch:
+            return
+        self._next_watch = now + _WATCH_EVERY
+        lost = self._lost_signal() if self._lost_signal is not None else None
+        if lost is not None:
+            # A server installed its own handler after ours (gunicorn's master does,
+            # and resets signals in each worker): say so, and watch the file instead.
+            self._report(
+                f"another handler replaced boundlog's {lost} handler (reopen_signal); "
+                f"reopening when {self._sink.name} is moved or removed instead"
+            )
+            self._lost_signal = None
+            self._watch = True
+        if self._watch and self._sink.replaced():
+            self._reopen(self.reopens_requested)
 
     def _write_batch(self, batch: Sequence[Record]) -> None:
         data, unformattable = self._format_batch(batch)
-        if not data:
-            return
+        lines = len(batch) - unformattable
         prefix = 1 if self._fragment_open else 0
         if prefix:
             data = b"\n" + data
+        with self._accounting:
+            if self.abandoned:
+                return
+            self.failed += unformattable
+            self.in_flight = lines
+            self._sink.delivered = 0
+            self._in_flight_data = (data, prefix)
+        if not lines:
+            return
         written, error = self._sink.write(data)
-        if self.abandoned:
-            return
-        lines = len(batch) - unformattable
-        if error is None:
-            self._fragment_open = False
-            self.written += lines
+        with self._accounting:
+            if self.abandoned:
+                return
             self.bytes_written += written
-            self.batches += 1
-            return
-        complete = data.count(b"\n", prefix, written)
-        if written:
-            self._fragment_open = data[written - 1] != 0x0A
-        self.written += complete
-        self.failed += lines - complete
-        self.bytes_written += written
-        self.write_errors += 1
+            if error is None:
+                self._fragment_open = False
+                self.written += lines
+                self.batches += 1
+                return
+            complete = data.count(b"\n", prefix, written)
+            if written:
+                self._fragment_open = data[written - 1] != 0x0A
+            self.written += complete
+            self.failed += lines - complete
+            self.write_errors += 1
         self._report(f"cannot write to {self._sink.name}: {error.strerror or error}")
 
     def _format_batch(self, batch: Sequence[Record]) -> tuple[bytes, int]:
@@ -157,7 +209,6 @@ class Writer:
                 parts.append(self._format.format_batch((record,)))
             except Exception:
                 bad += 1
-        self.failed += bad
         self._report(f"cannot format {bad} record(s): {first_error!r}")
         return b"".join(parts), bad
 

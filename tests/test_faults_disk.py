@@ -1,0 +1,161 @@
+"""Disk full, for real: a log on a full tmpfs or on /dev/full behind a running server.
+
+The server answers every request whatever the disk does; failed writes are counted and
+reported on stderr at most once per reporting period; a line cut short by a full disk
+is terminated before the next record; and writing resumes by itself once space is
+freed.  Mounting a tmpfs needs root; the test skips, saying so, without it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from _servers import (
+    Load,
+    boundlog_warnings,
+    fault_environment,
+    final_stats,
+    gunicorn_fault_command,
+    parse_combined_line,
+    poll_until,
+    running_server,
+    uvicorn_fault_command,
+    wait_settled,
+)
+
+DISK_SIZE = 64 * 1024
+# Deleted once the disk is full, to free this much space for the log again.
+FILLER_SIZE = 16 * 1024
+# boundlog's writer reports a sink error at most once per this many seconds.
+REPORT_EVERY = 5.0
+RECORD_START = b"127.0.0.1 - - ["
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 64 KiB tmpfs mounted for this test only."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    mountpoint = tmp_path / "disk"
+    mountpoint.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={DISK_SIZE}", "tmpfs", str(mountpoint)],
+        capture_output=True,
+        text=True,
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
+    try:
+        yield mountpoint
+    finally:
+        subprocess.run(["umount", "-l", str(mountpoint)], check=True)
+
+
+def _reports_allowed(elapsed: float) -> int:
+    """The most sink-error warnings the rate limit lets through in ``elapsed`` seconds."""
+    return 1 + int(elapsed // REPORT_EVERY)
+
+
+def test_full_tmpfs_costs_no_request_and_logging_resumes_when_space_is_freed(
+    tmp_path: Path, small_disk: Path
+) -> None:
+    """A full disk fails writes, not requests; freeing space brings the log back, line-safe."""
+    filler = small_disk / "filler"
+    filler.write_bytes(b"f" * FILLER_SIZE)
+    log_path = small_disk / "access.log"
+    stats_dir = tmp_path / "stats"
+    stats_dir.mkdir()
+    environment = fault_environment({"sink": str(log_path)}, stats_dir)
+    started = time.monotonic()
+    with running_server(uvicorn_fault_command, environment, tmp_path / "out") as server:
+        # About 84 bytes a line: 1000 lines need more than the 48 KiB left.
+        with Load(server.port, clients=4, requests=250) as filling:
+            filling.join()
+        when_full = wait_settled(server.port)
+        assert when_full["write_errors"] >= 1, when_full
+        assert when_full["failed"] >= 1, when_full
+        filler.unlink()
+        with Load(server.port, clients=2, requests=20, first_client=10) as after:
+            after.join()
+        recovered = wait_settled(server.port)
+        server.stop()
+    elapsed = time.monotonic() - started
+    assert (filling.total, after.total) == (1000, 40), "every request must be answered"
+    assert recovered["written"] - when_full["written"] == 40, (when_full, recovered)
+    assert recovered["failed"] == when_full["failed"], (when_full, recovered)
+    (final,) = final_stats(stats_dir).values()
+    assert final["submitted"] == final["written"] + final["failed"] == 1040, final
+
+    data = log_path.read_bytes()
+    assert data.endswith(b"\n"), data[-200:]
+    logged = set()
+    fragments = []
+    for line in data.split(b"\n")[:-1]:
+        assert line.count(RECORD_START) <= 1, f"two records share a line: {line!r}"
+        try:
+            fields, _ = parse_combined_line(line)
+        except AssertionError:
+            fragments.append(line)
+            continue
+        assert fields.target not in logged, f"logged twice: {line!r}"
+        logged.add(fields.target)
+    # A fragment is the start of a line cut short by the full disk, never the middle.
+    assert all(fragment.startswith(RECORD_START) for fragment in fragments), fragments
+    assert len(fragments) <= final["write_errors"], fragments
+    assert len(logged) == final["written"], (len(logged), final)
+    assert {b"/load/%d/%d" % (client, n) for client in (10, 11) for n in range(20)} <= logged
+
+    warnings = boundlog_warnings(server.output())
+    assert 1 <= len(warnings) <= _reports_allowed(elapsed), warnings
+    reported = f"boundlog: cannot write to {log_path}: No space left on device"
+    assert all(warning.startswith(reported) for warning in warnings), warnings
+    assert "Traceback" not in server.output()
+
+
+def test_dev_full_costs_no_request_and_warns_once_per_period(tmp_path: Path) -> None:
+    """Every batch to /dev/full fails: all requests answered, all records counted, few warnings."""
+    stats_dir = tmp_path / "stats"
+    stats_dir.mkdir()
+    # No batch window: every small batch is one more failed write to rate-limit.
+    environment = fault_environment({"sink": "/dev/full", "flush_interval": 0}, stats_dir)
+    command = gunicorn_fault_command("-k", "gthread", "--threads", "4", "-w", "1")
+    started = time.monotonic()
+    with running_server(command, environment, tmp_path / "out") as server:
+        with Load(server.port, clients=4) as load:
+            # The second warning comes a reporting period after the first, and carries
+            # the count of the errors it held back.
+            poll_until(
+                lambda: len(boundlog_warnings(server.output())) >= 2,
+                4 * REPORT_EVERY,
+                "a second warning",
+            )
+        assert not load.errors, load.errors[:5]
+        wait_settled(server.port)
+        assert server.stop() == 0, server.output()
+    elapsed = time.monotonic() - started
+    (final,) = final_stats(stats_dir).values()
+    assert final["submitted"] == load.total, (final, load.total)
+    assert (final["written"], final["failed"]) == (0, final["submitted"]), final
+
+    warnings = boundlog_warnings(server.output())
+    assert 2 <= len(warnings) <= _reports_allowed(elapsed), warnings
+    pattern = re.compile(
+        r"boundlog: cannot write to /dev/full: No space left on device"
+        r"(?: \((\d+) similar errors not shown\))?"
+    )
+    matches = [pattern.fullmatch(warning) for warning in warnings]
+    assert all(matches), warnings
+    second = matches[1]
+    assert second is not None, warnings
+    assert second[1] is not None, f"the second warning counts the errors held back: {warnings}"
+    reported = sum(1 + int(match[1] or 0) for match in matches if match)
+    assert reported <= final["write_errors"], (warnings, final)
+    assert final["write_errors"] > len(warnings), (warnings, final)
+    assert "Traceback" not in server.output()
