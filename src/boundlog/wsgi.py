@@ -14,7 +14,7 @@ which is what a threaded server's backpressure looks like; other requests keep g
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from time import perf_counter, time
+from time import time
 from types import TracebackType
 from typing import Any
 
@@ -45,9 +45,10 @@ class AccessLogMiddleware:
         self.app = app
         self.owns_log = log is None
         self.log = AccessLog(**options) if log is None else log
+        self._submit = self.log.submit
 
     def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
-        exchange = _Exchange(environ, start_response, self.log.submit)
+        exchange = _Exchange(environ, start_response, self._submit)
         try:
             body = self.app(environ, exchange.start_response)
         except BaseException:
@@ -65,8 +66,8 @@ class _Exchange:
         "_environ",
         "_received",
         "_sent",
+        "_server_write",
         "_start_response",
-        "_started",
         "_status",
         "_submit",
         "body",
@@ -76,7 +77,6 @@ class _Exchange:
         self, environ: Environ, start_response: StartResponse, submit: Callable[[Record], bool]
     ) -> None:
         self._received = time()
-        self._started = perf_counter()
         self._environ = environ
         self._start_response = start_response
         self._submit = submit
@@ -90,17 +90,17 @@ class _Exchange:
     ) -> Callable[[bytes], object]:
         # "200 OK" -> 200; a malformed status is the server's to reject, not ours.
         self._status = int(status[:3]) if status[:3].isdigit() else 0
-        write = (
+        self._server_write = (
             self._start_response(status, headers, exc_info)
             if exc_info
-            else (self._start_response(status, headers))
+            else self._start_response(status, headers)
         )
+        return self._counting_write
 
-        def counting_write(data: bytes) -> object:
-            self._sent += len(data)
-            return write(data)
-
-        return counting_write
+    def _counting_write(self, data: bytes) -> object:
+        # The legacy write() callable (PEP 3333) sends bytes outside the body iterable.
+        self._sent += len(data)
+        return self._server_write(data)
 
     def __iter__(self) -> Iterator[bytes]:
         for chunk in self.body:
@@ -133,7 +133,7 @@ class _Exchange:
         # WSGI strings are bytes decoded as latin-1; encoding them back recovers the
         # bytes the client sent.
         return (  # type: ignore[return-value]
-            self._received, perf_counter() - self._started, environ.get("REMOTE_ADDR"),
+            self._received, time() - self._received, environ.get("REMOTE_ADDR"),
             environ["REQUEST_METHOD"],
             path.encode("latin-1"),
             environ.get("QUERY_STRING", "").encode("latin-1"),
