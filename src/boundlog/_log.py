@@ -144,22 +144,28 @@ class AccessLog:
         """
         if self._final is not None:
             return True
-        self._writer.reopens_requested += 1
-        target = self._writer.reopens_requested
+        target = self.request_reopen()
         self._admission.hurry()
         return self._writer.wait_reopened(
             target, self._close_timeout if timeout is None else timeout
         )
 
+    def request_reopen(self) -> int:
+        """Ask the writer to reopen, and return at once: safe in a signal handler.
+
+        A handler runs between two bytecodes of the main thread, which may hold one of
+        the log's locks at that moment, so this only counts the request; the writer
+        notices it within a second, or at its next batch.
+        """
+        self._writer.reopens_requested += 1
+        return self._writer.reopens_requested
+
     def _reopen_on(self, signum: int) -> Callable[[], str | None]:
         """Install the handler; return a check naming the signal once it was replaced."""
         previous = signal.getsignal(signum)
 
-        # A handler runs between two bytecodes of the main thread, which may hold one of
-        # the log's locks at that moment: it only counts the request, which the writer
-        # notices within a second, or at its next batch.
         def request_reopen(number: int, frame: FrameType | None) -> None:
-            self._writer.reopens_requested += 1
+            self.request_reopen()
             if callable(previous):
                 previous(number, frame)
 

@@ -39,6 +39,7 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 _REFERER = b"referer"
 _USER_AGENT = b"user-agent"
 _CONTENT_LENGTH = b"content-length"
+_PROTOCOLS = {"1.1": "HTTP/1.1", "2": "HTTP/2", "1.0": "HTTP/1.0", "1": "HTTP/1.0", "3": "HTTP/3"}
 # What ``response`` holds until the application starts one.
 _NO_RESPONSE: Message = {}
 
@@ -144,9 +145,14 @@ def _record(scope: Scope, received: float, status: int, sent: int) -> Record:
     return (  # type: ignore[return-value]
         received, time() - received, client[0] if client else None,
         scope["method"], scope.get("raw_path") or scope["path"].encode(),
-        scope.get("query_string", b""), "HTTP/" + scope["http_version"],
+        scope.get("query_string", b""), _protocol(scope["http_version"]),
         status, sent, referer, agent,
     )  # fmt: skip
+
+
+def _protocol(version: str) -> str:
+    # granian reports HTTP/1.0 as "1", which the ASGI spec does not allow.
+    return _PROTOCOLS.get(version) or "HTTP/" + version
 
 
 def _file_size(response: Message, message: Message) -> int:

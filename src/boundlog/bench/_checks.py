@@ -1,8 +1,10 @@
 """What the run is judged by: exact accounting, the overload behaviour, the targets.
 
-Accounting and the overload scenario are checks of correctness: they either hold
-exactly or reveal a bug.  The targets are performance goals from the project's tracker,
-measured on whatever machine runs the tool; they are reported, never enforced.
+Accounting checks are exact: a failure is a bug, and it fails the run.  The overload
+checks judge boundlog under a saturated queue, some exactly (wait loses nothing), some
+with a margin (drop keeps the pace, memory stays bounded).  The targets are performance
+goals from the project's tracker, measured on whatever machine runs the tool; they and
+the overload checks are reported, never enforced.
 """
 
 from __future__ import annotations

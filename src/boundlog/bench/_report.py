@@ -144,40 +144,58 @@ def write_json(
     path.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
 
 
+_CHART_FIGURES = (
+    ("rps_vs_none", "requests/s vs none\n(higher is better)"),
+    ("cpu_vs_none", "server CPU per request vs none\n(lower is better)"),
+)
+
+
 def write_chart(path: Path, summaries: Sequence[CellSummary]) -> bool:
-    """A bar chart of each logger's ratios to none; False if matplotlib is missing."""
+    """Bars of each logger's ratios to none: a column per server, a group per sink.
+
+    Returns False when there is nothing to draw or matplotlib is not installed.
+    """
+    plotted = [s for s in summaries if s.cell.logger != "none" and s.rps_vs_none is not None]
     try:
         matplotlib = importlib.import_module("matplotlib")
     except ImportError:
         return False
+    if not plotted:
+        return False
     matplotlib.use("Agg")
     pyplot = importlib.import_module("matplotlib.pyplot")
-    groups = {
-        key: [s for s in group if s.cell.logger != "none" and s.rps_vs_none is not None]
-        for key, group in _groups(summaries).items()
-    }
-    groups = {key: group for key, group in groups.items() if group}
-    if not groups:
-        return False
-    loggers = list(dict.fromkeys(s.cell.logger for group in groups.values() for s in group))
-    figure, axes = pyplot.subplots(2, 1, figsize=(max(8, 2.2 * len(groups)), 8), sharex=True)
+    servers = list(dict.fromkeys(s.cell.server for s in plotted))
+    loggers = list(dict.fromkeys(s.cell.logger for s in plotted))
     width = 0.8 / len(loggers)
-    for axis, figure_name, label in (
-        (axes[0], "rps_vs_none", "requests/s vs none (higher is better)"),
-        (axes[1], "cpu_vs_none", "server CPU per request vs none (lower is better)"),
-    ):
-        for index, logger in enumerate(loggers):
-            heights = [
-                next((getattr(s, figure_name) or 0 for s in group if s.cell.logger == logger), 0)
-                for group in groups.values()
-            ]
-            positions = [g + (index - (len(loggers) - 1) / 2) * width for g in range(len(groups))]
-            axis.bar(positions, heights, width, label=logger)
-        axis.axhline(1.0, color="black", linewidth=0.8)
-        axis.set_ylabel(label)
-    axes[1].set_xticks(range(len(groups)), [f"{server}\n{sink}" for server, sink in groups])
-    axes[0].legend(ncols=min(len(loggers), 5), fontsize="small")
-    figure.tight_layout()
+    figure, axes = pyplot.subplots(
+        2, len(servers), figsize=(1 + 4.5 * len(servers), 7), squeeze=False, sharey="row"
+    )
+    handles = {}
+    for column, server in enumerate(servers):
+        sinks = list(dict.fromkeys(s.cell.sink_label for s in plotted if s.cell.server == server))
+        for row, (figure_name, label) in enumerate(_CHART_FIGURES):
+            axis = axes[row][column]
+            for index, logger in enumerate(loggers):
+                values = {
+                    s.cell.sink_label: getattr(s, figure_name) or 0
+                    for s in plotted
+                    if s.cell.server == server and s.cell.logger == logger
+                }
+                offset = (index - (len(loggers) - 1) / 2) * width
+                bars = axis.bar(
+                    [position + offset for position in range(len(sinks))],
+                    [values.get(sink, 0) for sink in sinks],
+                    width,
+                    label=logger,
+                )
+                handles[logger] = bars
+            axis.axhline(1.0, color="black", linewidth=0.8)
+            axis.set_xticks(range(len(sinks)), sinks, fontsize="small")
+            if column == 0:
+                axis.set_ylabel(label)
+        axes[0][column].set_title(server)
+    figure.legend(list(handles.values()), list(handles), loc="upper center", ncols=len(handles))
+    figure.tight_layout(rect=(0, 0, 1, 0.94))
     figure.savefig(path, dpi=110)
     pyplot.close(figure)
     return True

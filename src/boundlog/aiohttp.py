@@ -1,0 +1,171 @@
+"""aiohttp: an access logger class for ``web.run_app`` and ``web.AppRunner``.
+
+aiohttp builds its access logger itself, once per connection, as
+``access_log_class(logger, access_log_format)``, so the class carries its log:
+
+* ``access_logger(app, sink=..., format=..., ...)`` returns a subclass of
+  :class:`AccessLogger` bound to a new :class:`~boundlog.AccessLog` built from those
+  options, and closes that log when ``app`` is cleaned up, after aiohttp has finished the
+  last request of a graceful stop.  ``access_logger(app, log=a_log)`` borrows a log
+  instead, and only flushes it then.
+* :class:`AccessLogger` itself, used as it is, writes to stdout in the format named by
+  ``access_log_format``: ``combined`` (also for aiohttp's default template), ``common``
+  or ``json``; the exit handlers drain that log.
+
+aiohttp calls the logger on its event loop once the response is written.  Under
+``policy="wait"`` a full queue therefore blocks the loop until the writer makes room.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from time import time
+from typing import Any, ClassVar
+
+from aiohttp import web, web_log
+from aiohttp.abc import AbstractAccessLogger
+
+from ._errors import ConfigurationError
+from ._formats import FORMATS
+from ._log import AccessLog
+from ._record import Record
+
+# aiohttp's default template, '%a %t "%r" %s %b "%{Referer}i" "%{User-Agent}i"', is the
+# combined format without its ident and user fields.
+_AIOHTTP_DEFAULT = web_log.AccessLogger.LOG_FORMAT
+_REFERER = "Referer"
+_USER_AGENT = "User-Agent"
+
+# The logs the plain AccessLogger writes, one per format, built on first use.
+_stdout_logs: dict[str, AccessLog] = {}
+_building = threading.Lock()
+
+
+class AccessLogger(AbstractAccessLogger):
+    """Hand every request aiohttp finishes to a boundlog :class:`~boundlog.AccessLog`.
+
+    Used as it is, it logs to stdout; :func:`access_logger` makes a configured subclass.
+    """
+
+    __slots__ = ("_submit",)
+
+    #: The log of a class made by :func:`access_logger`; None for this class itself.
+    access_log: ClassVar[AccessLog | None] = None
+
+    def __init__(self, logger: logging.Logger, log_format: str) -> None:
+        super().__init__(logger, log_format)
+        try:
+            log = self.access_log
+            if log is None:
+                log = _stdout_log(log_format)
+            elif log_format != _AIOHTTP_DEFAULT:
+                raise ConfigurationError(
+                    f"access_log_format={log_format!r} has no effect on a logger made by "
+                    "boundlog.aiohttp.access_logger(): pass format= to it instead"
+                )
+        except ConfigurationError as error:
+            # aiohttp makes its access logger as it accepts a connection, and asyncio
+            # drops the connection on an error there without a word (outside debug mode).
+            logger.error("boundlog: %s", error)
+            raise
+        self._submit = log.submit
+
+    def log(self, request: web.BaseRequest, response: web.StreamResponse, time: float) -> None:
+        """Submit one record; ``time`` is how long aiohttp took to answer, in seconds."""
+        self._submit(_record(request, response, time))
+
+
+def access_logger(
+    app: web.Application | None = None, log: AccessLog | None = None, **options: Any
+) -> type[AccessLogger]:
+    """Return an :class:`AccessLogger` subclass bound to one log, for ``access_log_class``.
+
+    Give it an :class:`~boundlog.AccessLog` as ``log``, or the options of one (``sink``,
+    ``format``, ``policy``, ...) to build a log the class owns.  With ``app`` given, an
+    owned log is closed, and a borrowed one flushed, when the application is cleaned up;
+    call this before the application starts.
+    """
+    if log is not None and options:
+        raise ConfigurationError(
+            "pass either an AccessLog as log or its options, not both: "
+            f"got log and {', '.join(sorted(options))}"
+        )
+    owned = log is None
+    bound = AccessLog(**options) if log is None else log
+    if app is not None:
+        drain = bound.close if owned else bound.flush
+
+        async def drain_on_cleanup(app: web.Application) -> None:
+            # aiohttp runs cleanup after its last connection is done: every record is
+            # in the queue, and the writer may take a while to write it.
+            await asyncio.get_running_loop().run_in_executor(None, drain)
+
+        app.on_cleanup.append(drain_on_cleanup)
+
+    class BoundAccessLogger(AccessLogger):
+        __slots__ = ()
+        access_log = bound
+
+    return BoundAccessLogger
+
+
+def _stdout_log(log_format: str) -> AccessLog:
+    name = "combined" if log_format == _AIOHTTP_DEFAULT else log_format
+    if name not in FORMATS:
+        raise ConfigurationError(
+            f"access_log_format={log_format!r} is not supported: boundlog writes aiohttp's "
+            f"default format (as its combined format) or one of {', '.join(FORMATS)}, given "
+            "by name; custom templates are not supported yet"
+        )
+    with _building:
+        log = _stdout_logs.get(name)
+        if log is None:
+            log = _stdout_logs[name] = AccessLog("stdout", name)
+        return log
+
+
+def _record(request: web.BaseRequest, response: web.StreamResponse, duration: float) -> Record:
+    # aiohttp decodes the request line and headers as UTF-8 with surrogateescape:
+    # encoding them back the same way recovers the bytes the client sent.
+    path, _, query = request.raw_path.partition("?")
+    headers = request.headers
+    referer = headers.get(_REFERER)
+    agent = headers.get(_USER_AGENT)
+    version = request.version
+    return Record(
+        time=time() - duration,
+        duration=duration,
+        client=request.remote,
+        method=request.method,
+        path=path.encode("utf-8", "surrogateescape"),
+        query=query.encode("utf-8", "surrogateescape"),
+        protocol=f"HTTP/{version.major}.{version.minor}",
+        status=response.status,
+        bytes_sent=_body_bytes(request, response),
+        referer=None if referer is None else referer.encode("utf-8", "surrogateescape"),
+        user_agent=None if agent is None else agent.encode("utf-8", "surrogateescape"),
+    )
+
+
+def _body_bytes(request: web.BaseRequest, response: web.StreamResponse) -> int:
+    """The bytes aiohttp wrote after the response headers.
+
+    ``body_length`` counts the header block too; aiohttp writes it as the status line and
+    one ``Name: value`` line per header, each ending in CRLF, then an empty line, in
+    UTF-8.  With chunked transfer encoding the result includes the chunk framing, as
+    nginx's ``$body_bytes_sent`` does.  A file goes out with ``sendfile()``, past the
+    count: its Content-Length is what was sent.
+    """
+    if isinstance(response, web.FileResponse) and response.content_length is not None:
+        return response.content_length
+    written = response.body_length
+    if not written:
+        return 0
+    version = request.version
+    lines = [f"HTTP/{version.major}.{version.minor} {response.status} {response.reason}"]
+    lines += [f"{name}: {value}" for name, value in response.headers.items()]
+    head = "\r\n".join(lines) + "\r\n\r\n"
+    size = len(head) if head.isascii() else len(head.encode("utf-8", "surrogatepass"))
+    return max(written - size, 0)

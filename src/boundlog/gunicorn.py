@@ -1,0 +1,199 @@
+"""gunicorn: ``--logger-class boundlog.gunicorn.Logger`` writes the access log through boundlog.
+
+The logger keeps everything gunicorn's own logger does (error log, syslog, logging
+configuration) and takes over one thing: the access log named by ``--access-logfile``
+(``-`` is stdout).  Each request becomes a :class:`~boundlog.Record` handed to an
+:class:`~boundlog.AccessLog`, whose writer thread formats and writes lines in batches.
+Without ``--access-logfile`` the logger behaves exactly as gunicorn's.
+
+``--access-logformat`` chooses the format: gunicorn's default (the Apache combined
+format) writes boundlog's ``combined``, and the names ``combined``, ``common`` and
+``json`` choose those formats.  Any other atom template stops gunicorn at startup with
+an error, because boundlog has no templates yet.
+
+The queue and policy come from the environment (or gunicorn's ``--env``/``raw_env``):
+``BOUNDLOG_POLICY`` (``drop`` or ``wait``), ``BOUNDLOG_MAX_QUEUE``, ``BOUNDLOG_BATCH_SIZE``
+and ``BOUNDLOG_FLUSH_INTERVAL``; a subclass may override :meth:`Logger.log_options`.
+
+The master builds the log, so each worker inherits it through ``fork`` and gets a writer
+thread of its own (boundlog restarts its logs in a forked child).  A worker that exits
+gracefully leaves through ``sys.exit``, whose exit handlers drain its log.  ``SIGUSR1``
+reopens the file, as it does gunicorn's.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any, Protocol, cast
+
+from gunicorn.config import AccessLogFormat  # type: ignore[import-untyped]
+from gunicorn.glogging import Logger as GunicornLogger  # type: ignore[import-untyped]
+
+from ._errors import AccessLogError, ConfigurationError
+from ._formats import FORMATS
+from ._log import AccessLog
+from ._record import Record
+
+POLICY_VARIABLE = "BOUNDLOG_POLICY"
+MAX_QUEUE_VARIABLE = "BOUNDLOG_MAX_QUEUE"
+BATCH_SIZE_VARIABLE = "BOUNDLOG_BATCH_SIZE"
+FLUSH_INTERVAL_VARIABLE = "BOUNDLOG_FLUSH_INTERVAL"
+
+# gunicorn's default --access-logformat: the Apache combined format.
+_GUNICORN_DEFAULT: str = AccessLogFormat.default
+
+
+class _Response(Protocol):
+    """What every gunicorn worker's ``resp`` offers: ``"200 OK"`` or 200, body bytes sent."""
+
+    status: str | int | None
+    sent: int | None
+
+
+class _Elapsed(Protocol):
+    """A ``datetime.timedelta``, or the ASGI worker's lighter stand-in for one."""
+
+    seconds: int
+    microseconds: int
+
+
+class Logger(GunicornLogger):  # type: ignore[misc]
+    """gunicorn's logger, with the access log written by boundlog."""
+
+    #: The log ``--access-logfile`` names; None when gunicorn's access log is off.
+    boundlog: AccessLog | None = None
+
+    def setup(self, cfg: Any) -> None:
+        """Configure gunicorn's logging, then open (or, on reload, replace) the access log."""
+        super().setup(cfg)
+        if cfg.accesslog is None:
+            replaced, self.boundlog = self.boundlog, None
+        else:
+            # gunicorn's setup opened a handler of its own on the file (creating it, and
+            # giving it to the workers' user so that they can reopen it); boundlog
+            # writes the lines instead.
+            for handler in list(self.access_log.handlers):
+                if getattr(handler, "_gunicorn", False):
+                    self.access_log.removeHandler(handler)
+                    handler.close()
+            replaced, self.boundlog = self.boundlog, self._open(cfg)
+        if replaced is not None:
+            replaced.close()
+
+    def _open(self, cfg: Any) -> AccessLog:
+        try:
+            log_format = _format_for(cfg.access_log_format)
+            return AccessLog(cfg.accesslog, log_format, **self.log_options(cfg))
+        except AccessLogError as error:
+            # gunicorn prints a RuntimeError from its startup as one line and exits.
+            raise RuntimeError(f"boundlog: {error}") from error
+
+    def log_options(self, cfg: Any) -> dict[str, Any]:
+        """The AccessLog options besides sink and format: from the environment by default."""
+        environment = {**os.environ, **cfg.env}
+        options: dict[str, Any] = {}
+        if POLICY_VARIABLE in environment:
+            options["policy"] = environment[POLICY_VARIABLE]
+        for variable, option, kind in (
+            (MAX_QUEUE_VARIABLE, "max_queue", int),
+            (BATCH_SIZE_VARIABLE, "batch_size", int),
+            (FLUSH_INTERVAL_VARIABLE, "flush_interval", float),
+        ):
+            if variable in environment:
+                options[option] = _number(variable, environment[variable], kind)
+        return options
+
+    def access(
+        self, resp: _Response, req: object, environ: Mapping[str, Any], request_time: _Elapsed
+    ) -> None:
+        """Hand the finished request to boundlog (to gunicorn's access log when it has none)."""
+        log = self.boundlog
+        if log is None:
+            super().access(resp, req, environ, request_time)
+            return
+        log.submit(_record(resp, req, environ, request_time))
+
+    def reopen_files(self) -> None:
+        """Reopen gunicorn's files, then boundlog's (on ``SIGUSR1``)."""
+        super().reopen_files()
+        log = self.boundlog
+        if log is not None:
+            # A worker calls this from its SIGUSR1 handler, which may have interrupted
+            # this very thread inside one of the log's locks: only ask, never wait.
+            log.request_reopen()
+
+
+def _format_for(template: str) -> str:
+    """The boundlog format an ``--access-logformat`` value asks for, or a ConfigurationError."""
+    if template in FORMATS:
+        return template
+    if template == _GUNICORN_DEFAULT:
+        return "combined"
+    raise ConfigurationError(
+        f"--access-logformat {template!r} is not supported: boundlog.gunicorn.Logger writes "
+        f"gunicorn's default format (as boundlog's combined) or one of the formats "
+        f"{', '.join(FORMATS)}, named as the --access-logformat value; custom atom "
+        "templates are not supported yet"
+    )
+
+
+def _number(variable: str, text: str, kind: type[int] | type[float]) -> int | float:
+    try:
+        return kind(text)
+    except ValueError:
+        raise ConfigurationError(
+            f"{variable}={text!r} is not a number ({kind.__name__} expected)"
+        ) from None
+
+
+def _record(
+    resp: _Response, req: object, environ: Mapping[str, Any], request_time: _Elapsed
+) -> Record:
+    # Built from the environ, as gunicorn's own atoms are: every worker class passes one.
+    duration = request_time.seconds + request_time.microseconds / 1_000_000
+    status = resp.status
+    if isinstance(status, str):
+        status = int(status[:3]) if status[:3].isdigit() else 0
+    elif status is None:
+        # The application raised before start_response; gunicorn answers 500.
+        status = 500
+    # RAW_URI is the request target as the client sent it (PATH_INFO is decoded).
+    target = environ.get("RAW_URI")
+    if target is None:
+        path, query = environ.get("PATH_INFO", ""), environ.get("QUERY_STRING", "")
+    else:
+        path, _, query = target.partition("?")
+    referer = environ.get("HTTP_REFERER")
+    agent = environ.get("HTTP_USER_AGENT")
+    if referer is None and agent is None:
+        # The environ gunicorn builds for a request that failed has no HTTP_ variables.
+        referer, agent = _headers_of(req)
+    # WSGI strings are the bytes on the wire decoded as latin-1.
+    return Record(
+        time=time.time() - duration,
+        duration=duration,
+        client=environ.get("REMOTE_ADDR") or None,
+        method=environ.get("REQUEST_METHOD", "-"),
+        path=path.encode("latin-1"),
+        query=query.encode("latin-1"),
+        protocol=environ.get("SERVER_PROTOCOL", "HTTP/1.0"),
+        status=status,
+        bytes_sent=resp.sent or 0,
+        referer=None if referer is None else referer.encode("latin-1"),
+        user_agent=None if agent is None else agent.encode("latin-1"),
+    )
+
+
+def _headers_of(req: object) -> tuple[str | None, str | None]:
+    """The Referer and User-Agent of a gunicorn request (or a list of its header pairs)."""
+    headers = cast("Iterable[tuple[str, str]]", getattr(req, "headers", req))
+    referer = agent = None
+    for name, value in headers:
+        upper = name.upper()
+        if upper == "REFERER":
+            referer = value
+        elif upper == "USER-AGENT":
+            agent = value
+    return referer, agent

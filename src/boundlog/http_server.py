@@ -1,0 +1,145 @@
+"""http.server: a mixin that writes a handler's access log through boundlog.
+
+Put :class:`AccessLogMixin` first among the bases of a request handler::
+
+    class Handler(AccessLogMixin, SimpleHTTPRequestHandler):
+        access_log = AccessLog("access.log", format="json")
+
+Every request the handler answers, error responses included, becomes one record,
+submitted once the response is written, with the body bytes counted as they are
+written.  ``log_request`` no longer writes the stderr line; ``log_error`` and
+``log_message`` keep theirs.  Without an ``access_log`` the class builds one on first use
+from ``access_log_options`` (by default: stdout, combined).
+
+http.server has no graceful stop of its own and Python's default ``SIGTERM`` action
+ends the process without running exit handlers; install a handler that stops the server
+(see docs/integrations.md) so that the exit handlers drain the log.
+"""
+
+from __future__ import annotations
+
+import io
+import threading
+from collections.abc import Mapping
+from http.server import BaseHTTPRequestHandler
+from time import time
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from ._log import AccessLog
+from ._record import Record
+
+if TYPE_CHECKING:
+    from _typeshed import ReadableBuffer
+
+_building = threading.Lock()
+
+
+class AccessLogMixin(BaseHTTPRequestHandler):
+    """Log each request a ``BaseHTTPRequestHandler`` answers to a boundlog AccessLog."""
+
+    #: The log the handler writes to; built from ``access_log_options`` when None.
+    access_log: ClassVar[AccessLog | None] = None
+    #: The :class:`~boundlog.AccessLog` options used to build the log on first use.
+    access_log_options: ClassVar[Mapping[str, Any]] = {}
+
+    wfile: _CountingWriter
+    _status: int
+    _received: float
+    _body_start: int
+
+    @classmethod
+    def _log(cls) -> AccessLog:
+        log = cls.access_log
+        if log is None:
+            with _building:
+                log = cls.access_log
+                if log is None:
+                    log = cls.access_log = AccessLog(**cls.access_log_options)
+        return log
+
+    def setup(self) -> None:
+        super().setup()
+        self.wfile = _CountingWriter(self.wfile)
+
+    def handle_one_request(self) -> None:
+        self._status = 0
+        self._received = 0.0
+        self._body_start = self.wfile.count
+        try:
+            super().handle_one_request()
+        except Exception:
+            if not self._status and self._received:
+                # The handler raised before responding: http.server drops the
+                # connection, which is logged as the 500 other servers would send.
+                self._status = 500
+            raise
+        finally:
+            if self._status:
+                self._log().submit(self._record())
+
+    def parse_request(self) -> bool:
+        self._received = time()
+        return super().parse_request()
+
+    def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+        """Remember the status ``send_response`` sends; the record is made when it is done."""
+        if isinstance(code, int):
+            self._status = int(code)
+            # A request line too long to read is answered before it is parsed.
+            self._received = self._received or time()
+
+    def end_headers(self) -> None:
+        super().end_headers()
+        self._body_start = self.wfile.count
+
+    def _record(self) -> Record:
+        # http.server decodes the request line and headers as latin-1: encoding them
+        # back recovers the bytes the client sent.  The target comes from the request
+        # line, because ``self.path`` collapses a leading "//".
+        words = self.requestline.split()
+        target = words[1] if len(words) >= 2 else ""
+        path, _, query = target.partition("?")
+        headers = getattr(self, "headers", None)
+        referer = None if headers is None else headers.get("Referer")
+        agent = None if headers is None else headers.get("User-Agent")
+        address = self.client_address
+        return Record(
+            time=self._received,
+            duration=time() - self._received,
+            client=address[0] if isinstance(address, tuple) else None,
+            method=self.command or "-",
+            path=path.encode("latin-1"),
+            query=query.encode("latin-1"),
+            protocol=self.request_version or "-",
+            status=self._status,
+            bytes_sent=self.wfile.count - self._body_start,
+            referer=None if referer is None else referer.encode("latin-1"),
+            user_agent=None if agent is None else agent.encode("latin-1"),
+        )
+
+
+class _CountingWriter(io.BufferedIOBase):
+    """The handler's ``wfile``, counting the bytes written through it."""
+
+    def __init__(self, raw: io.BufferedIOBase) -> None:
+        super().__init__()
+        self._raw = raw
+        self.count = 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: ReadableBuffer, /) -> int:
+        written = self._raw.write(data)
+        self.count += written
+        return written
+
+    def flush(self) -> None:
+        self._raw.flush()
+
+    def close(self) -> None:
+        # IOBase.close flushes first, which must reach the raw writer while it is open.
+        try:
+            super().close()
+        finally:
+            self._raw.close()

@@ -1,0 +1,292 @@
+"""`boundlog bench`: its parts, every server and logger it drives, and short real runs."""
+
+from __future__ import annotations
+
+import http.client
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from boundlog.bench._errors import BenchError
+from boundlog.bench._loggers import BODY, LoggerConfig
+from boundlog.bench._matrix import LOGGERS, SERVERS, Cell, matrix, overload_cells, rounds
+from boundlog.bench._procstat import (
+    cpu_seconds,
+    peak_rss_bytes,
+    process_tree,
+    tree_cpu_seconds,
+    tree_peak_rss_bytes,
+)
+from boundlog.bench._servers import (
+    HOST,
+    free_port,
+    probe,
+    server_command,
+    start_server,
+    wait_until_ready,
+)
+from boundlog.bench._sinks import FileSink, open_sink
+from boundlog.bench._spawn import spawn, stop
+from boundlog.bench._summary import mad_pct, paired_ratio, rps
+from boundlog.bench._trial import TrialResult
+from boundlog.bench._wrk import WrkResult, parse_output
+
+needs_wrk = pytest.mark.skipif(
+    shutil.which("wrk") is None,
+    reason="wrk is not installed (apt-get install wrk; .ci/run installs it)",
+)
+REQUESTS = 20
+
+
+def wait_for(condition: Callable[[], bool], what: str, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+def bench(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "boundlog.bench", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=300,
+        check=False,
+    )
+
+
+def test_rounds_rotate_so_that_no_cell_always_runs_first() -> None:
+    """Every round runs every cell once, and each round starts with a different cell."""
+    cells = matrix(("uvicorn", "gunicorn"), ("none", "default", "boundlog-drop"), ("file",))
+    ordered = rounds(cells, 3)
+    assert all(sorted(r, key=cells.index) == cells for r in ordered)
+    assert len({r[0] for r in ordered}) == 3
+
+
+def test_overload_cells_throttle_a_pipe_for_both_policies_and_a_baseline() -> None:
+    """The overload scenario measures none, drop and wait into a throttled pipe."""
+    cells = overload_cells(("uvicorn",), 2000)
+    assert [c.logger for c in cells] == ["none", "boundlog-drop", "boundlog-wait"]
+    assert all(c.overload and c.sink == "pipe" for c in cells)
+    assert cells[1].name == "uvicorn/boundlog-drop/slow-pipe@2000/s"
+
+
+def _trial(logger: str, round_index: int, requests: int) -> TrialResult:
+    result = TrialResult(Cell("uvicorn", logger, "file"), round_index)
+    result.wrk = WrkResult(requests, 1_000_000, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+    return result
+
+
+def test_ratios_are_paired_by_round() -> None:
+    """Each trial is divided by the baseline trial of its own round, then the median taken."""
+    baseline = [_trial("none", 0, 1000), _trial("none", 1, 2000), _trial("none", 2, 4000)]
+    logged = [_trial("naive", 0, 500), _trial("naive", 1, 1000), _trial("naive", 2, 4000)]
+    assert paired_ratio(logged, baseline, rps) == pytest.approx(0.5)
+
+
+def test_mad_is_in_percent_of_the_median() -> None:
+    """The spread is the median absolute deviation over the median, in percent."""
+    assert mad_pct([90.0, 100.0, 130.0]) == pytest.approx(10.0)
+    assert mad_pct([]) is None
+
+
+def test_wrk_output_without_a_result_line_is_an_error() -> None:
+    """A wrk run whose Lua report is missing fails loudly instead of measuring zero."""
+    assert parse_output("BOUNDLOG_BENCH_WRK 1 2 3 4 5 6 7 8 9 10 11\n").max_us == 11
+    with pytest.raises(BenchError, match="no result line"):
+        parse_output("Running 1s test @ http://127.0.0.1:1/\n")
+
+
+def test_process_tree_cpu_includes_the_grandchildren() -> None:
+    """CPU time and peak RSS are summed over the server's whole process tree."""
+    burner = "while True: pass"
+    parent = f"import subprocess, sys; subprocess.run([sys.executable, '-c', {burner!r}])"
+    root = spawn([sys.executable, "-c", parent], None)
+    try:
+        wait_for(lambda: len(process_tree(root.pid)) == 2, "the grandchild")
+        # The root only waits for its child: the CPU time it adds is the child's.
+        wait_for(lambda: tree_cpu_seconds(root.pid) > 0.5, "the grandchild's CPU time")
+        assert cpu_seconds(root.pid) < 0.5
+        assert tree_peak_rss_bytes(root.pid) > peak_rss_bytes(root.pid) > 0
+    finally:
+        stop(root, 5)
+
+
+def test_file_sink_window_holds_exactly_the_lines_written_after_it_started(
+    tmp_path: Path,
+) -> None:
+    """Truncating the appended file restarts the count, and the next line lands at 0."""
+    sink = FileSink(tmp_path / "access.log")
+    try:
+        os.write(sink.server_fd, b"warm-up 1\nwarm-up 2\nwarm-up 3\n")
+        assert sink.lines() == 3
+        sink.start_window()
+        os.write(sink.server_fd, b"timed 1\ntimed 2\n")
+        assert sink.window_lines() == 2
+        assert (tmp_path / "access.log").read_bytes() == b"timed 1\ntimed 2\n"
+    finally:
+        sink.close(5)
+
+
+@pytest.mark.parametrize("kind", ["pipe", "tty"])
+def test_reader_sinks_count_every_line(kind: str, tmp_path: Path) -> None:
+    """The reader process on a pipe or a pseudo terminal counts every line, even throttled."""
+    sink = open_sink(kind, tmp_path, None)
+    try:
+        # At one line a second the reader dawdles over the second burst until released.
+        sink.pace(1)
+        os.write(sink.server_fd, b"a line\n" * 50)
+        os.write(sink.server_fd, b"another line\n" * 50)
+        sink.pace(0)
+        wait_for(lambda: sink.lines() == 100, "100 lines at the reader")
+        sink.start_window()
+        os.write(sink.server_fd, b"one more\n")
+        wait_for(lambda: sink.window_lines() == 1, "the window's line")
+    finally:
+        sink.close(10)
+
+
+def _request_count(log: bytes) -> int:
+    return log.count(b'"GET / HTTP/1.1" 200')
+
+
+@pytest.mark.parametrize("logger", LOGGERS)
+@pytest.mark.parametrize("server", SERVERS)
+def test_every_server_serves_the_body_and_logs_each_request(
+    server: str, logger: str, tmp_path: Path
+) -> None:
+    """Each server answers with the fixed body and its logger writes one line per request."""
+    port = free_port()
+    stats_file = tmp_path / "stats.json"
+    sink = FileSink(tmp_path / "access.log")
+    with (tmp_path / "stderr").open("wb") as stderr:
+        process = start_server(
+            server_command(server, logger, port, gunicorn_threads=2),
+            LoggerConfig(logger, str(stats_file)),
+            stdout_fd=sink.server_fd,
+            stderr=stderr,
+            cpu=None,
+        )
+    sink.handed_over()
+    try:
+        wait_until_ready(process, port, tmp_path / "stderr")
+        probe(port)
+        connection = http.client.HTTPConnection(HOST, port, timeout=30)
+        for _ in range(REQUESTS):
+            connection.request("GET", "/")
+            response = connection.getresponse()
+            assert (response.status, response.read()) == (200, BODY)
+        connection.close()
+    finally:
+        stopped = stop(process, 20)
+    assert stopped, "the server did not stop on SIGTERM"
+    log = (tmp_path / "access.log").read_bytes()
+    expected = 0 if logger == "none" else REQUESTS + 1
+    assert _request_count(log) == expected, log[-2000:]
+    if logger.startswith("boundlog"):
+        stats = json.loads(stats_file.read_bytes())
+        assert stats["submitted"] == stats["written"] == REQUESTS + 1
+
+
+def test_missing_wrk_stops_with_how_to_install_it(tmp_path: Path) -> None:
+    """Without wrk the command says how to install it and exits with status 2."""
+    completed = bench("--wrk", str(tmp_path / "no-wrk-here"), "--output", "out", cwd=tmp_path)
+    assert completed.returncode == 2
+    assert "apt-get install wrk" in completed.stderr
+
+
+@pytest.mark.parametrize(
+    ("option", "value"), [("--servers", "nginx"), ("--trials", "0"), ("--sinks", "")]
+)
+def test_bad_options_are_refused(option: str, value: str, tmp_path: Path) -> None:
+    """Unknown names and impossible counts are usage errors, before anything runs."""
+    completed = bench(option, value, cwd=tmp_path)
+    assert completed.returncode == 2
+    assert option in completed.stderr
+
+
+def test_boundlog_command_offers_bench_and_keeps_version() -> None:
+    """`boundlog bench --help` works and `boundlog --version` still does."""
+    run = [sys.executable, "-m", "boundlog"]
+    version = subprocess.run([*run, "--version"], capture_output=True, text=True, check=True)
+    assert version.stdout.startswith("boundlog ")
+    usage = subprocess.run([*run, "--help"], capture_output=True, text=True, check=True)
+    assert "bench" in usage.stdout
+    bench_usage = subprocess.run(
+        [*run, "bench", "--help"], capture_output=True, text=True, check=True
+    )
+    assert "--full" in bench_usage.stdout
+    assert "--connections" in bench_usage.stdout
+
+
+@needs_wrk
+def test_short_run_prints_the_table_and_writes_the_artifacts(tmp_path: Path) -> None:
+    """A real run of one server, two loggers, one sink and one short trial, end to end."""
+    completed = bench(
+        "--servers", "uvicorn", "--loggers", "none,boundlog-drop", "--sinks", "file",
+        "--trials", "1", "--duration", "1", "--warmup", "1", "--output", "out",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert completed.returncode == 0, completed.stderr
+    assert "[1/2] round 1/1  uvicorn/" in completed.stderr
+    assert " left" in completed.stderr
+    assert "#### uvicorn · file" in completed.stdout
+    assert "| boundlog-drop |" in completed.stdout
+    assert "req/s vs none" in completed.stdout
+    out = tmp_path / "out"
+    [artifact] = out.glob("bench-*.json")
+    document = json.loads(artifact.read_text())
+    assert document["environment"]["cpu_model"]
+    assert document["environment"]["packages"]["uvicorn"]
+    trials = {trial["cell"]["logger"]: trial for trial in document["trials"]}
+    assert set(trials) == {"none", "boundlog-drop"}
+    for trial in trials.values():
+        assert trial["error"] is None
+        assert trial["wrk"]["requests"] > 0
+        assert trial["cpu_seconds"] > 0
+        assert trial["peak_rss_bytes"] > 0
+    logged = trials["boundlog-drop"]
+    assert logged["lines"] == logged["stats_after"]["written"] - logged["stats_before"]["written"]
+    final = logged["final_stats"]
+    assert final["submitted"] == final["written"] + final["dropped"]
+    assert all(check["passed"] for check in document["checks"] if check["kind"] == "accounting")
+    assert list(out.glob("bench-*.md"))
+    has_matplotlib = importlib.util.find_spec("matplotlib") is not None
+    assert bool(list(out.glob("bench-*.png"))) == has_matplotlib
+    assert not list(out.glob(".work-*")), "the run left its working folder behind"
+
+
+@needs_wrk
+def test_overload_run_accounts_for_every_record(tmp_path: Path) -> None:
+    """Into a throttled pipe, wait delivers every line and drop counts every record it drops."""
+    completed = bench(
+        "--servers", "uvicorn", "--loggers", "none", "--sinks", "devnull", "--overload",
+        "--reader-rate", "500", "--trials", "1", "--duration", "1",
+        "--overload-duration", "2", "--warmup", "0", "--output", "out",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert completed.returncode == 0, completed.stderr
+    assert "#### overload: uvicorn, pipe read at 500 lines/s" in completed.stdout
+    [artifact] = (tmp_path / "out").glob("bench-*.json")
+    trials = {t["cell"]["name"]: t for t in json.loads(artifact.read_text())["trials"]}
+    for policy in ("drop", "wait"):
+        trial = trials[f"uvicorn/boundlog-{policy}/slow-pipe@500/s"]
+        assert trial["error"] is None
+        final = trial["final_stats"]
+        assert final["submitted"] == final["written"] + final["dropped"]
+        assert final["failed"] == 0
+        submitted = trial["stats_after"]["submitted"] - trial["stats_before"]["submitted"]
+        assert trial["lines"] + trial["dropped"] == submitted
+    wait = trials["uvicorn/boundlog-wait/slow-pipe@500/s"]
+    assert wait["dropped"] == 0
+    assert wait["lines"] >= wait["wrk"]["requests"]

@@ -1,0 +1,225 @@
+"""gunicorn with ``--logger-class boundlog.gunicorn.Logger``: its access log written by boundlog.
+
+The application (tests/apps/bare_wsgi.py) does no logging of its own: every line comes
+from the logger class, configured only through gunicorn's options and the BOUNDLOG_*
+environment variables.  The master builds the log and forks two workers, each of which
+must get a writer of its own and drain it when it exits after SIGTERM.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from _servers import (
+    HOLD_UNTIL_CLOSE,
+    LOOPBACK,
+    PYTHON,
+    SERVER_TZ,
+    STOP_TIMEOUT,
+    PipeReader,
+    Server,
+    build_exchanges,
+    check_log,
+    poll_until,
+    read_log_lines,
+    running_server,
+    running_server_with_stdout,
+    send_exchanges,
+)
+
+REQUESTS = 150
+APP = "tests.apps.bare_wsgi:app"
+
+
+def gunicorn_command(*options: str) -> Callable[[int], list[str]]:
+    def command(port: int) -> list[str]:
+        return [
+            PYTHON, "-m", "gunicorn", "--logger-class", "boundlog.gunicorn.Logger",
+            "-b", f"{LOOPBACK}:{port}", "-w", "2", "--graceful-timeout", "10",
+            "--log-level", "warning", *options, APP,
+        ]  # fmt: skip
+
+    return command
+
+
+def stop_gracefully(server: Server) -> None:
+    assert server.stop() == 0, server.output()
+    assert "boundlog:" not in server.output(), server.output()
+
+
+def group_processes(leader: int) -> list[int]:
+    """The live processes of the process group ``leader`` leads (gunicorn's master and workers)."""
+    members = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        # The fields after the parenthesised command name: state, ppid, pgrp, ...
+        fields = stat.rpartition(")")[2].split()
+        if int(fields[2]) == leader and fields[0] != "Z":
+            members.append(int(entry))
+    return members
+
+
+def open_files(pid: int) -> set[str]:
+    """The paths the descriptors of ``pid`` point to."""
+    paths = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        # A descriptor may close between listing and reading it.
+        with contextlib.suppress(OSError):
+            paths.add(os.readlink(f"/proc/{pid}/fd/{fd}"))
+    return paths
+
+
+@pytest.mark.parametrize(
+    ("worker_class", "log_format", "preload"),
+    [("gthread", "combined", False), ("sync", "json", True)],
+    ids=["gthread-combined", "sync-json-preload"],
+)
+def test_every_request_is_logged_once_with_exact_fields(
+    tmp_path: Path, worker_class: str, log_format: str, preload: bool
+) -> None:
+    """N mixed requests leave exactly N correct lines, all written by the workers' exit drain."""
+    exchanges = build_exchanges(REQUESTS)
+    log_path = tmp_path / "access.log"
+    options = ["-k", worker_class, "--access-logfile", str(log_path)]
+    # gunicorn's default template is the combined format; json is chosen by name.
+    if log_format == "json":
+        options += ["--access-logformat", "json"]
+    if preload:
+        options.append("--preload")
+    environment = {"BOUNDLOG_FLUSH_INTERVAL": HOLD_UNTIL_CLOSE, "TZ": SERVER_TZ}
+    with running_server(
+        gunicorn_command(*options), environment, tmp_path / "gunicorn.out"
+    ) as server:
+        started = time.time()
+        send_exchanges(server.port, exchanges)
+        finished = time.time()
+        assert log_path.read_bytes() == b"", "the writers should hold the lines until exit"
+        stop_gracefully(server)
+    check_log(read_log_lines(log_path), exchanges, log_format, started, finished)
+
+
+def test_stdout_sink_shared_by_two_workers_through_a_pipe(tmp_path: Path) -> None:
+    """With --access-logfile -, both workers write whole lines to the one stdout pipe."""
+    exchanges = build_exchanges(REQUESTS, seed=7)
+    command = gunicorn_command("-k", "gthread", "--threads", "4", "--access-logfile", "-")
+    with PipeReader() as pipe:
+        with running_server_with_stdout(
+            command, {"TZ": SERVER_TZ}, tmp_path / "gunicorn.err", pipe.write_fd
+        ) as server:
+            pipe.close_write_end()
+            started = time.time()
+            send_exchanges(server.port, exchanges)
+            finished = time.time()
+            stop_gracefully(server)
+        pipe.wait_closed()
+        check_log(pipe.lines(), exchanges, "combined", started, finished)
+
+
+def test_usr1_after_renaming_the_log_moves_new_lines_to_a_new_file(tmp_path: Path) -> None:
+    """After logrotate-style rename and SIGUSR1, every process writes to a new file at the path."""
+    log_path = tmp_path / "access.log"
+    rotated_path = tmp_path / "access.log.1"
+    before, after = build_exchanges(40, seed=1), build_exchanges(40, seed=2)
+    command = gunicorn_command("-k", "gthread", "--access-logfile", str(log_path))
+    with running_server(command, {"TZ": SERVER_TZ}, tmp_path / "gunicorn.out") as server:
+        started = time.time()
+        send_exchanges(server.port, before)
+        poll_until(lambda: log_path.read_bytes().count(b"\n") == len(before), 10, "the first lines")
+        log_path.rename(rotated_path)
+        os.kill(server.process.pid, signal.SIGUSR1)
+
+        def everyone_reopened() -> bool:
+            processes = group_processes(server.process.pid)
+            # The master and both workers each have a log of their own to reopen.
+            return len(processes) == 3 and all(
+                str(log_path) in files and str(rotated_path) not in files
+                for files in map(open_files, processes)
+            )
+
+        poll_until(everyone_reopened, 10, "every gunicorn process reopens the access log")
+        send_exchanges(server.port, after)
+        finished = time.time()
+        stop_gracefully(server)
+    check_log(read_log_lines(rotated_path), before, "combined", started, finished)
+    check_log(read_log_lines(log_path), after, "combined", started, finished)
+
+
+def test_reload_on_hup_replaces_the_log_and_loses_no_line(tmp_path: Path) -> None:
+    """After SIGHUP the old workers drain their logs as they stop, the new ones log afresh."""
+    log_path = tmp_path / "access.log"
+    before, after = build_exchanges(40, seed=5), build_exchanges(40, seed=6)
+    command = gunicorn_command("-k", "gthread", "--access-logfile", str(log_path))
+    environment = {"BOUNDLOG_FLUSH_INTERVAL": HOLD_UNTIL_CLOSE, "TZ": SERVER_TZ}
+    with running_server(command, environment, tmp_path / "gunicorn.out") as server:
+        master = server.process.pid
+        poll_until(lambda: len(group_processes(master)) == 3, 10, "two workers")
+        old_workers = set(group_processes(master)) - {master}
+        started = time.time()
+        send_exchanges(server.port, before)
+        os.kill(master, signal.SIGHUP)
+
+        def replaced() -> bool:
+            processes = set(group_processes(master))
+            return len(processes) == 3 and not processes & old_workers
+
+        poll_until(replaced, 20, "gunicorn replaces both workers")
+        # The old workers wrote their held lines when they exited.
+        assert len(read_log_lines(log_path)) == len(before)
+        send_exchanges(server.port, after)
+        finished = time.time()
+        stop_gracefully(server)
+    check_log(read_log_lines(log_path), [*before, *after], "combined", started, finished)
+
+
+def test_without_access_logfile_no_access_line_is_written(tmp_path: Path) -> None:
+    """Like gunicorn's own logger, the logger writes no access log unless one is named."""
+    exchanges = build_exchanges(30)
+    with running_server(
+        gunicorn_command("--log-level", "info"), {}, tmp_path / "gunicorn.out"
+    ) as server:
+        send_exchanges(server.port, exchanges)
+        stop_gracefully(server)
+        output = server.output()
+    assert "Booting worker" in output, "gunicorn's error log must still be written"
+    assert "/bytes/" not in output
+    assert list(tmp_path.iterdir()) == [tmp_path / "gunicorn.out"]
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (
+            ["--access-logformat", '%(h)s "%(r)s" %(s)s %(D)s'],
+            "custom atom templates are not supported yet",
+        ),
+        (["--env", "BOUNDLOG_MAX_QUEUE=lots"], "BOUNDLOG_MAX_QUEUE='lots' is not a number"),
+        (["--env", "BOUNDLOG_POLICY=block"], "unknown policy 'block'"),
+    ],
+    ids=["custom-template", "bad-max-queue", "bad-policy"],
+)
+def test_unusable_configuration_stops_gunicorn_at_startup_with_one_clear_line(
+    tmp_path: Path, options: list[str], message: str
+) -> None:
+    """A configuration boundlog cannot honour is refused before any worker starts."""
+    command = gunicorn_command("--access-logfile", str(tmp_path / "access.log"), *options)
+    finished = subprocess.run(
+        command(1), capture_output=True, timeout=STOP_TIMEOUT, check=False, text=True
+    )
+    assert finished.returncode == 1, finished.stderr
+    assert "Error: boundlog: " in finished.stderr
+    assert message in finished.stderr
+    assert "Traceback" not in finished.stderr
+    assert "Booting worker" not in finished.stderr

@@ -1,0 +1,122 @@
+"""http.server with ``boundlog.http_server.AccessLogMixin`` on SimpleHTTPRequestHandler.
+
+The server (tests/apps/http_server_app.py) runs as a real process serving a directory
+of real files.  The expected byte counts are the body lengths the client received,
+because the error pages and the directory listing are http.server's own.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from contextlib import AbstractContextManager
+from pathlib import Path
+
+import httpx
+import pytest
+
+from _servers import (
+    CLIENT_TIMEOUT,
+    HOLD_UNTIL_CLOSE,
+    LOOPBACK,
+    PYTHON,
+    Exchange,
+    Server,
+    check_log,
+    read_log_lines,
+    read_until_closed,
+    running_server,
+    send_http10,
+    server_environment,
+)
+
+HELLO = b"hello, world\n" * 300
+AGENT = 'agent "quoted" \\ ✓'.encode()
+# (method, target, protocol, referer, user agent, status): 200s, a query string, a HEAD,
+# a 404 and a 501 error page, a directory listing, and HTTP/1.0.
+REQUESTS = [
+    ("GET", b"/hello.txt", "HTTP/1.1", None, None, 200),
+    ("GET", b"/hello.txt?x=1&y=%22q%22", "HTTP/1.1", b"http://example.test/a?b=c", AGENT, 200),
+    ("HEAD", b"/hello.txt", "HTTP/1.1", None, b"curl/8.5.0", 200),
+    ("GET", b"/missing.txt", "HTTP/1.1", b"http://example.test/", None, 404),
+    ("PUT", b"/hello.txt", "HTTP/1.1", None, None, 501),
+    ("GET", b"/", "HTTP/1.1", None, b"browser/1.0", 200),
+    ("GET", b"/hello.txt?q=10", "HTTP/1.0", b"http://example.test/", b"old/1.0", 200),
+    ("GET", b"/missing.txt", "HTTP/1.0", None, None, 404),
+]
+
+
+def serve(tmp_path: Path, log_format: str, log_as: str) -> AbstractContextManager[Server]:
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "hello.txt").write_bytes(HELLO)
+    environment = {
+        **server_environment(tmp_path / "access.log", log_format, HOLD_UNTIL_CLOSE),
+        "BOUNDLOG_E2E_DIRECTORY": str(site),
+        "BOUNDLOG_E2E_LOG_AS": log_as,
+    }
+    return running_server(
+        lambda port: [PYTHON, "-m", "tests.apps.http_server_app", str(port)],
+        environment,
+        tmp_path / "server.out",
+    )
+
+
+def send_requests(port: int) -> list[Exchange]:
+    """Send REQUESTS in order, checking each status; return what the log must show."""
+    exchanges = []
+    with httpx.Client(base_url=f"http://{LOOPBACK}:{port}", timeout=CLIENT_TIMEOUT) as client:
+        del client.headers["User-Agent"]
+        for method, target, protocol, referer, agent, status in REQUESTS:
+            path, _, query = target.partition(b"?")
+            exchange = Exchange(method, path, query, protocol, referer, agent, b"", status, 0)
+            if protocol == "HTTP/1.0":
+                received_status, body = send_http10(port, exchange)
+            else:
+                headers = {b"Referer": referer, b"User-Agent": agent}
+                response = client.request(
+                    method,
+                    target.decode(),
+                    headers={name: value for name, value in headers.items() if value is not None},
+                )
+                received_status, body = response.status_code, response.content
+            assert received_status == status, (target, received_status, body[:200])
+            exchanges.append(exchange._replace(bytes_sent=len(body)))
+    return exchanges
+
+
+def raise_before_responding(port: int) -> Exchange:
+    """Send GET /raise: the server closes the connection without a response."""
+    with socket.create_connection((LOOPBACK, port), timeout=CLIENT_TIMEOUT) as sock:
+        sock.sendall(b"GET /raise HTTP/1.1\r\nHost: %s\r\n\r\n" % LOOPBACK.encode())
+        assert read_until_closed(sock) == b""
+    return Exchange("GET", b"/raise", b"", "HTTP/1.1", None, None, b"", 500, 0)
+
+
+def stop_gracefully(server: Server) -> str:
+    assert server.stop() == 0, server.output()
+    output = server.output()
+    assert "boundlog:" not in output, output
+    return output
+
+
+@pytest.mark.parametrize(("log_format", "log_as"), [("combined", "options"), ("json", "attribute")])
+def test_every_request_is_logged_once_with_exact_fields(
+    tmp_path: Path, log_format: str, log_as: str
+) -> None:
+    """Each answered request, error pages included, leaves one exact line, drained at exit."""
+    log_path = tmp_path / "access.log"
+    with serve(tmp_path, log_format, log_as) as server:
+        started = time.time()
+        expected = send_requests(server.port)
+        expected.append(raise_before_responding(server.port))
+        finished = time.time()
+        assert log_path.read_bytes() == b"", "the writer should hold the lines until close"
+        output = stop_gracefully(server)
+    check_log(read_log_lines(log_path), expected, log_format, started, finished)
+    # log_error keeps writing error messages to stderr; log_request no longer does.
+    assert output.count("code 404, message File not found") == 2, output
+    assert "code 501, message Unsupported method ('PUT')" in output, output
+    assert "RuntimeError: the test handler raises" in output, output
+    assert output.count("Traceback") == 1, output
+    assert '"GET /hello.txt HTTP/1.1" 200' not in output, output

@@ -1,0 +1,66 @@
+"""waitress serving an application wrapped in boundlog's WSGI middleware (tests/apps/wsgi_app.py).
+
+waitress has no logging hook of its own to replace: the middleware logs, and the exit
+handlers drain its log once waitress stops gracefully, on KeyboardInterrupt.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from _servers import (
+    HOLD_UNTIL_CLOSE,
+    LOOPBACK,
+    PYTHON,
+    STOP_TIMEOUT,
+    build_exchanges,
+    check_log,
+    read_log_lines,
+    running_server,
+    send_exchanges,
+    server_environment,
+)
+
+REQUESTS = 150
+
+
+def waitress_serve(port: int) -> list[str]:
+    return [PYTHON, "-m", "waitress", f"--listen={LOOPBACK}:{port}", "tests.apps.wsgi_app:app"]
+
+
+def waitress_from_python(port: int) -> list[str]:
+    return [PYTHON, "-m", "tests.apps.waitress_main", str(port)]
+
+
+@pytest.mark.parametrize(
+    ("command", "stop_signal", "log_format"),
+    [
+        (waitress_serve, signal.SIGINT, "combined"),
+        (waitress_from_python, signal.SIGTERM, "json"),
+    ],
+    ids=["waitress-serve-SIGINT", "serve-SIGTERM-as-KeyboardInterrupt"],
+)
+def test_every_request_is_logged_once_with_exact_fields(
+    tmp_path: Path,
+    command: Callable[[int], list[str]],
+    stop_signal: signal.Signals,
+    log_format: str,
+) -> None:
+    """N mixed requests leave exactly N correct lines, all written by the exit drain."""
+    exchanges = build_exchanges(REQUESTS)
+    log_path = tmp_path / "access.log"
+    environment = server_environment(log_path, log_format, HOLD_UNTIL_CLOSE)
+    with running_server(command, environment, tmp_path / "waitress.out") as server:
+        started = time.time()
+        send_exchanges(server.port, exchanges)
+        finished = time.time()
+        assert log_path.read_bytes() == b"", "the writer should hold the lines until close"
+        server.process.send_signal(stop_signal)
+        assert server.process.wait(STOP_TIMEOUT) == 0, server.output()
+        assert "boundlog:" not in server.output(), server.output()
+    check_log(read_log_lines(log_path), exchanges, log_format, started, finished)
