@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import signal
 import sys
 import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from types import FrameType
 from typing import Any, TextIO
 
 from ._checks import accounting_checks, overload_checks, target_checks
@@ -100,8 +102,14 @@ def _header(env: dict[str, Any], plan: Plan) -> str:
     return "\n".join([title, "", *(f"- {bullet}" for bullet in bullets)])
 
 
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
 def _run_trials(plan: Plan, settings: TrialSettings, progress: Progress) -> list[TrialResult]:
     results: list[TrialResult] = []
+    # SIGTERM stops a run the way Ctrl-C does: servers stopped, finished trials reported.
+    previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
         for round_index, cells in enumerate(rounds(plan.cells, plan.trials)):
             for cell in cells:
@@ -111,6 +119,8 @@ def _run_trials(plan: Plan, settings: TrialSettings, progress: Progress) -> list
                 progress.finished(result)
     except KeyboardInterrupt:
         progress.say("interrupted: reporting the trials that finished")
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     return results
 
 

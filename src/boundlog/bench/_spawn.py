@@ -35,17 +35,19 @@ def stop(process: subprocess.Popen[bytes], timeout: float, sig: int = signal.SIG
     """Ask the process to stop with ``sig``; kill its whole group after ``timeout`` s.
 
     Returns whether it stopped on its own (a graceful exit, whose drain we rely on).
+    Whatever is left of its process group afterwards (a child it did not wait for) is
+    killed either way: nothing the harness started may outlive it and load the CPUs of
+    the next measurement.
     """
     if process.poll() is None:
         with contextlib.suppress(ProcessLookupError):
             process.send_signal(sig)
     try:
         process.wait(timeout)
+        graceful = True
     except subprocess.TimeoutExpired:
-        pass
-    else:
-        return True
-    with contextlib.suppress(ProcessLookupError):
+        graceful = False
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, signal.SIGKILL)
     process.wait()
-    return False
+    return graceful

@@ -3,7 +3,8 @@
 Run as ``python -m boundlog.bench._stdlib_server --port PORT``; the logger comes from the
 environment (see ``_loggers``).  http.server has no middleware, so the loggers hook
 into the handler: ``default`` keeps ``log_message`` (one line to stderr per request,
-written when the status line is sent), the others log after the body is written.
+written when the status line is sent); ``naive`` and ``stdlib-queue`` log after the body
+is written; the boundlog loggers use boundlog's own ``AccessLogMixin``.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import os
 import signal
 import sys
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -21,6 +21,7 @@ from types import FrameType
 from typing import Any, ClassVar
 
 from .._log import AccessLog
+from ..http_server import AccessLogMixin
 from ._loggers import (
     BODY,
     STATS_PATH,
@@ -36,7 +37,11 @@ from ._loggers import (
 
 @dataclass
 class HandlerLogging:
-    """How the handler logs: at most one of the three is in use."""
+    """How the handler logs: at most one of the three is in use.
+
+    ``access_log`` is boundlog's log, written by the mixin; the handler only reports its
+    stats.
+    """
 
     log_message: bool = False
     emit: Emit | None = None
@@ -58,8 +63,6 @@ class BenchHandler(BaseHTTPRequestHandler):
         if self.path == STATS_PATH and logging.access_log is not None:
             self._send_stats(logging.access_log)
             return
-        received = time.time()
-        started = time.perf_counter()
         self.send_response(200)
         self.send_header("Content-Type", "text/plain")
         self.send_header("Content-Length", str(len(BODY)))
@@ -67,8 +70,6 @@ class BenchHandler(BaseHTTPRequestHandler):
         self.wfile.write(BODY)
         if logging.emit is not None:
             self._emit_line(logging.emit)
-        elif logging.access_log is not None:
-            self._submit_record(logging.access_log, received, started)
 
     def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
         if self.logging.log_message:
@@ -88,21 +89,10 @@ class BenchHandler(BaseHTTPRequestHandler):
             )
         )
 
-    def _submit_record(self, log: AccessLog, received: float, started: float) -> None:
-        path, _, query = self.path.partition("?")
-        referer = self.headers.get("Referer")
-        agent = self.headers.get("User-Agent")
-        # A plain tuple in Record's field order, as boundlog's own integrations hand over.
-        log.submit((  # type: ignore[arg-type]
-            received, time.perf_counter() - started, self.client_address[0], self.command,
-            path.encode("latin-1"), query.encode("latin-1"), self.request_version, 200,
-            len(BODY), referer.encode("latin-1") if referer is not None else None,
-            agent.encode("latin-1") if agent is not None else None,
-        ))  # fmt: skip
-
     def _send_stats(self, log: AccessLog) -> None:
         body = stats_json(log.stats())
-        # send_response_only: the stats request must not reach any access log.
+        # send_response_only: the stats request must not reach any access log (it does
+        # not call log_request, which is where the mixin learns there is a response).
         self.send_response_only(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
@@ -147,6 +137,18 @@ def handler_logging(config: LoggerConfig) -> HandlerLogging:
     raise ValueError(f"unknown logger {config.logger!r}")
 
 
+def handler_class(logging: HandlerLogging) -> type[BenchHandler]:
+    """The handler, with boundlog's mixin in front when boundlog is the logger."""
+    BenchHandler.logging = logging
+    if logging.access_log is None:
+        return BenchHandler
+
+    class BoundlogHandler(AccessLogMixin, BenchHandler):
+        access_log = logging.access_log
+
+    return BoundlogHandler
+
+
 def main(argv: list[str] | None = None) -> int:
     """Serve until SIGTERM or SIGINT, then drain the logger."""
     parser = argparse.ArgumentParser(prog="python -m boundlog.bench._stdlib_server")
@@ -154,8 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, required=True)
     args = parser.parse_args(argv)
     logging = handler_logging(LoggerConfig.from_environ())
-    BenchHandler.logging = logging
-    server = BenchServer((args.host, args.port), BenchHandler)
+    server = BenchServer((args.host, args.port), handler_class(logging))
 
     def shut_down(signum: int, frame: FrameType | None) -> None:
         # shutdown() waits for serve_forever to return, so it cannot run on its thread.
