@@ -217,6 +217,18 @@ class AccessLog:
         return f"<AccessLog {self._sink.name} policy={self._policy} {state}>"
 
 
+def log_for_middleware(log: AccessLog | None, options: dict[str, Any]) -> tuple[AccessLog, bool]:
+    """The log a middleware writes to, and whether the middleware owns (and closes) it."""
+    if log is None:
+        return AccessLog(**options), True
+    if options:
+        raise ConfigurationError(
+            "pass either an AccessLog as log or its options, not both: "
+            f"got log and {', '.join(sorted(options))}"
+        )
+    return log, False
+
+
 def _check_count(name: str, value: object) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ConfigurationError(f"{name} must be a whole number >= 1, not {value!r}")

@@ -26,8 +26,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from time import time
 from typing import Any
 
-from ._errors import ConfigurationError
-from ._log import AccessLog
+from ._log import AccessLog, log_for_middleware
 from ._record import Record
 
 Scope = MutableMapping[str, Any]
@@ -52,14 +51,8 @@ class AccessLogMiddleware:
     """
 
     def __init__(self, app: ASGIApp, log: AccessLog | None = None, **options: Any) -> None:
-        if log is not None and options:
-            raise ConfigurationError(
-                "pass either an AccessLog as log or its options, not both: "
-                f"got log and {', '.join(sorted(options))}"
-            )
         self.app = app
-        self.owns_log = log is None
-        self.log = AccessLog(**options) if log is None else log
+        self.log, self.owns_log = log_for_middleware(log, options)
         self._offer = self.log.offer
         self._submit_async = self.log.submit_async
 

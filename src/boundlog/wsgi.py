@@ -18,8 +18,7 @@ from time import time
 from types import TracebackType
 from typing import Any
 
-from ._errors import ConfigurationError
-from ._log import AccessLog
+from ._log import AccessLog, log_for_middleware
 from ._record import Record
 
 Environ = dict[str, Any]
@@ -37,14 +36,8 @@ class AccessLogMiddleware:
     """
 
     def __init__(self, app: WSGIApp, log: AccessLog | None = None, **options: Any) -> None:
-        if log is not None and options:
-            raise ConfigurationError(
-                "pass either an AccessLog as log or its options, not both: "
-                f"got log and {', '.join(sorted(options))}"
-            )
         self.app = app
-        self.owns_log = log is None
-        self.log = AccessLog(**options) if log is None else log
+        self.log, self.owns_log = log_for_middleware(log, options)
         self._submit = self.log.submit
 
     def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
