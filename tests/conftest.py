@@ -7,10 +7,27 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import pytest
 
 F_SETPIPE_SZ = 1031
+
+
+@contextmanager
+def local_zone(name: str) -> Iterator[None]:
+    """Run the body with the process's local time zone set to ``name``."""
+    saved = os.environ.get("TZ")
+    os.environ["TZ"] = name
+    time.tzset()
+    try:
+        yield
+    finally:
+        if saved is None:
+            del os.environ["TZ"]
+        else:
+            os.environ["TZ"] = saved
+        time.tzset()
 
 
 def wait_until(condition: Callable[[], bool], timeout: float = 10.0) -> None:

@@ -5,11 +5,9 @@ from __future__ import annotations
 import json
 import locale
 import math
-import os
 import re
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -20,6 +18,7 @@ from _records import make_record
 from boundlog import ConfigurationError, Record
 from boundlog._escape import unescape
 from boundlog._formats import FORMATS, make_format
+from conftest import local_zone
 
 # Apache's definitions, `%h %l %u %t "%r" %>s %b` and ` "%{Referer}i" "%{User-agent}i"`,
 # with every field in boundlog's escaped form (see _escape).
@@ -100,22 +99,6 @@ REFERENCE_COMBINED = (
 NOVEMBER = Record(
     1700000000.25, 0.5, "10.1.2.3", "POST", b"/items", b"page=2", "HTTP/1.1", 201, 0, None, None
 )
-
-
-@contextmanager
-def local_zone(name: str) -> Iterator[None]:
-    """Run the body with the process's local time zone set to ``name``."""
-    saved = os.environ.get("TZ")
-    os.environ["TZ"] = name
-    time.tzset()
-    try:
-        yield
-    finally:
-        if saved is None:
-            del os.environ["TZ"]
-        else:
-            os.environ["TZ"] = saved
-        time.tzset()
 
 
 @pytest.fixture

@@ -3,11 +3,7 @@
 from __future__ import annotations
 
 import math
-import os
 import re
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
@@ -15,6 +11,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from boundlog._timestamps import ClfClock, Rfc3339Clock
+from conftest import local_zone
 
 MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}(?:Z|[+-]\d{2}:\d{2})")
@@ -40,22 +37,6 @@ NEAR_SECOND = st.tuples(
 ).map(lambda pair: pair[0] + 1 - pair[1] * 2.0**-22)
 SETTINGS = settings(max_examples=300, deadline=None)
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-
-@contextmanager
-def local_zone(name: str) -> Iterator[None]:
-    """Run the body with the process's local time zone set to ``name``."""
-    saved = os.environ.get("TZ")
-    os.environ["TZ"] = name
-    time.tzset()
-    try:
-        yield
-    finally:
-        if saved is None:
-            del os.environ["TZ"]
-        else:
-            os.environ["TZ"] = saved
-        time.tzset()
 
 
 def expected_moment(when: float, utc: bool) -> datetime:
