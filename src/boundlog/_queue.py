@@ -96,7 +96,8 @@ class Admission:
 
     def offer(self, record: Record) -> bool:
         """Accept ``record`` if there is room now; refuse without counting otherwise."""
-        # Hot path, once per request: no lock, no allocation, no formatting, no I/O.
+        # Hot path, once per request: no formatting, no I/O, and no lock except on the
+        # rare transitions that wake the writer (see the module docstring).
         pending = self._pending
         if len(pending) < self._max_queue and not self._closed:
             pending.append(record)
