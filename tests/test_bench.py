@@ -156,6 +156,22 @@ def test_reader_sinks_count_every_line(kind: str, tmp_path: Path) -> None:
         sink.close(10)
 
 
+def test_pipe_sink_sees_lines_waiting_unread(tmp_path: Path) -> None:
+    """A throttled reader leaves lines in the pipe, and the sink knows until they are read."""
+    sink = open_sink("pipe", tmp_path, None)
+    try:
+        sink.pace(1)
+        os.write(sink.server_fd, b"first\n")
+        wait_for(lambda: sink.lines() == 1, "the first line")
+        # 28 KiB: at one line a second the reader takes at most two 4 KiB reads of it.
+        os.write(sink.server_fd, b"a line\n" * 4096)
+        assert not sink.drained()
+        sink.pace(0)
+        wait_for(lambda: sink.drained() and sink.lines() == 4097, "the reader to catch up")
+    finally:
+        sink.close(10)
+
+
 def _request_count(log: bytes) -> int:
     return log.count(b'"GET / HTTP/1.1" 200')
 

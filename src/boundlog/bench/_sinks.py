@@ -11,9 +11,12 @@ just the descriptor handed to the server as stdout:
 
 from __future__ import annotations
 
+import array
+import fcntl
 import os
 import subprocess
 import sys
+import termios
 from pathlib import Path
 
 from ._reader import ReaderControl
@@ -48,6 +51,10 @@ class Sink:
         """Lines that arrived since :meth:`start_window`, or None if not countable."""
         lines = self.lines()
         return None if lines is None else lines - self._window_start
+
+    def drained(self) -> bool:
+        """Whether nothing waits between the server and the far end."""
+        return True
 
     def pace(self, lines_per_second: int) -> None:
         """Throttle the far end to this many lines a second (0: no limit)."""
@@ -104,6 +111,8 @@ class ReaderSink(Sink):
         self._control_path = control_path
         self._control = ReaderControl(control_path, create=True)
         command = [sys.executable, "-m", "boundlog.bench._reader", str(control_path)]
+        # A second read end, never read from: it tells how many bytes wait unread.
+        self._unread_probe = os.dup(read_fd)
         try:
             self._reader = spawn(command, cpu, stdin=read_fd)
         finally:
@@ -111,6 +120,11 @@ class ReaderSink(Sink):
 
     def lines(self) -> int:
         return self._control.lines
+
+    def drained(self) -> bool:
+        unread = array.array("i", [0])
+        fcntl.ioctl(self._unread_probe, termios.FIONREAD, unread)
+        return unread[0] == 0
 
     def pace(self, lines_per_second: int) -> None:
         self._control.rate = lines_per_second
@@ -124,6 +138,7 @@ class ReaderSink(Sink):
         except subprocess.TimeoutExpired:
             stop(self._reader, timeout)
         self._control.close()
+        os.close(self._unread_probe)
         self._control_path.unlink(missing_ok=True)
 
 

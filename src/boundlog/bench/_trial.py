@@ -19,6 +19,7 @@ import contextlib
 import json
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,7 +44,7 @@ from ._wrk import WrkResult, run_wrk
 _SETTLE_TIMEOUT = 60.0
 _SETTLE_POLL = 0.1
 # Quiet means: no new line and at most one clock tick of server CPU for this many polls.
-_SETTLE_QUIET_POLLS = 2
+_SETTLE_QUIET_POLLS = 3
 _STOP_TIMEOUT = 20.0
 
 
@@ -132,22 +133,39 @@ class TrialResult:
         return data
 
 
-def settle(sink: Sink, server_pid: int) -> bool:
-    """Wait until the sink's line count and the server's CPU time stop moving.
+def _always() -> bool:
+    return True
 
-    Returns False if they were still moving at the deadline.
+
+def settle(sink: Sink, server_pid: int, done: Callable[[], bool] = _always) -> bool:
+    """Wait until the sink's line count and the server's CPU time stop moving, and ``done()``.
+
+    Quiet alone can deceive on a crowded machine, where a starved process looks idle, so
+    it also takes a pipe or terminal with nothing left unread, and ``done`` checks what
+    can be known for sure (boundlog's own counters).  Returns False if the deadline
+    passed first.
     """
     deadline = time.monotonic() + _SETTLE_TIMEOUT
     last = (sink.lines(), tree_cpu_seconds(server_pid))
     quiet = 0
-    while quiet < _SETTLE_QUIET_POLLS:
+    while True:
+        if quiet >= _SETTLE_QUIET_POLLS:
+            if done():
+                return True
+            quiet = 0
         if time.monotonic() > deadline:
             return False
         time.sleep(_SETTLE_POLL)
         now = (sink.lines(), tree_cpu_seconds(server_pid))
-        quiet = quiet + 1 if now[0] == last[0] and now[1] - last[1] < 1.5 / CLOCK_TICKS else 0
+        still = now[0] == last[0] and now[1] - last[1] < 1.5 / CLOCK_TICKS
+        quiet = quiet + 1 if still and sink.drained() else 0
         last = now
-    return True
+
+
+def _nothing_pending(stats: dict[str, int]) -> bool:
+    # Every record handed to boundlog is written, dropped or failed: none is queued or
+    # in the writer's hands.
+    return stats["submitted"] == stats["written"] + stats["dropped"] + stats["failed"]
 
 
 def _measure(
@@ -167,8 +185,12 @@ def _measure(
             settings.wrk, url, seconds=settings.warmup, connections=settings.connections,
             script=settings.script, cpu=settings.load_cpu,
         )  # fmt: skip
-    if not settle(sink, process.pid):
-        result.notes.append("the log was still growing after the warm-up")
+    if cell.uses_boundlog:
+        warmed_up = settle(sink, process.pid, lambda: _nothing_pending(fetch_stats(port)))
+    else:
+        warmed_up = settle(sink, process.pid)
+    if not warmed_up:
+        result.notes.append("the log was still growing a minute after the warm-up")
     sink.start_window()
     if cell.uses_boundlog:
         result.stats_before = fetch_stats(port)
@@ -184,7 +206,16 @@ def _measure(
         sink.pace(0)
     if process.poll() is not None:
         raise BenchError(f"the server exited with status {process.returncode} during the trial")
-    result.settled = settle(sink, process.pid)
+    before = result.stats_before
+
+    def all_delivered() -> bool:
+        # boundlog has nothing pending, and the sink shows every line it says it wrote.
+        stats = fetch_stats(port)
+        lines = sink.window_lines()
+        written = stats["written"] - before["written"] if before else None
+        return _nothing_pending(stats) and (lines is None or lines == written)
+
+    result.settled = settle(sink, process.pid, all_delivered if before else _always)
     if not result.settled:
         result.notes.append("the log was still growing a minute after the timed window")
     result.cpu_seconds = tree_cpu_seconds(process.pid) - cpu_before
