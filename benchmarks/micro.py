@@ -103,7 +103,9 @@ def writer_per_line(rounds: int, batch: int) -> float:
     now = time.time()
     records = [
         Record(now + i / batch, 0.0004, "127.0.0.1", "GET", b"/hello", b"name=world",
-               "HTTP/1.1", 200, 1024, b"http://127.0.0.1:8000/", b"wrk/4.2.0")
+               "HTTP/1.1", 200, 1024,
+               [(b"host", b"127.0.0.1:8000"), (b"referer", b"http://127.0.0.1:8000/"),
+                (b"user-agent", b"wrk/4.2.0")], [])
         for i in range(batch)
     ]  # fmt: skip
     fd = os.open(os.devnull, os.O_WRONLY)

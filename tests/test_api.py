@@ -34,6 +34,6 @@ def test_the_base_error_cannot_be_raised_by_mistake() -> None:
 
 def test_record_is_immutable() -> None:
     """A record cannot be changed after the request path hands it over."""
-    record = boundlog.Record(0.0, 0.0, None, "GET", b"/", b"", "HTTP/1.1", 200, 0, None, None)
+    record = boundlog.Record(0.0, 0.0, None, "GET", b"/", b"", "HTTP/1.1", 200, 0, [], [])
     with pytest.raises(AttributeError):
         record.status = 404  # type: ignore[misc]

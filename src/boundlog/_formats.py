@@ -34,6 +34,7 @@ from typing import Any, Protocol, TypeVar, cast
 
 from ._errors import ConfigurationError
 from ._escape import escape, escape_unquoted
+from ._headers import HeaderReader
 from ._record import Record
 from ._timestamps import ClfClock, Rfc3339Clock
 
@@ -93,10 +94,10 @@ class _Layout:
 class ApacheFormat:
     """The Common Log Format, optionally with Referer and User-Agent (combined)."""
 
-    __slots__ = ("_clock", "_combined", "_layout", "_shape")
+    __slots__ = ("_clock", "_headers", "_layout", "_shape")
 
     def __init__(self, *, combined: bool, utc: bool) -> None:
-        self._combined = combined
+        self._headers = HeaderReader(("referer", "user-agent")) if combined else None
         # The time, method, protocol and status fields carry the template text around
         # them: client - - [time] "method path?query protocol" status bytes "referer" "agent"
         self._clock = ClfClock(utc, prefix=b" - - ", suffix=b' "')
@@ -111,7 +112,7 @@ class ApacheFormat:
         if not records:
             return b""
         count = len(records)
-        times, _, clients, methods, paths, queries, protocols, statuses, sents, *headers = zip(
+        times, _, clients, methods, paths, queries, protocols, statuses, sents, headers, _ = zip(
             *records, strict=True
         )
         # The fields no client controls are built once, for both passes.
@@ -119,7 +120,11 @@ class ApacheFormat:
         separators = list(map(_NO_SEPARATOR_FOR_EMPTY_QUERY.get, queries, repeat(b"?")))
         status_fields = list(_per_value(statuses, b"%d ".__mod__))
         sent_fields = _sent_fields(_bytes_on_the_wire(methods, statuses, sents))
-        header_fields = [_dash_for_none(column) for column in headers] if self._combined else []
+        header_fields = (
+            [_dash_for_none(column) for column in self._headers.columns(headers)]
+            if self._headers is not None
+            else []
+        )
 
         def join(
             clients: Sequence[bytes],
@@ -278,10 +283,11 @@ def _json_milliseconds(milliseconds: float) -> str:
 class JsonFormat:
     """One JSON object per line, with the fields of a :class:`Record` and its time."""
 
-    __slots__ = ("_clock", "_layout")
+    __slots__ = ("_clock", "_headers", "_layout")
 
     def __init__(self, *, utc: bool) -> None:
         self._clock = Rfc3339Clock(utc)
+        self._headers = HeaderReader(("referer", "user-agent"))
         # The method and protocol fields carry the template text around them.
         self._layout = _Layout(
             [
@@ -295,8 +301,9 @@ class JsonFormat:
             return b""
         (
             times, durations, clients, methods, paths, queries, protocols, statuses, sents,
-            referers, agents,
+            headers, _,
         ) = zip(*records, strict=True)  # fmt: skip
+        referers, agents = self._headers.columns(headers)
         fields: list[Iterable[str]] = [
             self._clock.stamps(times),
             _json_texts(clients),

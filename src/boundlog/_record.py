@@ -1,14 +1,23 @@
 """The immutable record that travels from the request path to the writer thread.
 
 A record holds only what the server already has in hand when the response finishes,
-in the form the server gave it: raw bytes for the request target and the headers the
-client controls, so that nothing is decoded, escaped or formatted on the request path.
-Turning a record into a line is the writer thread's job (see ``_formats``).
+in the form the server gave it: raw bytes for the request target, and the server's own
+header lists, so that nothing is decoded, searched, escaped or formatted on the request
+path.  Turning a record into a line is the writer thread's job (see ``_formats``), and
+so is finding a header field (see ``_headers``).
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections.abc import Iterable, Mapping
+from typing import Any, NamedTuple, TypeAlias
+
+#: A message's header fields as a server holds them: ``(name, value)`` pairs of bytes
+#: (ASGI, aiohttp's raw headers) or of latin-1 text (WSGI's response headers, gunicorn),
+#: names in any case, repeats allowed; or a WSGI environ, whose ``HTTP_*`` variables
+#: are the request's headers.  The record keeps a reference, never a copy: the server
+#: must not change it once the response has finished, and none does.
+Headers: TypeAlias = Iterable[tuple[bytes | str, bytes | str]] | Mapping[str, Any]
 
 
 class Record(NamedTuple):
@@ -39,7 +48,7 @@ class Record(NamedTuple):
     #: Response body bytes handed to the server.  Lines show 0 for HEAD, 1xx, 204 and
     #: 304 responses, whose bodies servers discard.
     bytes_sent: int
-    #: The raw ``Referer`` header, or None when absent.
-    referer: bytes | None
-    #: The raw ``User-Agent`` header, or None when absent.
-    user_agent: bytes | None
+    #: The request's header fields (Referer and User-Agent for the combined format).
+    request_headers: Headers = ()
+    #: The response's header fields, as the application gave them to the server.
+    response_headers: Headers = ()

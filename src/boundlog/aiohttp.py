@@ -35,8 +35,6 @@ from ._record import Record
 # aiohttp's default template, '%a %t "%r" %s %b "%{Referer}i" "%{User-Agent}i"', is the
 # combined format without its ident and user fields.
 _AIOHTTP_DEFAULT = web_log.AccessLogger.LOG_FORMAT
-_REFERER = "Referer"
-_USER_AGENT = "User-Agent"
 
 # The logs the plain AccessLogger writes, one per format, built on first use.
 _stdout_logs: dict[str, AccessLog] = {}
@@ -130,9 +128,6 @@ def _record(request: web.BaseRequest, response: web.StreamResponse, duration: fl
     # aiohttp decodes the request line and headers as UTF-8 with surrogateescape:
     # encoding them back the same way recovers the bytes the client sent.
     path, _, query = request.raw_path.partition("?")
-    headers = request.headers
-    referer = headers.get(_REFERER)
-    agent = headers.get(_USER_AGENT)
     version = request.version
     return Record(
         time=time() - duration,
@@ -144,8 +139,8 @@ def _record(request: web.BaseRequest, response: web.StreamResponse, duration: fl
         protocol=f"HTTP/{version.major}.{version.minor}",
         status=response.status,
         bytes_sent=_body_bytes(request, response),
-        referer=None if referer is None else referer.encode("utf-8", "surrogateescape"),
-        user_agent=None if agent is None else agent.encode("utf-8", "surrogateescape"),
+        request_headers=request.raw_headers,
+        response_headers=response.headers,
     )
 
 

@@ -35,8 +35,6 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
-_REFERER = b"referer"
-_USER_AGENT = b"user-agent"
 _CONTENT_LENGTH = b"content-length"
 _PROTOCOLS = {"1.1": "HTTP/1.1", "2": "HTTP/2", "1.0": "HTTP/1.0", "1": "HTTP/1.0", "3": "HTTP/3"}
 # What ``response`` holds until the application starts one.
@@ -90,7 +88,7 @@ class AccessLogMiddleware:
             else:
                 return send(message)
             finished = True
-            entry = _record(scope, received, status, sent)
+            entry = _record(scope, received, status, sent, response)
             if offer(entry):
                 return send(message)
             return self._admit_then(entry, send(message))
@@ -101,7 +99,7 @@ class AccessLogMiddleware:
             if not finished:
                 # The response never finished: the app raised, or returned early because
                 # the client left.  A server answers 500 when no response had started.
-                await self._submit_async(_record(scope, received, status or 500, sent))
+                await self._submit_async(_record(scope, received, status or 500, sent, response))
 
     async def _admit_then(self, entry: Record, sending: Awaitable[None]) -> None:
         # Off the fast path: the queue was full, so apply the policy (count the drop, or
@@ -123,23 +121,18 @@ class AccessLogMiddleware:
         return send_after_draining
 
 
-def _record(scope: Scope, received: float, status: int, sent: int) -> Record:
-    referer = agent = None
-    for name, value in scope["headers"]:
-        if name == _REFERER:
-            referer = value
-        elif name == _USER_AGENT:
-            agent = value
+def _record(scope: Scope, received: float, status: int, sent: int, response: Message) -> Record:
     client = scope.get("client")
     # The wall clock measures the duration too: one clock read fewer per request, at
     # the price of a wrong duration in the rare request that spans a clock step.
     # A plain tuple in Record's field order: the NamedTuple constructor would cost a
     # Python-level call per request, and the writer reads fields by position anyway.
+    # The header lists go as they are: the writer finds the fields it needs.
     return (  # type: ignore[return-value]
         received, time() - received, client[0] if client else None,
         scope["method"], scope.get("raw_path") or scope["path"].encode(),
         scope.get("query_string", b""), _protocol(scope["http_version"]),
-        status, sent, referer, agent,
+        status, sent, scope["headers"], response.get("headers", ()),
     )  # fmt: skip
 
 

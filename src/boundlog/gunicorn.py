@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any, Protocol, cast
 
 from gunicorn.config import AccessLogFormat  # type: ignore[import-untyped]
@@ -34,7 +34,7 @@ from gunicorn.glogging import Logger as GunicornLogger  # type: ignore[import-un
 from ._errors import AccessLogError, ConfigurationError
 from ._formats import FORMATS
 from ._log import AccessLog
-from ._record import Record
+from ._record import Headers, Record
 
 POLICY_VARIABLE = "BOUNDLOG_POLICY"
 MAX_QUEUE_VARIABLE = "BOUNDLOG_MAX_QUEUE"
@@ -165,11 +165,6 @@ def _record(
         path, query = environ.get("PATH_INFO", ""), environ.get("QUERY_STRING", "")
     else:
         path, _, query = target.partition("?")
-    referer = environ.get("HTTP_REFERER")
-    agent = environ.get("HTTP_USER_AGENT")
-    if referer is None and agent is None:
-        # The environ gunicorn builds for a request that failed has no HTTP_ variables.
-        referer, agent = _headers_of(req)
     # WSGI strings are the bytes on the wire decoded as latin-1.
     return Record(
         time=time.time() - duration,
@@ -181,19 +176,9 @@ def _record(
         protocol=environ.get("SERVER_PROTOCOL", "HTTP/1.0"),
         status=status,
         bytes_sent=resp.sent or 0,
-        referer=None if referer is None else referer.encode("latin-1"),
-        user_agent=None if agent is None else agent.encode("latin-1"),
+        # gunicorn's own atoms read these: the request's header pairs (the environ of a
+        # request that failed has no HTTP_ variables) or, from some workers, the pairs
+        # themselves in place of the request.
+        request_headers=cast("Headers", getattr(req, "headers", req)),
+        response_headers=getattr(resp, "headers", ()),
     )
-
-
-def _headers_of(req: object) -> tuple[str | None, str | None]:
-    """The Referer and User-Agent of a gunicorn request (or a list of its header pairs)."""
-    headers = cast("Iterable[tuple[str, str]]", getattr(req, "headers", req))
-    referer = agent = None
-    for name, value in headers:
-        upper = name.upper()
-        if upper == "REFERER":
-            referer = value
-        elif upper == "USER-AGENT":
-            agent = value
-    return referer, agent

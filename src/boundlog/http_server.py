@@ -46,6 +46,7 @@ class AccessLogMixin(BaseHTTPRequestHandler):
     _status: int
     _received: float
     _body_start: int
+    _response_headers: list[tuple[str, str]]
 
     @classmethod
     def _log(cls) -> AccessLog:
@@ -65,6 +66,7 @@ class AccessLogMixin(BaseHTTPRequestHandler):
         self._status = 0
         self._received = 0.0
         self._body_start = self.wfile.count
+        self._response_headers = []
         try:
             super().handle_one_request()
         except Exception:
@@ -88,6 +90,10 @@ class AccessLogMixin(BaseHTTPRequestHandler):
             # A request line too long to read is answered before it is parsed.
             self._received = self._received or time()
 
+    def send_header(self, keyword: str, value: str) -> None:
+        super().send_header(keyword, value)
+        self._response_headers.append((keyword, str(value)))
+
     def end_headers(self) -> None:
         super().end_headers()
         self._body_start = self.wfile.count
@@ -100,8 +106,6 @@ class AccessLogMixin(BaseHTTPRequestHandler):
         target = words[1] if len(words) >= 2 else ""
         path, _, query = target.partition("?")
         headers = getattr(self, "headers", None)
-        referer = None if headers is None else headers.get("Referer")
-        agent = None if headers is None else headers.get("User-Agent")
         address = self.client_address
         return Record(
             time=self._received,
@@ -113,8 +117,8 @@ class AccessLogMixin(BaseHTTPRequestHandler):
             protocol=self.request_version or "-",
             status=self._status,
             bytes_sent=self.wfile.count - self._body_start,
-            referer=None if referer is None else referer.encode("latin-1"),
-            user_agent=None if agent is None else agent.encode("latin-1"),
+            request_headers=() if headers is None else headers.items(),
+            response_headers=self._response_headers,
         )
 
 

@@ -58,6 +58,7 @@ class _Exchange:
         "_closed",
         "_environ",
         "_received",
+        "_response_headers",
         "_sent",
         "_server_write",
         "_start_response",
@@ -75,6 +76,7 @@ class _Exchange:
         self._submit = submit
         self._status = 500
         self._sent = 0
+        self._response_headers: Headers = []
         self._closed = False
         self.body: Iterable[bytes] = ()
 
@@ -83,6 +85,7 @@ class _Exchange:
     ) -> Callable[[bytes], object]:
         # "200 OK" -> 200; a malformed status is the server's to reject, not ours.
         self._status = int(status[:3]) if status[:3].isdigit() else 0
+        self._response_headers = headers
         self._server_write = (
             self._start_response(status, headers, exc_info)
             if exc_info
@@ -113,8 +116,6 @@ class _Exchange:
 
     def _record(self) -> Record:
         environ = self._environ
-        referer = environ.get("HTTP_REFERER")
-        agent = environ.get("HTTP_USER_AGENT")
         # The path as sent when the server keeps it (gunicorn's RAW_URI, uWSGI's
         # REQUEST_URI); PATH_INFO is already percent-decoded.
         target = environ.get("RAW_URI") or environ.get("REQUEST_URI")
@@ -124,13 +125,12 @@ class _Exchange:
             else environ.get("SCRIPT_NAME", "") + environ.get("PATH_INFO", "")
         )
         # WSGI strings are bytes decoded as latin-1; encoding them back recovers the
-        # bytes the client sent.
+        # bytes the client sent.  The environ holds the request's headers (HTTP_*).
         return (  # type: ignore[return-value]
             self._received, time() - self._received, environ.get("REMOTE_ADDR"),
             environ["REQUEST_METHOD"],
             path.encode("latin-1"),
             environ.get("QUERY_STRING", "").encode("latin-1"),
             environ.get("SERVER_PROTOCOL", "HTTP/1.0"), self._status, self._sent,
-            referer.encode("latin-1") if referer is not None else None,
-            agent.encode("latin-1") if agent is not None else None,
+            environ, self._response_headers,
         )  # fmt: skip

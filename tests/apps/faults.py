@@ -39,7 +39,7 @@ if _config.get("marker"):
         Record(
             time=time.time(), duration=0.0, client="127.0.0.1", method="GET",
             path=_config["marker"].encode(), query=b"", protocol="HTTP/1.1", status=200,
-            bytes_sent=0, referer=None, user_agent=None,
+            bytes_sent=0,
         )
     )  # fmt: skip
 

@@ -1,0 +1,119 @@
+"""Finding header fields in a record's headers, on the writer thread.
+
+The request path hands over the server's own header list (or the WSGI environ) without
+looking into it: searching it costs as much as the rest of the record.  The writer
+searches it once per record for exactly the fields its format and policy name.
+
+Field names compare case-insensitively.  A field sent more than once is logged as its
+values joined with ``", "``, which is what RFC 9110 says a recipient may do, and what
+Apache's ``%{...}i`` shows.
+
+Credentials never reach a log by accident: the fields in :data:`SENSITIVE_HEADERS`
+come out as :data:`REDACTED` unless the log was told to allow them by name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from ._errors import ConfigurationError
+from ._record import Headers
+
+#: Header fields whose values are credentials: logged as :data:`REDACTED` unless allowed.
+SENSITIVE_HEADERS = frozenset(("authorization", "cookie", "proxy-authorization", "set-cookie"))
+#: What a redacted value is replaced with.
+REDACTED = b"[redacted]"
+
+_SEPARATOR = b", "
+# The two request headers CGI (and so WSGI) keeps without the HTTP_ prefix.
+_UNPREFIXED = {b"content-type": "CONTENT_TYPE", b"content-length": "CONTENT_LENGTH"}
+
+
+def header_name(name: str) -> bytes:
+    """The lower-case bytes of a header field name, or a ConfigurationError."""
+    if not isinstance(name, str) or not name or not name.isascii() or not _is_token(name):
+        raise ConfigurationError(
+            f"{name!r} is not a header field name: use letters, digits and -, e.g. 'X-Request-ID'"
+        )
+    return name.lower().encode("ascii")
+
+
+def _is_token(name: str) -> bool:
+    # RFC 9110 token characters.
+    return all(c.isalnum() or c in "!#$%&'*+-.^_`|~" for c in name)
+
+
+def _as_bytes(value: bytes | str) -> bytes:
+    if type(value) is bytes:
+        return value
+    text = str(value)
+    try:
+        # WSGI and http.server decode headers as latin-1: this recovers the wire bytes.
+        return text.encode("latin-1")
+    except UnicodeEncodeError:
+        # aiohttp's text headers are UTF-8 with surrogateescape; anything else is
+        # kept encodable (and escaped by the format).
+        return text.encode("utf-8", "surrogatepass")
+
+
+class HeaderReader:
+    """Picks the named fields out of each record's headers.
+
+    ``names`` are the fields to find; ``allow`` names the :data:`SENSITIVE_HEADERS`
+    whose values may be logged as they are.
+    """
+
+    __slots__ = ("_environ_keys", "_masked", "_wanted", "names")
+
+    def __init__(self, names: Iterable[str], *, allow: Iterable[str] = ()) -> None:
+        self.names = tuple(dict.fromkeys(map(header_name, names)))
+        self._wanted = frozenset(self.names)
+        allowed = set(map(header_name, allow))
+        self._masked = frozenset(
+            name for name in self.names if name.decode() in SENSITIVE_HEADERS - allowed
+        )
+        self._environ_keys = {
+            name: _UNPREFIXED.get(name) or "HTTP_" + name.decode().upper().replace("-", "_")
+            for name in self.names
+        }
+
+    def columns(self, sources: Sequence[Headers]) -> list[list[bytes | None]]:
+        """One column per name: each record's value of that field, or None."""
+        rows = list(map(self.values, sources))
+        return (
+            [list(column) for column in zip(*rows, strict=True)]
+            if rows
+            else [[] for _ in self.names]
+        )
+
+    def values(self, source: Headers) -> tuple[bytes | None, ...]:
+        """The value of each named field in ``source``, or None where it is absent."""
+        # A dict is a WSGI environ; a header mapping of another kind is read as pairs.
+        found = self._from_environ(source) if isinstance(source, dict) else self._from_pairs(source)
+        if self._masked:
+            for name in self._masked.intersection(found):
+                found[name] = REDACTED
+        return tuple(map(found.get, self.names))
+
+    def _from_pairs(self, source: Headers) -> dict[bytes, bytes]:
+        pairs: Iterable[Any] = source.items() if isinstance(source, Mapping) else source
+        wanted = self._wanted
+        found: dict[bytes, bytes] = {}
+        for name, value in pairs:
+            if type(name) is not bytes:
+                name = _as_bytes(name)
+            name = name.lower()
+            if name in wanted:
+                value = _as_bytes(value)
+                found[name] = found[name] + _SEPARATOR + value if name in found else value
+        return found
+
+    def _from_environ(self, environ: Mapping[str, Any]) -> dict[bytes, bytes]:
+        # A WSGI server has already joined repeated fields with ", ".
+        found: dict[bytes, bytes] = {}
+        for name, key in self._environ_keys.items():
+            value = environ.get(key)
+            if value is not None:
+                found[name] = _as_bytes(value)
+        return found
