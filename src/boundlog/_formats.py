@@ -321,8 +321,19 @@ class JsonFormat:
 FORMATS = ("combined", "common", "json")
 
 
-def make_format(name: str, *, utc: bool) -> Format:
-    """Return the format called ``name``, or raise a ConfigurationError listing them."""
+def make_format(name: str | Format, *, utc: bool) -> Format:
+    """Return the format called ``name``, or raise a ConfigurationError listing them.
+
+    A format object (anything with ``format_batch``) is returned as it is: it was
+    built with options of its own, ``utc`` among them.
+    """
+    if not isinstance(name, str):
+        if not callable(getattr(name, "format_batch", None)):
+            raise ConfigurationError(
+                f"format must be a name ({', '.join(FORMATS)}) or a format object with a "
+                f"format_batch method, not {name!r}"
+            )
+        return name
     if name == "combined":
         return ApacheFormat(combined=True, utc=utc)
     if name == "common":

@@ -11,7 +11,7 @@ from types import FrameType, TracebackType
 from typing import Any
 
 from ._errors import ConfigurationError
-from ._formats import make_format
+from ._formats import Format, make_format
 from ._queue import POLICIES, Admission, Policy
 from ._record import Record
 from ._sinks import SinkSpec, open_sink
@@ -48,7 +48,7 @@ class AccessLog:
     def __init__(
         self,
         sink: SinkSpec = "stdout",
-        format: str = "combined",
+        format: str | Format = "combined",
         policy: str = "drop",
         *,
         max_queue: int = DEFAULT_MAX_QUEUE,
