@@ -478,7 +478,7 @@ class DevFormat:
     (see ``_color``).
     """
 
-    __slots__ = ("_clock", "_color", "_dim", "_duration", "_layout", "_utc", "color")
+    __slots__ = ("_clock", "_color", "_dim", "_layout", "_milliseconds_template", "_utc", "color")
 
     def __init__(self, *, color: bool | None = None, utc: bool = False) -> None:
         #: The colour choice as given: None leaves it to the environment and the sink.
@@ -487,7 +487,7 @@ class DevFormat:
         self._color = color if color is not None else use_color(os.environ, is_terminal=False)
         self._clock = TimeOfDayClock(utc, suffix=b" ")
         self._dim = (_SGR_DIM, _SGR_RESET) if self._color else (b"", b"")
-        self._duration = self._dim[0] + b"%.1fms" + self._dim[1] + b"\n"
+        self._milliseconds_template = self._dim[0] + b"%.1fms" + self._dim[1] + b"\n"
         self._layout = _Layout([None, None, None, None, None, b" ", None, b" ", None, b"\n"])
 
     def for_sink(self, *, is_terminal: bool) -> DevFormat:
@@ -521,7 +521,7 @@ class DevFormat:
         milliseconds = tuple(map(mul, seconds, repeat(1000.0)))
         if math.isfinite(sum(milliseconds)) and max(milliseconds) < _LAST_MILLISECONDS:
             # The usual batch: one %-formatting for the whole column.
-            fields = ((self._duration * len(milliseconds)) % milliseconds).split(b"\n")
+            fields = ((self._milliseconds_template * len(milliseconds)) % milliseconds).split(b"\n")
             fields.pop()  # the empty string after the last newline
             return fields
         return [self._dim[0] + _dev_duration(value) + self._dim[1] for value in seconds]
