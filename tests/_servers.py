@@ -363,7 +363,7 @@ _REQUEST_LINE = re.compile(rb"(?P<method>[A-Z]+) (?P<target>[^ ]+) (?P<protocol>
 _PRINTABLE_ASCII = re.compile(rb"[\x20-\x7e]*")
 JSON_KEYS = [
     "time", "client", "method", "path", "query", "protocol", "status", "bytes_sent",
-    "duration_ms", "referer", "user_agent",
+    "duration_ms", "referer", "user_agent", "request_id",
 ]  # fmt: skip
 
 

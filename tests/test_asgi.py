@@ -80,6 +80,7 @@ def test_a_complete_response_is_logged_with_its_bytes(tmp_path: Path) -> None:
         "bytes_sent": 7,
         "referer": "/r",
         "user_agent": "probe/1",
+        "request_id": None,
     }
 
 

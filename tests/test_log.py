@@ -102,7 +102,10 @@ def test_close_timeout_counts_unwritten_records_as_failed(blocked_pipe: BlockedP
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        ({"format": "apache"}, "unknown format 'apache': choose one of combined, common, json"),
+        (
+            {"format": "apache"},
+            "unknown format 'apache': choose one of combined, common, dev, json",
+        ),
         ({"policy": "block"}, "unknown policy 'block': choose one of drop, wait"),
         ({"max_queue": 0}, "max_queue must be a whole number >= 1, not 0"),
         ({"batch_size": 2.5}, "batch_size must be a whole number >= 1, not 2.5"),

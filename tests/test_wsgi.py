@@ -66,7 +66,7 @@ def test_a_response_is_logged_once_with_its_fields(tmp_path: Path) -> None:
     path = tmp_path / "access.log"
     with AccessLog(str(path), format="json") as log:
         app = validator(AccessLogMiddleware(validator(hello), log=log))
-        assert run(app, environ()) == b"hello world"
+        assert run(app, environ(HTTP_X_REQUEST_ID="req-42")) == b"hello world"
     [line] = lines(path)
     assert {k: line[k] for k in line if k not in ("time", "duration_ms")} == {
         "client": "192.0.2.7",
@@ -78,6 +78,7 @@ def test_a_response_is_logged_once_with_its_fields(tmp_path: Path) -> None:
         "bytes_sent": 11,
         "referer": "http://example/",
         "user_agent": "probe/2",
+        "request_id": "req-42",
     }
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ._errors import AccessLogError, ConfigurationError, SinkError
 from ._escape import escape, unescape
-from ._formats import FORMATS
+from ._formats import FORMATS, DevFormat, JsonFormat
 from ._log import AccessLog
 from ._queue import POLICIES
 from ._record import Record
@@ -22,7 +22,9 @@ __all__ = [
     "AccessLog",
     "AccessLogError",
     "ConfigurationError",
+    "DevFormat",
     "FORMATS",
+    "JsonFormat",
     "POLICIES",
     "Record",
     "SinkError",

@@ -1,4 +1,4 @@
-"""Turning batches of records into bytes: the common, combined and JSON formats.
+"""Turning batches of records into bytes: the common, combined, JSON and dev formats.
 
 Formatting runs on the writer thread, one batch at a time.  A format is an object with
 ``format_batch(records) -> bytes`` that returns one line per record, each ending in
@@ -26,17 +26,19 @@ a duration that is not finite is ``null``.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Hashable, Iterable, Sequence
+import os
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from itertools import chain, compress, repeat
 from json.encoder import encode_basestring_ascii
 from operator import mul
 from typing import Any, Protocol, TypeVar, cast
 
+from ._color import use_color
 from ._errors import ConfigurationError
 from ._escape import escape, escape_unquoted
-from ._headers import HeaderReader
+from ._headers import HeaderReader, header_name
 from ._record import Record
-from ._timestamps import ClfClock, Rfc3339Clock
+from ._timestamps import ClfClock, Rfc3339Clock, TimeOfDayClock
 
 # The bytes a field may hold unescaped: printable ASCII without the quote and backslash.
 _PLAIN = bytes(range(0x20, 0x7F)).translate(None, b'"\\')
@@ -258,15 +260,22 @@ def _json_bytes(values: Sequence[bytes | None]) -> Iterable[str]:
 
 
 def _json_numbers(
-    statuses: tuple[int, ...], sents: tuple[int, ...], durations: tuple[float, ...]
+    templates: tuple[str, str],
+    statuses: tuple[int, ...],
+    sents: tuple[int, ...],
+    durations: tuple[float, ...],
 ) -> list[str]:
-    """Return ``status,"bytes_sent":sent,"duration_ms":milliseconds`` for each record."""
+    """Return the status, bytes sent and milliseconds of each record, keyed by the template.
+
+    ``templates`` hold ``%d``, ``%d`` and a newline-terminated ``%.3f`` (for a batch of
+    finite durations, formatted in one operation), or ``%s`` (for any batch).
+    """
     milliseconds = tuple(map(mul, durations, repeat(1000.0)))
     values: Sequence[object] = milliseconds
-    template = '%d,"bytes_sent":%d,"duration_ms":%.3f\n'
+    template = templates[0]
     if not math.isfinite(sum(milliseconds)):
         values = list(map(_json_milliseconds, milliseconds))
-        template = '%d,"bytes_sent":%d,"duration_ms":%s\n'
+        template = templates[1]
     numbers = (template * len(statuses)) % tuple(
         chain.from_iterable(zip(statuses, sents, values, strict=True))
     )
@@ -280,19 +289,75 @@ def _json_milliseconds(milliseconds: float) -> str:
     return "%.3f" % milliseconds if math.isfinite(milliseconds) else "null"
 
 
+#: The fields of a JSON line, in order, by their default keys.
+JSON_FIELDS = (
+    "time", "client", "method", "path", "query", "protocol", "status", "bytes_sent",
+    "duration_ms", "referer", "user_agent", "request_id",
+)  # fmt: skip
+_BUILT_IN_HEADERS = ("referer", "user-agent", "x-request-id")
+
+
 class JsonFormat:
-    """One JSON object per line, with the fields of a :class:`Record` and its time."""
+    """One JSON object per line, with the fields of a :class:`Record` and its time.
 
-    __slots__ = ("_clock", "_headers", "_layout")
+    ``request_headers`` and ``response_headers`` add header fields after the built-in
+    ones: an iterable of names (keyed ``x_forwarded_proto`` for ``X-Forwarded-Proto``,
+    ``response_content_type`` for a response's ``Content-Type``) or a mapping from
+    name to key.  ``rename`` maps built-in fields to other keys.  ``allow_headers``
+    names the credential headers whose values may be logged instead of ``[redacted]``.
+    """
 
-    def __init__(self, *, utc: bool) -> None:
+    __slots__ = (
+        "_clock", "_layout", "_method", "_numbers", "_protocol", "_request", "_request_added",
+        "_response", "_response_added",
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        *,
+        utc: bool = False,
+        request_headers: Iterable[str] | Mapping[str, str] = (),
+        response_headers: Iterable[str] | Mapping[str, str] = (),
+        rename: Mapping[str, str] | None = None,
+        allow_headers: Iterable[str] = (),
+    ) -> None:
+        keys = _built_in_keys(rename or {})
+        request_added = _header_keys("request_headers", request_headers, prefix="")
+        response_added = _header_keys("response_headers", response_headers, prefix="response_")
+        _check_unique_keys(
+            [(key, f"field {field}") for field, key in keys.items()]
+            + [(key, f"request header {name}") for name, key in request_added]
+            + [(key, f"response header {name}") for name, key in response_added]
+        )
+        allow = _names("allow_headers", allow_headers)
+        # The built-in header fields are the request reader's first columns.
+        self._request = HeaderReader(
+            [*_BUILT_IN_HEADERS, *(name for name, _ in request_added)], allow=allow
+        )
+        self._response = HeaderReader([name for name, _ in response_added], allow=allow)
+        # Each added field's column in its reader (a field named twice is read once).
+        self._request_added = [
+            self._request.names.index(header_name(name)) for name, _ in request_added
+        ]
+        self._response_added = [
+            self._response.names.index(header_name(name)) for name, _ in response_added
+        ]
         self._clock = Rfc3339Clock(utc)
-        self._headers = HeaderReader(("referer", "user-agent"))
-        # The method and protocol fields carry the template text around them.
+        # Keys are escaped once, here.  The method, protocol and numbers fields carry
+        # the template text around them.
+        key = {field: encode_basestring_ascii(name) for field, name in keys.items()}
+        self._method = f",{key['method']}:", f",{key['path']}:"
+        self._protocol = f",{key['protocol']}:", f",{key['status']}:"
+        numbers = f"%d,{_percent_safe(key['bytes_sent'])}:%d,{_percent_safe(key['duration_ms'])}:"
+        self._numbers = numbers + "%.3f\n", numbers + "%s\n"
+        added_keys = [encode_basestring_ascii(name) for _, name in request_added + response_added]
         self._layout = _Layout(
             [
-                '{"time":"', None, '","client":', None, None, None, ',"query":', None, None,
-                None, ',"referer":', None, ',"user_agent":', None, "}\n",
+                "{" + key["time"] + ':"', None, '",' + key["client"] + ":", None, None, None,
+                "," + key["query"] + ":", None, None, None, "," + key["referer"] + ":", None,
+                "," + key["user_agent"] + ":", None, "," + key["request_id"] + ":", None,
+                *chain.from_iterable(("," + added + ":", None) for added in added_keys),
+                "}\n",
             ]
         )  # fmt: skip
 
@@ -301,24 +366,176 @@ class JsonFormat:
             return b""
         (
             times, durations, clients, methods, paths, queries, protocols, statuses, sents,
-            headers, _,
+            request_headers, response_headers,
         ) = zip(*records, strict=True)  # fmt: skip
-        referers, agents = self._headers.columns(headers)
+        request_columns = self._request.columns(request_headers)
+        response_columns = self._response.columns(response_headers) if self._response_added else []
+        before_method, before_path = self._method
+        before_protocol, before_status = self._protocol
         fields: list[Iterable[str]] = [
             self._clock.stamps(times),
             _json_texts(clients),
-            _per_value(methods, lambda method: f',"method":{_json_text(method)},"path":'),
+            _per_value(methods, lambda method: before_method + _json_text(method) + before_path),
             _json_bytes(paths),
             _json_bytes(queries),
-            _per_value(protocols, lambda protocol: f',"protocol":{_json_text(protocol)},"status":'),
-            _json_numbers(statuses, _bytes_on_the_wire(methods, statuses, sents), durations),
-            _json_bytes(referers),
-            _json_bytes(agents),
+            _per_value(
+                protocols, lambda protocol: before_protocol + _json_text(protocol) + before_status
+            ),
+            _json_numbers(
+                self._numbers, statuses, _bytes_on_the_wire(methods, statuses, sents), durations
+            ),
+            *map(_json_bytes, request_columns[: len(_BUILT_IN_HEADERS)]),
+            *(_json_bytes(request_columns[index]) for index in self._request_added),
+            *(_json_bytes(response_columns[index]) for index in self._response_added),
         ]
         return "".join(self._layout.lines(fields, len(records))).encode("ascii")
 
 
-FORMATS = ("combined", "common", "json")
+def _built_in_keys(rename: Mapping[str, str]) -> dict[str, str]:
+    """Each built-in field's key, or a ConfigurationError naming an unknown field."""
+    if not isinstance(rename, Mapping):
+        raise ConfigurationError(
+            f"rename must map built-in fields to keys, e.g. {{'time': '@timestamp'}}, not {rename!r}"
+        )
+    unknown = [field for field in rename if field not in JSON_FIELDS]
+    if unknown:
+        raise ConfigurationError(
+            f"rename names unknown field(s) {', '.join(map(repr, unknown))}: the built-in "
+            f"fields are {', '.join(JSON_FIELDS)}"
+        )
+    for field, key in rename.items():
+        _check_key(f"rename[{field!r}]", key)
+    return {field: rename.get(field, field) for field in JSON_FIELDS}
+
+
+def _header_keys(
+    option: str, headers: Iterable[str] | Mapping[str, str], *, prefix: str
+) -> list[tuple[str, str]]:
+    """The ``(header name, key)`` pairs a header option asks for, checked."""
+    if isinstance(headers, Mapping):
+        pairs = list(headers.items())
+    else:
+        pairs = [
+            (name, prefix + name.lower().replace("-", "_")) for name in _names(option, headers)
+        ]
+    for name, key in pairs:
+        header_name(name)
+        _check_key(f"{option}[{name!r}]", key)
+    return pairs
+
+
+def _names(option: str, names: Iterable[str]) -> tuple[str, ...]:
+    """The header names of an option, which must not be a single string."""
+    if isinstance(names, str | bytes):
+        raise ConfigurationError(
+            f"{option} must be a list of header names, not the single string {names!r}: "
+            f"write [{names!r}]"
+        )
+    checked = tuple(names)
+    for name in checked:
+        header_name(name)
+    return checked
+
+
+def _percent_safe(text: str) -> str:
+    return text.replace("%", "%%")
+
+
+def _check_key(what: str, key: object) -> None:
+    if not isinstance(key, str) or not key:
+        raise ConfigurationError(f"{what} must be a non-empty string key, not {key!r}")
+
+
+def _check_unique_keys(keys: Sequence[tuple[str, str]]) -> None:
+    """Raise a ConfigurationError naming the fields that would share a key."""
+    owners: dict[str, list[str]] = {}
+    for key, what in keys:
+        owners.setdefault(key, []).append(what)
+    shared = {key: whats for key, whats in owners.items() if len(whats) > 1}
+    if shared:
+        clashes = "; ".join(f"{' and '.join(whats)} as {key!r}" for key, whats in shared.items())
+        raise ConfigurationError(
+            f"two fields of a JSON line cannot share a key: {clashes}; give one another "
+            "key (rename=, or a mapping of header names to keys)"
+        )
+
+
+_SGR_RESET = b"\x1b[0m"
+_SGR_DIM = b"\x1b[2m"
+# By status class: 2xx green, 3xx cyan, 4xx yellow, 5xx red.
+_SGR_STATUS = {2: b"\x1b[32m", 3: b"\x1b[36m", 4: b"\x1b[33m", 5: b"\x1b[31m"}
+# Below this many milliseconds a duration still reads as milliseconds once rounded.
+_LAST_MILLISECONDS = 999.95
+
+
+class DevFormat:
+    """A short line for a developer's terminal: ``14:13:20 GET /items?page=2 201 4.2ms``.
+
+    The time is the clock time alone (local, or UTC with ``utc=True``); the duration is
+    in milliseconds, or in seconds from one second on.  ``color=True`` colours the
+    status by its class and dims the duration; ``color=None`` decides from the
+    environment and, in an :class:`AccessLog`, from whether the sink is a terminal
+    (see ``_color``).
+    """
+
+    __slots__ = ("_clock", "_color", "_dim", "_layout", "_milliseconds_template", "_utc", "color")
+
+    def __init__(self, *, color: bool | None = None, utc: bool = False) -> None:
+        #: The colour choice as given: None leaves it to the environment and the sink.
+        self.color = color
+        self._utc = utc
+        self._color = color if color is not None else use_color(os.environ, is_terminal=False)
+        self._clock = TimeOfDayClock(utc, suffix=b" ")
+        self._dim = (_SGR_DIM, _SGR_RESET) if self._color else (b"", b"")
+        self._milliseconds_template = self._dim[0] + b"%.1fms" + self._dim[1] + b"\n"
+        self._layout = _Layout([None, None, None, None, None, b" ", None, b" ", None, b"\n"])
+
+    def for_sink(self, *, is_terminal: bool) -> DevFormat:
+        """This format as it writes to a sink that is (or is not) a terminal."""
+        if self.color is not None:
+            return self
+        return DevFormat(color=use_color(os.environ, is_terminal=is_terminal), utc=self._utc)
+
+    def format_batch(self, records: Sequence[Record]) -> bytes:
+        if not records:
+            return b""
+        times, durations, _, methods, paths, queries, _, statuses, _, _, _ = zip(
+            *records, strict=True
+        )
+        fields: list[Iterable[bytes]] = [
+            self._clock.stamps(times),
+            _per_value(methods, lambda method: escape(_text(method)) + b" "),
+            _escaped_column(paths),
+            map(_NO_SEPARATOR_FOR_EMPTY_QUERY.get, queries, repeat(b"?")),
+            _escaped_column(queries),
+            _per_value(statuses, self._status),
+            self._durations(durations),
+        ]
+        return b"".join(self._layout.lines(fields, len(records)))
+
+    def _status(self, status: int) -> bytes:
+        colour = _SGR_STATUS.get(status // 100) if self._color else None
+        return b"%d" % status if colour is None else colour + b"%d" % status + _SGR_RESET
+
+    def _durations(self, seconds: tuple[float, ...]) -> list[bytes]:
+        milliseconds = tuple(map(mul, seconds, repeat(1000.0)))
+        if math.isfinite(sum(milliseconds)) and max(milliseconds) < _LAST_MILLISECONDS:
+            # The usual batch: one %-formatting for the whole column.
+            fields = ((self._milliseconds_template * len(milliseconds)) % milliseconds).split(b"\n")
+            fields.pop()  # the empty string after the last newline
+            return fields
+        return [self._dim[0] + _dev_duration(value) + self._dim[1] for value in seconds]
+
+
+def _dev_duration(seconds: float) -> bytes:
+    if not math.isfinite(seconds):
+        return b"-"
+    if seconds * 1000.0 < _LAST_MILLISECONDS:
+        return b"%.1fms" % (seconds * 1000.0)
+    return b"%.2fs" % seconds
+
+
+FORMATS = ("combined", "common", "dev", "json")
 
 
 def make_format(name: str | Format, *, utc: bool) -> Format:
@@ -340,4 +557,6 @@ def make_format(name: str | Format, *, utc: bool) -> Format:
         return ApacheFormat(combined=False, utc=utc)
     if name == "json":
         return JsonFormat(utc=utc)
+    if name == "dev":
+        return DevFormat(utc=utc)
     raise ConfigurationError(f"unknown format {name!r}: choose one of {', '.join(FORMATS)}")

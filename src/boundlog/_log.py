@@ -11,7 +11,7 @@ from types import FrameType, TracebackType
 from typing import Any
 
 from ._errors import ConfigurationError
-from ._formats import Format, make_format
+from ._formats import DevFormat, Format, make_format
 from ._queue import POLICIES, Admission, Policy
 from ._record import Record
 from ._sinks import SinkSpec, open_sink
@@ -74,6 +74,8 @@ class AccessLog:
             )
         fmt = make_format(format, utc=utc)
         self._sink = open_sink(sink)
+        if isinstance(fmt, DevFormat):
+            fmt = fmt.for_sink(is_terminal=self._sink.isatty())
         self._policy: Policy = policy
         self._close_timeout = close_timeout
         self._admission = Admission(max_queue=max_queue, batch_size=batch_size, policy=self._policy)

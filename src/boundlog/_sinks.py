@@ -44,6 +44,10 @@ class Sink:
         except OSError as error:
             raise SinkError(f"cannot use {name}: {error.strerror}") from error
 
+    def isatty(self) -> bool:
+        """Whether the descriptor is a terminal."""
+        return os.isatty(self.fd)
+
     def reopen(self) -> OSError | None:
         """Open the path again and switch to it; on failure keep the old descriptor.
 
