@@ -619,8 +619,9 @@ def fault_stats(port: int) -> dict[str, Any]:
 
 
 def settled(stats: dict[str, int]) -> bool:
-    """Whether every record submitted so far was written, dropped or failed."""
-    return stats["written"] + stats["dropped"] + stats["failed"] == stats["submitted"]
+    """Whether every record submitted so far was written, dropped, filtered or failed."""
+    total = stats["written"] + stats["dropped"] + stats["filtered"] + stats["failed"]
+    return total == stats["submitted"]
 
 
 def wait_settled(port: int, timeout: float = 20.0) -> dict[str, int]:
