@@ -74,7 +74,9 @@ class Select:
     def __call__(self, batch: list[Record], report: Report) -> list[Record]:
         """The records of ``batch`` to log, rewritten; never raises."""
         try:
-            return self._select(batch, report)
+            # A copy, because the rewrites work in place and a failure must leave the
+            # records as they came for the second pass below.
+            return self._select(batch.copy(), report)
         except Exception as error:
             first_error = error
         # A record the rewrites cannot handle (a server's odd header container) is
