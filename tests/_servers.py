@@ -50,6 +50,7 @@ RFC3339_OFFSET = "-03:30"
 SINK_VARIABLE = "BOUNDLOG_E2E_SINK"
 FORMAT_VARIABLE = "BOUNDLOG_E2E_FORMAT"
 FLUSH_INTERVAL_VARIABLE = "BOUNDLOG_E2E_FLUSH_INTERVAL"
+OPTIONS_VARIABLE = "BOUNDLOG_E2E_OPTIONS"
 # With a batch window this long and fewer records than a batch, the writer writes
 # nothing until the log is closed: every line found after exit proves the shutdown drain.
 HOLD_UNTIL_CLOSE = "3600"
