@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from _records import make_record
-from boundlog import DEFAULT_REDACTED_QUERY, AccessLog, Record
+from boundlog import DEFAULT_REDACTED_QUERY, AccessLog
 from boundlog._headers import REDACTED, HeaderReader
 from boundlog._redaction import QueryRedaction
 
@@ -73,7 +73,6 @@ def test_only_the_records_that_need_it_are_rewritten() -> None:
     assert batch[0] is first
     assert batch[2] is last
     assert batch[1].query == b"token=[redacted]"
-    assert isinstance(batch[1], Record)
 
 
 SECRET = st.binary(min_size=1).filter(lambda value: not {*b"&;"} & {*value})
