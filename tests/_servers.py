@@ -50,6 +50,7 @@ RFC3339_OFFSET = "-03:30"
 SINK_VARIABLE = "BOUNDLOG_E2E_SINK"
 FORMAT_VARIABLE = "BOUNDLOG_E2E_FORMAT"
 FLUSH_INTERVAL_VARIABLE = "BOUNDLOG_E2E_FLUSH_INTERVAL"
+OPTIONS_VARIABLE = "BOUNDLOG_E2E_OPTIONS"
 # With a batch window this long and fewer records than a batch, the writer writes
 # nothing until the log is closed: every line found after exit proves the shutdown drain.
 HOLD_UNTIL_CLOSE = "3600"
@@ -619,8 +620,9 @@ def fault_stats(port: int) -> dict[str, Any]:
 
 
 def settled(stats: dict[str, int]) -> bool:
-    """Whether every record submitted so far was written, dropped or failed."""
-    return stats["written"] + stats["dropped"] + stats["failed"] == stats["submitted"]
+    """Whether every record submitted so far was written, dropped, filtered or failed."""
+    total = stats["written"] + stats["dropped"] + stats["filtered"] + stats["failed"]
+    return total == stats["submitted"]
 
 
 def wait_settled(port: int, timeout: float = 20.0) -> dict[str, int]:

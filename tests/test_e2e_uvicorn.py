@@ -7,11 +7,13 @@ wrote (see tests/apps/asgi_app.py and tests/_servers.py).
 
 from __future__ import annotations
 
+import json
 import signal
 import socket
 import time
 from contextlib import AbstractContextManager
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -20,6 +22,7 @@ from _servers import (
     CLIENT_TIMEOUT,
     HOLD_UNTIL_CLOSE,
     LOOPBACK,
+    OPTIONS_VARIABLE,
     PYTHON,
     Server,
     build_exchanges,
@@ -43,9 +46,14 @@ def uvicorn_command(port: int) -> list[str]:
 
 
 def uvicorn(
-    tmp_path: Path, log_format: str = "combined", flush_interval: str = "0.01"
+    tmp_path: Path,
+    log_format: str = "combined",
+    flush_interval: str = "0.01",
+    options: dict[str, Any] | None = None,
 ) -> AbstractContextManager[Server]:
     environment = server_environment(tmp_path / "access.log", log_format, flush_interval)
+    if options is not None:
+        environment[OPTIONS_VARIABLE] = json.dumps(options)
     return running_server(uvicorn_command, environment, tmp_path / "uvicorn.out")
 
 
@@ -114,3 +122,22 @@ def test_client_gone_mid_stream_is_logged_with_the_bytes_handed_over(tmp_path: P
     # Whole chunks, at least the one the client read, far fewer than the full stream.
     assert streamed.bytes_sent % size == 0
     assert size <= streamed.bytes_sent < chunks * size
+
+
+def test_policy_skips_redacts_and_logs_the_forwarded_client(tmp_path: Path) -> None:
+    """Through uvicorn from trusted 127.0.0.1: /healthz skipped, token redacted, client forwarded."""
+    options = {"skip_paths": ["/healthz"], "trusted_proxies": ["127.0.0.1"]}
+    forwarded = {"X-Forwarded-For": "6.6.6.6, 203.0.113.5"}
+    with uvicorn(tmp_path, options=options) as server:
+        with httpx.Client(base_url=server.base_url, timeout=CLIENT_TIMEOUT) as client:
+            assert client.get("/healthz", headers=forwarded).status_code == 404
+            assert client.get("/bytes/5?page=2&token=s3cret", headers=forwarded).status_code == 200
+            assert client.get("/bytes/3").status_code == 200
+        stop_gracefully(server)
+    lines = read_log_lines(tmp_path / "access.log")
+    assert b"s3cret" not in b"".join(lines)
+    logged = [(line.split(b" ")[0], line.split(b'"')[1]) for line in lines]
+    assert logged == [
+        (b"203.0.113.5", b"GET /bytes/5?page=2&token=[redacted] HTTP/1.1"),
+        (LOOPBACK.encode(), b"GET /bytes/3 HTTP/1.1"),
+    ]

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from gunicorn.config import Config
 
 from _servers import (
     HOLD_UNTIL_CLOSE,
@@ -34,6 +35,7 @@ from _servers import (
     running_server_with_stdout,
     send_exchanges,
 )
+from boundlog.gunicorn import Logger
 
 REQUESTS = 150
 APP = "tests.apps.bare_wsgi:app"
@@ -207,8 +209,12 @@ def test_without_access_logfile_no_access_line_is_written(tmp_path: Path) -> Non
         ),
         (["--env", "BOUNDLOG_MAX_QUEUE=lots"], "BOUNDLOG_MAX_QUEUE='lots' is not a number"),
         (["--env", "BOUNDLOG_POLICY=block"], "unknown policy 'block'"),
+        (
+            ["--env", "BOUNDLOG_TRUSTED_PROXIES=10.0.0.0/8,proxy.local"],
+            "trusted_proxies entry 'proxy.local' is not an IP address or network",
+        ),
     ],
-    ids=["custom-template", "bad-max-queue", "bad-policy"],
+    ids=["custom-template", "bad-max-queue", "bad-policy", "bad-trusted-proxy"],
 )
 def test_unusable_configuration_stops_gunicorn_at_startup_with_one_clear_line(
     tmp_path: Path, options: list[str], message: str
@@ -223,3 +229,26 @@ def test_unusable_configuration_stops_gunicorn_at_startup_with_one_clear_line(
     assert message in finished.stderr
     assert "Traceback" not in finished.stderr
     assert "Booting worker" not in finished.stderr
+
+
+@pytest.mark.parametrize(
+    ("raw_env", "options"),
+    [
+        ([], {}),
+        (
+            ["BOUNDLOG_SKIP_PATHS=/healthz, /static/*", "BOUNDLOG_TRUSTED_PROXIES=10.0.0.0/8"],
+            {"skip_paths": ["/healthz", "/static/*"], "trusted_proxies": ["10.0.0.0/8"]},
+        ),
+        (["BOUNDLOG_REDACT_QUERY=key,token"], {"redact_query": ["key", "token"]}),
+        (["BOUNDLOG_REDACT_QUERY="], {"redact_query": []}),
+    ],
+)
+def test_policy_options_come_from_the_environment(
+    raw_env: list[str], options: dict[str, object], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Comma-separated BOUNDLOG_* lists become AccessLog options; an empty one turns off."""
+    for variable in ("BOUNDLOG_SKIP_PATHS", "BOUNDLOG_TRUSTED_PROXIES", "BOUNDLOG_REDACT_QUERY"):
+        monkeypatch.delenv(variable, raising=False)
+    cfg = Config()
+    cfg.set("raw_env", raw_env)
+    assert Logger(cfg).log_options(cfg) == options

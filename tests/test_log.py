@@ -29,6 +29,7 @@ def test_close_writes_every_accepted_record(tmp_path: Path) -> None:
         submitted=1000,
         written=1000,
         dropped=0,
+        filtered=0,
         failed=0,
         write_errors=0,
         bytes_written=path.stat().st_size,

@@ -15,6 +15,7 @@ from ._formats import FORMATS, DevFormat, JsonFormat
 from ._log import AccessLog
 from ._queue import POLICIES
 from ._record import Record
+from ._redaction import DEFAULT_REDACTED_QUERY
 from ._stats import Stats
 from ._version import __version__
 
@@ -22,6 +23,7 @@ __all__ = [
     "AccessLog",
     "AccessLogError",
     "ConfigurationError",
+    "DEFAULT_REDACTED_QUERY",
     "DevFormat",
     "FORMATS",
     "JsonFormat",

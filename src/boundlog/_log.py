@@ -6,14 +6,16 @@ import atexit
 import os
 import signal
 import threading
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterable
 from types import FrameType, TracebackType
 from typing import Any
 
 from ._errors import ConfigurationError
+from ._filters import make_select
 from ._formats import DevFormat, Format, make_format
 from ._queue import POLICIES, Admission, Policy
 from ._record import Record
+from ._redaction import DEFAULT_REDACTED_QUERY
 from ._sinks import SinkSpec, open_sink
 from ._stats import Stats
 from ._writer import Writer
@@ -39,6 +41,12 @@ class AccessLog:
     and counts it in ``stats().dropped``.  Under ``policy="wait"`` it blocks the calling
     thread until there is room; asyncio code awaits ``submit_async(record)`` instead,
     which never blocks the event loop.
+
+    What gets logged is decided on the writer thread, never on the request path:
+    ``skip_paths``, ``skip_status``, ``min_duration``, ``sample`` and ``keep`` skip
+    records (counted in ``stats().filtered``), ``trusted_proxies`` logs the client a
+    trusted proxy forwarded for, and ``redact_query`` hides credentials in query
+    strings (see ``_filters``, ``_proxies`` and ``_redaction``).
     """
 
     submit: Callable[[Record], bool]
@@ -58,6 +66,13 @@ class AccessLog:
         close_timeout: float = DEFAULT_CLOSE_TIMEOUT,
         reopen_signal: int | None = None,
         watch: bool = False,
+        skip_paths: Iterable[str] = (),
+        skip_status: Iterable[int | range] = (),
+        min_duration: float = 0.0,
+        sample: float = 1.0,
+        keep: Callable[[Record], object] | None = None,
+        redact_query: Iterable[str] = DEFAULT_REDACTED_QUERY,
+        trusted_proxies: Iterable[str] = (),
     ) -> None:
         if policy not in POLICIES:
             raise ConfigurationError(
@@ -73,6 +88,15 @@ class AccessLog:
                 "the main thread: create the log there, or call log.reopen() yourself"
             )
         fmt = make_format(format, utc=utc)
+        select = make_select(
+            skip_paths=skip_paths,
+            skip_status=skip_status,
+            min_duration=min_duration,
+            sample=sample,
+            keep=keep,
+            redact_query=redact_query,
+            trusted_proxies=trusted_proxies,
+        )
         self._sink = open_sink(sink)
         if isinstance(fmt, DevFormat):
             fmt = fmt.for_sink(is_terminal=self._sink.isatty())
@@ -86,6 +110,7 @@ class AccessLog:
             window=flush_interval,
             watch=watch,
             lost_signal=None if reopen_signal is None else self._reopen_on(reopen_signal),
+            select=select,
         )
         self._close_lock = threading.Lock()
         self._final: Stats | None = None
@@ -115,6 +140,7 @@ class AccessLog:
             submitted=taken + waiting + refused,
             written=writer.written + self._delivered_on_timeout,
             dropped=refused,
+            filtered=writer.filtered,
             failed=writer.failed + self._lost_on_timeout,
             write_errors=writer.write_errors,
             bytes_written=writer.bytes_written,

@@ -8,10 +8,10 @@ from typing import NamedTuple
 class Stats(NamedTuple):
     """An immutable snapshot of an access log's counters.
 
-    Every record handed to ``submit`` ends in exactly one of ``written``, ``dropped``
-    and ``failed``; after ``close()`` returns, ``submitted == written + dropped +
-    failed`` holds exactly.  Before that, the difference is ``queued`` plus the batch
-    the writer holds.
+    Every record handed to ``submit`` ends in exactly one of ``written``, ``dropped``,
+    ``filtered`` and ``failed``; after ``close()`` returns, ``submitted == written +
+    dropped + filtered + failed`` holds exactly.  Before that, the difference is
+    ``queued`` plus the batch the writer holds.
     """
 
     #: Records handed to the log, accepted or not.
@@ -20,6 +20,9 @@ class Stats(NamedTuple):
     written: int
     #: Records refused at admission: the queue was full (``drop``) or the log was closed.
     dropped: int
+    #: Records the log's filters (``skip_paths``, ``skip_status``, ``min_duration``,
+    #: ``sample``, ``keep``) chose not to write.
+    filtered: int
     #: Records accepted but lost because the sink failed (or close timed out).
     failed: int
     #: Write attempts the sink refused (one per failed batch, whatever its size).

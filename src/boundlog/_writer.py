@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
+from ._filters import Select
 from ._formats import Format
 from ._queue import Admission
 from ._record import Record
@@ -35,10 +36,13 @@ class Writer:
         window: float,
         watch: bool,
         lost_signal: Callable[[], str | None] | None = None,
+        select: Select | None = None,
     ) -> None:
         self._admission = admission
         self._sink = sink
         self._format = fmt
+        # What to keep of each batch, and how to rewrite it; None when nothing is asked.
+        self._select = select
         self._window = window
         self._watch = watch
         # Names the reopen_signal once boundlog's handler is no longer installed.
@@ -55,10 +59,11 @@ class Writer:
         self.in_flight = 0
         self.written = 0
         self.failed = 0
+        self.filtered = 0
         self.write_errors = 0
         self.bytes_written = 0
         self.batches = 0
-        # Records taken and dealt with (written, failed or unformattable), for flush().
+        # Records taken and dealt with (written, filtered or failed), for flush().
         self.settled = 0
         # The bytes being written and the length of their fragment-closing prefix.
         self._in_flight_data: tuple[bytes, int] | None = None
@@ -77,6 +82,8 @@ class Writer:
     def reset_after_fork(self) -> None:
         """In a forked child: zero the counters and start a writer thread of its own."""
         self._start_afresh()
+        if self._select is not None:
+            self._select.reseed()
         self.thread.start()
 
     def _run(self) -> None:
@@ -163,7 +170,12 @@ class Writer:
         if self._watch and self._sink.replaced():
             self._reopen(self.reopens_requested)
 
-    def _write_batch(self, batch: Sequence[Record]) -> None:
+    def _write_batch(self, batch: list[Record]) -> None:
+        filtered = 0
+        if self._select is not None:
+            kept = self._select(batch, self._report)
+            filtered = len(batch) - len(kept)
+            batch = kept
         data, unformattable = self._format_batch(batch)
         lines = len(batch) - unformattable
         prefix = 1 if self._fragment_open else 0
@@ -172,6 +184,7 @@ class Writer:
         with self._accounting:
             if self.abandoned:
                 return
+            self.filtered += filtered
             self.failed += unformattable
             self.in_flight = lines
             self._sink.delivered = 0

@@ -13,7 +13,10 @@ an error, because boundlog has no templates yet.
 
 The queue and policy come from the environment (or gunicorn's ``--env``/``raw_env``):
 ``BOUNDLOG_POLICY`` (``drop`` or ``wait``), ``BOUNDLOG_MAX_QUEUE``, ``BOUNDLOG_BATCH_SIZE``
-and ``BOUNDLOG_FLUSH_INTERVAL``; a subclass may override :meth:`Logger.log_options`.
+and ``BOUNDLOG_FLUSH_INTERVAL``; what is logged from ``BOUNDLOG_SKIP_PATHS`` and
+``BOUNDLOG_TRUSTED_PROXIES`` (comma-separated lists) and ``BOUNDLOG_REDACT_QUERY``
+(comma-separated names, replacing the default list; empty turns redaction off).  A
+subclass may override :meth:`Logger.log_options`, e.g. to pass ``keep``.
 
 The master builds the log, so each worker inherits it through ``fork`` and gets a writer
 thread of its own (boundlog restarts its logs in a forked child).  A worker that exits
@@ -40,6 +43,9 @@ POLICY_VARIABLE = "BOUNDLOG_POLICY"
 MAX_QUEUE_VARIABLE = "BOUNDLOG_MAX_QUEUE"
 BATCH_SIZE_VARIABLE = "BOUNDLOG_BATCH_SIZE"
 FLUSH_INTERVAL_VARIABLE = "BOUNDLOG_FLUSH_INTERVAL"
+SKIP_PATHS_VARIABLE = "BOUNDLOG_SKIP_PATHS"
+TRUSTED_PROXIES_VARIABLE = "BOUNDLOG_TRUSTED_PROXIES"
+REDACT_QUERY_VARIABLE = "BOUNDLOG_REDACT_QUERY"
 
 # gunicorn's default --access-logformat: the Apache combined format.
 _GUNICORN_DEFAULT: str = AccessLogFormat.default
@@ -103,6 +109,13 @@ class Logger(GunicornLogger):  # type: ignore[misc]
         ):
             if variable in environment:
                 options[option] = _number(variable, environment[variable], kind)
+        for variable, option in (
+            (SKIP_PATHS_VARIABLE, "skip_paths"),
+            (TRUSTED_PROXIES_VARIABLE, "trusted_proxies"),
+            (REDACT_QUERY_VARIABLE, "redact_query"),
+        ):
+            if variable in environment:
+                options[option] = _list(environment[variable])
         return options
 
     def access(
@@ -146,6 +159,10 @@ def _number(variable: str, text: str, kind: type[int] | type[float]) -> int | fl
         raise ConfigurationError(
             f"{variable}={text!r} is not a number ({kind.__name__} expected)"
         ) from None
+
+
+def _list(text: str) -> list[str]:
+    return [entry.strip() for entry in text.split(",") if entry.strip()]
 
 
 def _record(

@@ -17,6 +17,7 @@ Routes (``HEAD`` answers like ``GET`` with the same headers and no body):
 
 from __future__ import annotations
 
+import json
 import os
 from http import HTTPStatus
 from typing import Any, NamedTuple
@@ -24,6 +25,8 @@ from typing import Any, NamedTuple
 SINK_VARIABLE = "BOUNDLOG_E2E_SINK"
 FORMAT_VARIABLE = "BOUNDLOG_E2E_FORMAT"
 FLUSH_INTERVAL_VARIABLE = "BOUNDLOG_E2E_FLUSH_INTERVAL"
+# Further AccessLog options, as a JSON object (lists for the list options).
+OPTIONS_VARIABLE = "BOUNDLOG_E2E_OPTIONS"
 
 NOT_FOUND_BODY = b"not found\n"
 _BODILESS_STATUSES = (204, 304)
@@ -48,6 +51,7 @@ def log_options() -> dict[str, Any]:
         "sink": os.environ[SINK_VARIABLE],
         "format": os.environ.get(FORMAT_VARIABLE, "combined"),
         "flush_interval": float(os.environ.get(FLUSH_INTERVAL_VARIABLE, "0.01")),
+        **json.loads(os.environ.get(OPTIONS_VARIABLE, "{}")),
     }
 
 

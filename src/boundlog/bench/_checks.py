@@ -55,7 +55,7 @@ def record_bytes() -> int:
 
 
 def accounting_checks(trials: Sequence[TrialResult]) -> list[Check]:
-    """Every record boundlog took in is a line at the sink or a counted drop, exactly."""
+    """Every record boundlog took in is a line at the sink, or counted as dropped or filtered."""
     checks = []
     for trial in trials:
         if not (trial.ok and trial.cell.uses_boundlog):
@@ -64,13 +64,15 @@ def accounting_checks(trials: Sequence[TrialResult]) -> list[Check]:
         submitted = trial.window_delta("submitted")
         written = trial.window_delta("written")
         dropped = trial.window_delta("dropped")
+        filtered = trial.window_delta("filtered")
         failed = trial.window_delta("failed")
         if submitted is not None and written is not None and dropped is not None:
-            balance = written + dropped + (failed or 0)
+            balance = written + dropped + (filtered or 0) + (failed or 0)
             checks.append(Check(
-                "accounting", f"{subject}: window submitted == written + dropped + failed",
+                "accounting",
+                f"{subject}: window submitted == written + dropped + filtered + failed",
                 submitted == balance,
-                f"{submitted} == {written} + {dropped} + {failed}",
+                f"{submitted} == {written} + {dropped} + {filtered} + {failed}",
             ))  # fmt: skip
             if trial.lines is not None:
                 checks.append(Check(
@@ -83,9 +85,13 @@ def accounting_checks(trials: Sequence[TrialResult]) -> list[Check]:
             checks.append(Check("accounting", f"{subject}: final stats", False, "none reported"))
         else:
             checks.append(Check(
-                "accounting", f"{subject}: final submitted == written + dropped, nothing failed",
-                final["submitted"] == final["written"] + final["dropped"] and not final["failed"],
-                "{submitted} == {written} + {dropped}, failed {failed}".format(**final),
+                "accounting",
+                f"{subject}: final submitted == written + dropped + filtered, nothing failed",
+                final["submitted"] == final["written"] + final["dropped"] + final["filtered"]
+                and not final["failed"],
+                "{submitted} == {written} + {dropped} + {filtered}, failed {failed}".format(
+                    **final
+                ),
             ))  # fmt: skip
     return checks
 

@@ -163,9 +163,11 @@ def settle(sink: Sink, server_pid: int, done: Callable[[], bool] = _always) -> b
 
 
 def _nothing_pending(stats: dict[str, int]) -> bool:
-    # Every record handed to boundlog is written, dropped or failed: none is queued or
-    # in the writer's hands.
-    return stats["submitted"] == stats["written"] + stats["dropped"] + stats["failed"]
+    # Every record handed to boundlog is written, dropped, filtered or failed: none is
+    # queued or in the writer's hands.
+    return stats["submitted"] == (
+        stats["written"] + stats["dropped"] + stats["filtered"] + stats["failed"]
+    )
 
 
 def _measure(

@@ -1,0 +1,232 @@
+"""What the writer logs of each batch: filters, and rewrites of the records it keeps.
+
+All of it runs on the writer thread, before formatting, batch by batch: the request
+path hands over every record as before, so a filter can never slow a response down.
+A log with nothing to filter or rewrite has no selection at all (``make_select``
+returns None) and its writer skips the step.
+
+The order within a batch: the cheap filters (``skip_paths``, ``skip_status``,
+``min_duration``, ``sample``), then the rewrites (the client behind trusted proxies,
+query redaction), then the ``keep`` predicate, which sees each record as it will be
+logged.  Every record a filter skips is counted in ``Stats.filtered``.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from ._errors import ConfigurationError
+from ._proxies import TrustedProxies
+from ._record import Record
+from ._redaction import DEFAULT_REDACTED_QUERY, QueryRedaction
+
+#: Rewrites the records of a batch in place (the writer owns the list).
+Rewrite = Callable[[list[Record]], None]
+#: The writer's stderr warning, rate-limited.
+Report = Callable[[str], None]
+
+# Status codes are three digits (RFC 9110 15).
+_STATUS_CODES = range(100, 1000)
+
+
+class Select:
+    """Keeps the records a log's filters let through, rewritten as the log asks."""
+
+    __slots__ = (
+        "_exact_paths",
+        "_keep",
+        "_min_duration",
+        "_path_prefixes",
+        "_random",
+        "_rewrites",
+        "_sample",
+        "_skip_status",
+    )
+
+    def __init__(
+        self,
+        *,
+        skip_paths: frozenset[bytes],
+        path_prefixes: tuple[bytes, ...],
+        skip_status: frozenset[int],
+        min_duration: float,
+        sample: float,
+        keep: Callable[[Record], object] | None,
+        rewrites: Sequence[Rewrite],
+    ) -> None:
+        self._exact_paths = skip_paths
+        self._path_prefixes = path_prefixes
+        self._skip_status = skip_status
+        self._min_duration = min_duration
+        self._sample = sample
+        self._keep = keep
+        self._rewrites = tuple(rewrites)
+        # Each writer draws its own numbers: no lock shared with the application's use
+        # of the random module, and reseeded in a forked child (see reseed).
+        self._random = random.Random()
+
+    def reseed(self) -> None:
+        """In a forked child: draw other numbers than the parent and its other children."""
+        self._random.seed()
+
+    def __call__(self, batch: list[Record], report: Report) -> list[Record]:
+        """The records of ``batch`` to log, rewritten; never raises."""
+        try:
+            # A copy, because the rewrites work in place and a failure must leave the
+            # records as they came for the second pass below.
+            return self._select(batch.copy(), report)
+        except Exception as error:
+            first_error = error
+        # A record the rewrites cannot handle (a server's odd header container) is
+        # logged as it came rather than lost; the others are selected as usual.
+        kept: list[Record] = []
+        unhandled = 0
+        for record in batch:
+            try:
+                kept += self._select([record], report)
+            except Exception:
+                unhandled += 1
+                kept.append(record)
+        report(f"cannot filter or rewrite {unhandled} record(s), logged as they came: "
+               f"{first_error!r}")  # fmt: skip
+        return kept
+
+    def _select(self, batch: list[Record], report: Report) -> list[Record]:
+        if self._exact_paths or self._path_prefixes:
+            exact, prefixes = self._exact_paths, self._path_prefixes
+            batch = [r for r in batch if r[4] not in exact and not r[4].startswith(prefixes)]
+        if self._skip_status:
+            skip = self._skip_status
+            batch = [r for r in batch if r[7] not in skip]
+        if self._min_duration:
+            # Fast errors are skipped too: a slow-request log (nginx users know it as
+            # such) must mean slow, and mixing in errors would make both hard to read.
+            # Errors belong in a log of their own: skip_status=range(100, 500).
+            fastest_kept = self._min_duration
+            batch = [r for r in batch if r[1] >= fastest_kept]
+        if self._sample < 1.0:
+            draw, sample = self._random.random, self._sample
+            batch = [r for r in batch if r[7] >= 400 or draw() < sample]
+        for rewrite in self._rewrites:
+            if batch:
+                rewrite(batch)
+        if self._keep is not None and batch:
+            batch = self._kept(batch, self._keep, report)
+        return batch
+
+    def _kept(
+        self, batch: list[Record], keep: Callable[[Record], object], report: Report
+    ) -> list[Record]:
+        kept = []
+        raised = 0
+        first_error: Exception | None = None
+        for record in batch:
+            try:
+                # Integrations hand plain tuples; the predicate gets named fields.
+                if not keep(Record._make(record)):
+                    continue
+            except Exception as error:
+                # Log rather than lose: a broken predicate must not empty the log.
+                raised += 1
+                first_error = first_error or error
+            kept.append(record)
+        if raised:
+            report(f"the keep predicate raised for {raised} record(s), which were logged: "
+                   f"{first_error!r}")  # fmt: skip
+        return kept
+
+
+def make_select(
+    *,
+    skip_paths: Iterable[str | bytes] | str | bytes = (),
+    skip_status: Iterable[int | range] | int | range = (),
+    min_duration: float = 0.0,
+    sample: float = 1.0,
+    keep: Callable[[Record], object] | None = None,
+    redact_query: Iterable[str] | str = DEFAULT_REDACTED_QUERY,
+    trusted_proxies: Iterable[str] | str = (),
+) -> Select | None:
+    """The selection these options ask for, or None when they ask for nothing.
+
+    Raises a ConfigurationError naming the first option it cannot use.
+    """
+    exact, prefixes = _paths(skip_paths)
+    statuses = _statuses(skip_status)
+    _check_fraction_or_seconds("min_duration", min_duration, upper=None)
+    _check_fraction_or_seconds("sample", sample, upper=1.0)
+    if keep is not None and not callable(keep):
+        raise ConfigurationError(
+            f"keep must be a function taking a Record and returning whether to log it, not {keep!r}"
+        )
+    rewrites: list[Rewrite] = []
+    proxies = TrustedProxies(_entries("trusted_proxies", trusted_proxies))
+    if proxies:
+        rewrites.append(proxies)
+    # After the client is known, so that both see the record as the server gave it.
+    redaction = QueryRedaction(_entries("redact_query", redact_query))
+    if redaction:
+        rewrites.append(redaction)
+    if not (exact or prefixes or statuses or min_duration or sample < 1.0 or keep or rewrites):
+        return None
+    return Select(
+        skip_paths=exact,
+        path_prefixes=prefixes,
+        skip_status=statuses,
+        min_duration=float(min_duration),
+        sample=float(sample),
+        keep=keep,
+        rewrites=rewrites,
+    )
+
+
+def _entries(option: str, value: object) -> list[Any]:
+    # A lone string is one entry, never a sequence of one-character entries.
+    if isinstance(value, str | bytes | int | range):
+        return [value]
+    if not isinstance(value, Iterable):
+        raise ConfigurationError(f"{option} must be a list, not {value!r}")
+    return list(value)
+
+
+def _paths(skip_paths: object) -> tuple[frozenset[bytes], tuple[bytes, ...]]:
+    exact: set[bytes] = set()
+    prefixes: list[bytes] = []
+    for entry in _entries("skip_paths", skip_paths):
+        path = entry.encode("utf-8") if isinstance(entry, str) else entry
+        if not isinstance(path, bytes) or not path.startswith(b"/") or b"*" in path[:-1]:
+            raise ConfigurationError(
+                f"skip_paths entry {entry!r} is not a path: give one starting with '/', "
+                "either exact ('/healthz') or a prefix ending in '*' ('/static/*')"
+            )
+        if path.endswith(b"*"):
+            prefixes.append(path[:-1])
+        else:
+            exact.add(path)
+    return frozenset(exact), tuple(prefixes)
+
+
+def _statuses(skip_status: object) -> frozenset[int]:
+    statuses: set[int] = set()
+    for entry in _entries("skip_status", skip_status):
+        codes = entry if isinstance(entry, range) else [entry]
+        if not all(type(code) is int and code in _STATUS_CODES for code in codes) or not codes:
+            raise ConfigurationError(
+                f"skip_status entry {entry!r} is not a status code or a range of them: "
+                "give codes from 100 to 999, e.g. [304, range(100, 200)]"
+            )
+        statuses.update(codes)
+    return frozenset(statuses)
+
+
+def _check_fraction_or_seconds(option: str, value: object, upper: float | None) -> None:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not value >= 0
+        or (upper is not None and not value <= upper)
+        or value == float("inf")
+    ):
+        wanted = "a fraction from 0 to 1" if upper is not None else "a number of seconds >= 0"
+        raise ConfigurationError(f"{option} must be {wanted}, not {value!r}")

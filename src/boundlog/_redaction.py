@@ -1,0 +1,121 @@
+"""Query redaction: credentials in a query string never reach the log.
+
+The writer replaces the value of every query parameter whose name is listed with
+``[redacted]`` (the marker sensitive headers get, see ``_headers``), in the record
+itself, so every format shows the same redacted query.  Names compare
+case-insensitively after percent-decoding, as the application sees them:
+``pass%77ord=x`` is a password too.  Parameters are separated by ``&`` or ``;`` (some
+frameworks still split on both, so both are treated as boundaries).
+
+Sensitive *headers* (Authorization, Cookie, Set-Cookie, Proxy-Authorization) are
+masked separately, by ``_headers.HeaderReader``, whenever a format reads them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from operator import itemgetter
+from typing import cast
+from urllib.parse import unquote_to_bytes
+
+from ._errors import ConfigurationError
+from ._headers import REDACTED
+from ._record import Record
+
+#: Query parameters whose values are redacted unless ``redact_query`` says otherwise:
+#: names that carry a password, a bearer or API credential or a request signature in
+#: common frameworks and APIs (OAuth 2.0, OpenID Connect, AWS and Azure signed URLs,
+#: GitLab).  Deliberately not listed, because they name ordinary data far more often
+#: than secrets: ``key`` (sort keys, cache keys; Google's API keys use it), ``code``
+#: (country or promotion codes; OAuth's one-time authorization code), ``session``,
+#: ``state``.  Add them with ``redact_query=(*DEFAULT_REDACTED_QUERY, "key")``.
+DEFAULT_REDACTED_QUERY = (
+    "access_token",
+    "api_key",
+    "apikey",
+    "auth",
+    "auth_token",
+    "client_secret",
+    "id_token",
+    "passwd",
+    "password",
+    "private_token",
+    "pwd",
+    "refresh_token",
+    "secret",
+    "sig",
+    "signature",
+    "token",
+    "x-amz-security-token",
+    "x-amz-signature",
+)
+
+_SEPARATOR = re.compile(rb"([&;])")
+_BOUNDARY = b"&"
+_query = itemgetter(5)
+
+
+class QueryRedaction:
+    """Rewrites records whose query holds a listed parameter; false when none are listed."""
+
+    __slots__ = ("_candidate", "_escaped_name", "_names", "_needles")
+
+    def __init__(self, names: Iterable[object]) -> None:
+        self._names = frozenset(map(_parameter_name, names))
+        # A batch is searched for these first, with bytes methods: a regex engine tries
+        # every position of the batch's queries, which costs ten times as much.  A name
+        # containing another needs no search of its own ("token" finds "id_token").
+        self._needles = tuple(
+            name for name in self._names if not any(n in name for n in self._names - {name})
+        )
+        # A percent escape followed by "=" with no separator between: an escaped name,
+        # or (rarely) a value with "=" after an escape.
+        self._escaped_name = re.compile(rb"%[^&;=]*=")
+        # A query that may need redacting: a listed name as it stands, or any name with
+        # a percent escape (decoded in ``redact``), followed by a value.
+        listed = b"|".join(map(re.escape, sorted(self._names, key=len, reverse=True)))
+        self._candidate = re.compile(
+            rb"(?:^|[&;])(?:(?:" + listed + rb")|[^&;=]*%[^&;=]*)=", re.IGNORECASE
+        )
+
+    def __bool__(self) -> bool:
+        return bool(self._names)
+
+    def __call__(self, batch: list[Record]) -> None:
+        """Redact the listed parameters' values in the records of ``batch``, in place."""
+        # One look at the whole batch's queries first: most batches hold no candidate.
+        queries = _BOUNDARY.join(filter(None, map(_query, batch)))
+        if not queries:
+            return
+        lowered = queries.lower()
+        if not any(needle in lowered for needle in self._needles) and not (
+            b"%" in queries and self._escaped_name.search(queries)
+        ):
+            return
+        search = self._candidate.search
+        for index, record in enumerate(batch):
+            query = record[5]
+            if query and search(query):
+                redacted = self.redact(query)
+                if redacted != query:
+                    batch[index] = cast(Record, (*record[:5], redacted, *record[6:]))
+
+    def redact(self, query: bytes) -> bytes:
+        """``query`` with the values of the listed parameters replaced by ``[redacted]``."""
+        parts = _SEPARATOR.split(query)
+        # Separators sit at the odd indexes.
+        for index in range(0, len(parts), 2):
+            name, equals, value = parts[index].partition(b"=")
+            if value and unquote_to_bytes(name).lower() in self._names:
+                parts[index] = name + equals + REDACTED
+        return b"".join(parts)
+
+
+def _parameter_name(name: object) -> bytes:
+    if not isinstance(name, str) or not name or any(c in name for c in "&;=% \t"):
+        raise ConfigurationError(
+            f"redact_query entry {name!r} is not a query parameter name: give names "
+            "like 'token' as text (redact_query=() turns redaction off)"
+        )
+    return name.lower().encode("utf-8")
