@@ -189,10 +189,37 @@ class Exchange(NamedTuple):
     request_body: bytes
     status: int
     bytes_sent: int
+    #: Sent as X-Forwarded-For, or as Forwarded when it starts with ``for=``.
+    forwarded: bytes | None = None
+    #: The client the line must show: the peer, or the one a trusted proxy forwarded for.
+    client: str = LOOPBACK
 
     @property
     def target(self) -> bytes:
         return self.path + b"?" + self.query if self.query else self.path
+
+    @property
+    def logged(self) -> bool:
+        """Whether the test applications' log keeps the line (it skips health checks)."""
+        return self.path != HEALTH_CHECK
+
+    @property
+    def logged_target(self) -> bytes:
+        """The target as the line shows it: credentials in the query redacted."""
+        query = _REDACTED_QUERIES.get(self.query, self.query)
+        return self.path + b"?" + query if query else self.path
+
+    def headers(self) -> list[tuple[bytes, bytes]]:
+        """The request's header fields besides Host and those of the body."""
+        headers = []
+        if self.referer is not None:
+            headers.append((b"Referer", self.referer))
+        if self.user_agent is not None:
+            headers.append((b"User-Agent", self.user_agent))
+        if self.forwarded is not None:
+            name = b"Forwarded" if self.forwarded.startswith(b"for=") else b"X-Forwarded-For"
+            headers.append((name, self.forwarded))
+        return headers
 
 
 # (method, path, request body, status, body bytes the application hands to the server).
@@ -214,8 +241,29 @@ _ROUTES: tuple[tuple[str, bytes, bytes, int, int], ...] = (
     ("POST", b"/status/201", b"created", 201, len(b"status 201\n")),
     ("GET", b"/no/such/page", b"", 404, len(b"not found\n")),
     ("GET", b"/raise", b"", 500, 0),
+    ("GET", b"/healthz", b"", 200, 3),
 )
-_QUERIES = (b"", b"a=1", b"q=hello%20world&lang=en", b"empty=&flag", b"x=%22quoted%22&y=%5C")
+# The health check the test applications' log skips (skip_paths), and the proxy it
+# trusts (trusted_proxies): the tests' own loopback address.
+HEALTH_CHECK = b"/healthz"
+TRUSTED_PROXY = LOOPBACK
+_QUERIES = (
+    b"", b"a=1", b"q=hello%20world&lang=en", b"empty=&flag", b"x=%22quoted%22&y=%5C",
+    b"token=s3cret&page=2", b"user=ann&Password=hunter2",
+)  # fmt: skip
+# Queries that hold a credential, as the default redaction logs them.
+_REDACTED_QUERIES = {
+    b"token=s3cret&page=2": b"token=[redacted]&page=2",
+    b"user=ann&Password=hunter2": b"user=ann&Password=[redacted]",
+}
+# (forwarded header value, the client the log must show): the right-most address that
+# the trusted proxy did not add itself.
+_FORWARDED = (
+    (b"198.51.100.7", "198.51.100.7"),
+    (b"203.0.113.9, 127.0.0.1", "203.0.113.9"),
+    (b'for="[2001:db8::7]:4711"', "2001:db8::7"),
+    (b"for=192.0.2.60;proto=http, for=127.0.0.1", "192.0.2.60"),
+)
 # Values a client controls, including the bytes the log must escape: quote, backslash and
 # non-ASCII UTF-8.
 _REFERERS = (
@@ -246,6 +294,7 @@ def build_exchanges(count: int, seed: int = 20240601) -> list[Exchange]:
             referer = user_agent = None
         protocol = "HTTP/1.0" if rng.random() < 0.15 else "HTTP/1.1"
         query = rng.choice(_QUERIES)
+        forwarded, client = rng.choice(_FORWARDED) if index % 5 == 2 else (None, LOOPBACK)
         exchanges.append(
             Exchange(
                 method=method,
@@ -257,6 +306,8 @@ def build_exchanges(count: int, seed: int = 20240601) -> list[Exchange]:
                 request_body=body,
                 status=status,
                 bytes_sent=bytes_sent,
+                forwarded=forwarded,
+                client=client,
             )
         )
     return exchanges
@@ -285,15 +336,10 @@ def _send_in_order(port: int, exchanges: Sequence[Exchange]) -> None:
 
 
 def _send_http11(client: httpx.Client, exchange: Exchange) -> tuple[int, bytes]:
-    headers: dict[bytes, bytes] = {}
-    if exchange.referer is not None:
-        headers[b"Referer"] = exchange.referer
-    if exchange.user_agent is not None:
-        headers[b"User-Agent"] = exchange.user_agent
     response = client.request(
         exchange.method,
         exchange.target.decode("ascii"),
-        headers=headers,
+        headers=exchange.headers(),
         content=exchange.request_body if exchange.method == "POST" else None,
     )
     # The log must show the target as sent on the wire, so it must be what we meant.
@@ -307,10 +353,7 @@ def send_http10(port: int, exchange: Exchange) -> tuple[int, bytes]:
         b"%s %s HTTP/1.0" % (exchange.method.encode("ascii"), exchange.target),
         b"Host: %s:%d" % (LOOPBACK.encode("ascii"), port),
     ]
-    if exchange.referer is not None:
-        lines.append(b"Referer: " + exchange.referer)
-    if exchange.user_agent is not None:
-        lines.append(b"User-Agent: " + exchange.user_agent)
+    lines += [name + b": " + value for name, value in exchange.headers()]
     if exchange.method == "POST":
         lines.append(b"Content-Length: %d" % len(exchange.request_body))
     request = b"\r\n".join(lines) + b"\r\n\r\n" + exchange.request_body
@@ -378,6 +421,7 @@ class LoggedExchange(NamedTuple):
     bytes_sent: int
     referer: bytes | None
     user_agent: bytes | None
+    client: str
 
 
 def read_log_lines(path: Path) -> list[bytes]:
@@ -405,7 +449,7 @@ def parse_combined_line(line: bytes) -> tuple[LoggedExchange, float]:
     assert _PRINTABLE_ASCII.fullmatch(line), f"not printable ASCII: {line!r}"
     match = _COMBINED_LINE.fullmatch(line)
     assert match, f"not an Apache combined line: {line!r}"
-    assert (match["host"], match["ident"], match["user"]) == (LOOPBACK.encode(), b"-", b"-")
+    assert (match["ident"], match["user"]) == (b"-", b"-"), line
     request = _REQUEST_LINE.fullmatch(match["request"])
     assert request, f"not a request line: {match['request']!r}"
     assert match["offset"] == CLF_OFFSET.encode(), line
@@ -424,6 +468,7 @@ def parse_combined_line(line: bytes) -> tuple[LoggedExchange, float]:
         0 if match["bytes"] == b"-" else int(match["bytes"]),
         match["referer"],
         match["agent"],
+        match["host"].decode(),
     )
     return fields, when
 
@@ -432,12 +477,13 @@ def expected_combined(exchange: Exchange) -> LoggedExchange:
     """The fields a combined line must show for ``exchange``."""
     return LoggedExchange(
         exchange.method,
-        apache_escape(exchange.target),
+        apache_escape(exchange.logged_target),
         exchange.protocol,
         exchange.status,
         exchange.bytes_sent,
         b"-" if exchange.referer is None else apache_escape(exchange.referer),
         b"-" if exchange.user_agent is None else apache_escape(exchange.user_agent),
+        exchange.client,
     )
 
 
@@ -446,7 +492,6 @@ def parse_json_line(line: bytes) -> tuple[LoggedExchange, float]:
     assert _PRINTABLE_ASCII.fullmatch(line), f"not printable ASCII: {line!r}"
     entry: dict[str, Any] = json.loads(line)
     assert list(entry) == JSON_KEYS, line
-    assert entry["client"] == LOOPBACK, line
     assert type(entry["status"]) is int, line
     assert type(entry["bytes_sent"]) is int, line
     assert type(entry["duration_ms"]) is float, line
@@ -464,6 +509,7 @@ def parse_json_line(line: bytes) -> tuple[LoggedExchange, float]:
         entry["bytes_sent"],
         None if entry["referer"] is None else entry["referer"].encode(),
         None if entry["user_agent"] is None else entry["user_agent"].encode(),
+        entry["client"],
     )
     return fields, datetime.fromisoformat(entry["time"]).timestamp()
 
@@ -472,12 +518,13 @@ def expected_json(exchange: Exchange) -> LoggedExchange:
     """The fields a JSON line must show for ``exchange`` (every value here is UTF-8)."""
     return LoggedExchange(
         exchange.method,
-        exchange.target,
+        exchange.logged_target,
         exchange.protocol,
         exchange.status,
         exchange.bytes_sent,
         exchange.referer,
         exchange.user_agent,
+        exchange.client,
     )
 
 
@@ -498,11 +545,13 @@ def check_log(
     started: float,
     finished: float,
 ) -> None:
-    """Assert one correct line per exchange, none missing, none extra, none duplicated.
+    """Assert one correct line per logged exchange, none missing, none extra, none duplicated.
 
     ``started`` and ``finished`` bracket the wall-clock time of the traffic; every
-    line's time (when its request was received) must fall inside.
+    line's time (when its request was received) must fall inside.  Health checks must
+    have no line; proxied requests show the forwarded client, queries their redactions.
     """
+    exchanges = [exchange for exchange in exchanges if exchange.logged]
     assert len(lines) == len(exchanges), f"{len(lines)} lines for {len(exchanges)} requests"
     parse = PARSERS[log_format]
     expect = EXPECTATIONS[log_format]

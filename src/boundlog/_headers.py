@@ -15,7 +15,8 @@ come out as :data:`REDACTED` unless the log was told to allow them by name.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from itertools import chain, repeat
+from typing import Any, cast
 
 from ._errors import ConfigurationError
 from ._record import Headers
@@ -26,6 +27,7 @@ SENSITIVE_HEADERS = frozenset(("authorization", "cookie", "proxy-authorization",
 REDACTED = b"[redacted]"
 
 _SEPARATOR = b", "
+_PAIR_SEQUENCES = frozenset((list, tuple))
 # The two request headers CGI (and so WSGI) keeps without the HTTP_ prefix.
 _UNPREFIXED = {b"content-type": "CONTENT_TYPE", b"content-length": "CONTENT_LENGTH"}
 
@@ -80,12 +82,60 @@ class HeaderReader:
 
     def columns(self, sources: Sequence[Headers]) -> list[list[bytes | None]]:
         """One column per name: each record's value of that field, or None."""
-        rows = list(map(self.values, sources))
-        return (
-            [list(column) for column in zip(*rows, strict=True)]
-            if rows
-            else [[] for _ in self.names]
-        )
+        if not sources:
+            return [[] for _ in self.names]
+        kinds = set(map(type, sources))
+        columns: list[list[bytes | None]] | None
+        if kinds == {dict}:
+            columns = self._environ_columns(cast("Sequence[dict[str, Any]]", sources))
+        elif kinds <= _PAIR_SEQUENCES:
+            columns = self._asgi_columns(sources)
+        else:
+            columns = None
+        if columns is None:
+            rows = list(map(self.values, sources))
+            return [list(column) for column in zip(*rows, strict=True)]
+        for index, name in enumerate(self.names):
+            if name in self._masked:
+                columns[index] = [None if value is None else REDACTED for value in columns[index]]
+        return columns
+
+    def _asgi_columns(self, sources: Sequence[Headers]) -> list[list[bytes | None]] | None:
+        """The columns of ASGI-style header lists, with C-level calls only; None if unsure.
+
+        Searching each list in Python costs a few microseconds a record, as much as
+        formatting the rest of its line.  ASGI servers send names in lower case, and a
+        name rarely repeats, so each list becomes a dict in one call and each field is
+        a lookup.  If a name is not lower-case bytes, or one repeats (its values must be
+        joined), or a value is not bytes, the batch takes the general path instead.
+        """
+        lists = cast("Sequence[Sequence[tuple[bytes, bytes]]]", sources)
+        try:
+            tables = list(map(dict, lists))
+            all_names = b"".join(chain.from_iterable(tables))
+        except (TypeError, ValueError):
+            return None
+        if all_names != all_names.lower() or sum(map(len, tables)) != sum(map(len, lists)):
+            return None
+        columns: list[list[bytes | None]] = []
+        for name in self.names:
+            column = list(map(dict.get, tables, repeat(name)))
+            try:
+                b"".join(filter(None, column))
+            except TypeError:
+                return None
+            columns.append(column)
+        return columns
+
+    def _environ_columns(self, environs: Sequence[dict[str, Any]]) -> list[list[bytes | None]]:
+        # A WSGI server has already joined repeated fields with ", ".
+        return [
+            [
+                None if value is None else _as_bytes(value)
+                for value in map(dict.get, environs, repeat(key))
+            ]
+            for key in self._environ_keys.values()
+        ]
 
     def values(self, source: Headers) -> tuple[bytes | None, ...]:
         """The value of each named field in ``source``, or None where it is absent."""

@@ -12,6 +12,7 @@ Routes (``HEAD`` answers like ``GET`` with the same headers and no body):
 * ``/stream/CHUNKS/SIZE``: 200 streamed as CHUNKS separate pieces of SIZE bytes;
 * ``/status/CODE``: CODE, with no body for 204 and 304;
 * ``/raise``: the application raises before starting a response;
+* ``/healthz``: 200 ``ok``, a health check the log skips;
 * anything else: 404.
 """
 
@@ -29,6 +30,8 @@ FLUSH_INTERVAL_VARIABLE = "BOUNDLOG_E2E_FLUSH_INTERVAL"
 OPTIONS_VARIABLE = "BOUNDLOG_E2E_OPTIONS"
 
 NOT_FOUND_BODY = b"not found\n"
+HEALTH_CHECK = "/healthz"
+TRUSTED_PROXY = "127.0.0.1"
 _BODILESS_STATUSES = (204, 304)
 
 
@@ -46,11 +49,17 @@ class Plan(NamedTuple):
 
 
 def log_options() -> dict[str, Any]:
-    """The AccessLog options the test chose for this server process."""
+    """The AccessLog options the test chose for this server process.
+
+    Every server skips its health check and trusts the tests' loopback address as a
+    proxy; queries are redacted by default.
+    """
     return {
         "sink": os.environ[SINK_VARIABLE],
         "format": os.environ.get(FORMAT_VARIABLE, "combined"),
         "flush_interval": float(os.environ.get(FLUSH_INTERVAL_VARIABLE, "0.01")),
+        "skip_paths": [HEALTH_CHECK],
+        "trusted_proxies": [TRUSTED_PROXY],
         **json.loads(os.environ.get(OPTIONS_VARIABLE, "{}")),
     }
 
@@ -67,6 +76,8 @@ def plan_response(method: str, path: str, request_body: bytes) -> Plan:
         raise RuntimeError("the test application raises before responding, on purpose")
     if parts[0] == "bytes" and len(parts) == 2:
         plan = _whole(200, b"x" * int(parts[1]))
+    elif parts == ["healthz"]:
+        plan = _whole(200, b"ok\n")
     elif parts == ["echo"]:
         plan = _whole(200, request_body)
     elif parts[0] == "stream" and len(parts) == 3:
