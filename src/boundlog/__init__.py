@@ -16,6 +16,7 @@ from ._log import AccessLog
 from ._queue import POLICIES
 from ._record import Record
 from ._stats import Stats
+from ._templates import Template
 from ._version import __version__
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "Record",
     "SinkError",
     "Stats",
+    "Template",
     "__version__",
     "escape",
     "unescape",

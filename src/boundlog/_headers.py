@@ -71,7 +71,9 @@ class HeaderReader:
         self._wanted = frozenset(self.names)
         allowed = set(map(header_name, allow))
         self._masked = frozenset(
-            name for name in self.names if name.decode() in SENSITIVE_HEADERS - allowed
+            name
+            for name in self.names
+            if name.decode() in SENSITIVE_HEADERS and name not in allowed
         )
         self._environ_keys = {
             name: _UNPREFIXED.get(name) or "HTTP_" + name.decode().upper().replace("-", "_")
