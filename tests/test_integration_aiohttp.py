@@ -7,8 +7,9 @@ graceful stop, after which every request must have exactly one line.
 from __future__ import annotations
 
 import logging
+import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import httpx
@@ -108,9 +109,11 @@ def test_run_app_with_access_logger_logs_every_request_once(
     check_log(read_log_lines(log_path), expected, log_format, started, finished)
 
 
-def test_plain_access_logger_writes_the_named_format_to_stdout(tmp_path: Path) -> None:
-    """AccessLogger used as it is logs to stdout, in the format access_log_format names."""
-    environment = server_environment(tmp_path / "unused", "json", "0.01")
+def plain_server_lines(
+    tmp_path: Path, log_format: str, send: Callable[[Server], None]
+) -> tuple[list[bytes], Server]:
+    """Run the plain AccessLogger with ``log_format``, ``send`` to it, stop it: its lines."""
+    environment = server_environment(tmp_path / "unused", log_format, "0.01")
     with PipeReader() as pipe:
         with running_server_with_stdout(
             lambda port: [*aiohttp_command("plain"), str(port)],
@@ -119,12 +122,22 @@ def test_plain_access_logger_writes_the_named_format_to_stdout(tmp_path: Path) -
             pipe.write_fd,
         ) as server:
             pipe.close_write_end()
-            started = time.time()
-            expected = send_traffic(server.port, build_exchanges(60, seed=3))
-            finished = time.time()
+            send(server)
             stop_gracefully(server)
         pipe.wait_closed()
-        check_log(pipe.lines(), expected, "json", started, finished)
+        return pipe.lines(), server
+
+
+def test_plain_access_logger_writes_the_named_format_to_stdout(tmp_path: Path) -> None:
+    """AccessLogger used as it is logs to stdout, in the format access_log_format names."""
+    expected: list[Exchange] = []
+
+    def send(server: Server) -> None:
+        expected.extend(send_traffic(server.port, build_exchanges(60, seed=3)))
+
+    started = time.time()
+    lines, _ = plain_server_lines(tmp_path, "json", send)
+    check_log(lines, expected, "json", started, time.time())
 
 
 def test_app_runner_with_a_borrowed_log_flushes_it_at_cleanup(tmp_path: Path) -> None:
@@ -144,9 +157,35 @@ def test_app_runner_with_a_borrowed_log_flushes_it_at_cleanup(tmp_path: Path) ->
     check_log(read_log_lines(log_path), expected, "combined", started, finished)
 
 
-def test_custom_template_drops_connections_and_says_why(tmp_path: Path) -> None:
+def test_plain_access_logger_writes_a_custom_template(tmp_path: Path) -> None:
+    """An aiohttp access_log_format template writes its directives, header fields escaped."""
+    template = '%a "%r" %s %b "%{X-Request-ID}i" "%{Content-Length}o" %P %Tf'
+    requests = [
+        ("GET", "/bytes/5?n=1", {"X-Request-ID": "id-1"}),
+        ("GET", "/no/such/page", {"X-Request-ID": 'q"uote\\'}),
+        ("HEAD", "/bytes/7", {}),
+    ]
+
+    def send(server: Server) -> None:
+        with httpx.Client(base_url=server.base_url, timeout=CLIENT_TIMEOUT) as client:
+            for method, target, headers in requests:
+                client.request(method, target, headers=headers)
+
+    lines, server = plain_server_lines(tmp_path, template, send)
+    pid = str(server.process.pid).encode()
+    assert all(re.fullmatch(rb".* " + pid + rb" \d+\.\d{6}", line) for line in lines), lines
+    assert sorted(line.rsplit(b" ", 2)[0] for line in lines) == sorted(
+        [
+            b'127.0.0.1 "GET /bytes/5?n=1 HTTP/1.1" 200 5 "id-1" "5"',
+            b'127.0.0.1 "GET /no/such/page HTTP/1.1" 404 10 "q\\"uote\\\\" "10"',
+            b'127.0.0.1 "HEAD /bytes/7 HTTP/1.1" 200 - "-" "7"',
+        ]
+    )
+
+
+def test_unknown_directive_drops_connections_and_says_why(tmp_path: Path) -> None:
     """An aiohttp template boundlog cannot write refuses each connection with an error."""
-    environment = server_environment(tmp_path / "unused", "%a %t %r", "0.01")
+    environment = server_environment(tmp_path / "unused", "%a %t %{HOME}e", "0.01")
     with running_server(
         lambda port: [*aiohttp_command("plain"), str(port)],
         environment,
@@ -156,19 +195,22 @@ def test_custom_template_drops_connections_and_says_why(tmp_path: Path) -> None:
             httpx.get(server.base_url + "/bytes/5", timeout=CLIENT_TIMEOUT)
         assert server.stop() == 0, server.output()
         output = server.output()
-    assert "boundlog: access_log_format='%a %t %r' is not supported" in output, output
+    assert "boundlog: unknown directive %{HOME}e at position 6" in output, output
 
 
 @pytest.mark.parametrize(
     ("log_format", "message"),
     [
-        ('%a "%r" %s %Tf', "is not supported"),
-        ("%a %t", "is not supported"),
+        ('%a "%r" %s %O', "unknown directive %O at position 11"),
+        ("%a %{User-Agent", "an unterminated %{ at position 3"),
+        ("apache", "is not supported: give a template such as"),
     ],
 )
-def test_plain_access_logger_refuses_custom_templates(log_format: str, message: str) -> None:
-    """AccessLogger says custom aiohttp templates are not supported, naming the formats."""
-    with pytest.raises(ConfigurationError, match=message):
+def test_plain_access_logger_refuses_templates_it_cannot_write(
+    log_format: str, message: str
+) -> None:
+    """AccessLogger names the directive it cannot write, or asks for a template or a name."""
+    with pytest.raises(ConfigurationError, match=re.escape(message)):
         AccessLogger(logging.getLogger("aiohttp.access"), log_format)
 
 

@@ -8,18 +8,22 @@ must get a writer of its own and drain it when it exits after SIGTERM.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+import httpx
 import pytest
 from gunicorn.config import Config
 
 from _servers import (
+    CLIENT_TIMEOUT,
     HOLD_UNTIL_CLOSE,
     LOOPBACK,
     PYTHON,
@@ -186,6 +190,37 @@ def test_reload_on_hup_replaces_the_log_and_loses_no_line(tmp_path: Path) -> Non
     check_log(read_log_lines(log_path), [*before, *after], "combined", started, finished)
 
 
+def test_custom_atom_template_writes_header_atoms_escaped(tmp_path: Path) -> None:
+    """A custom --access-logformat writes gunicorn's atoms, request and response header
+    fields included, with what the client sent escaped and the password never shown."""
+    log_path = tmp_path / "access.log"
+    template = (
+        '%(h)s "%(r)s" %(s)s %(B)s %(u)s "%({x-request-id}i)s" "%({content-length}o)s" '
+        '"%(a)s" %(D)s'
+    )
+    options = ["-k", "gthread", "--access-logfile", str(log_path), "--access-logformat", template]
+    alice = "Basic " + base64.b64encode(b"alice:secret").decode()
+    requests = [
+        ("GET", "/bytes/5?n=1", {"X-Request-ID": "id-1", "Authorization": alice}),
+        ("GET", "/no/such/page", {"X-Request-ID": 'q"uote\\'}),
+        ("HEAD", "/bytes/7", {}),
+    ]
+    with running_server(gunicorn_command(*options), {}, tmp_path / "gunicorn.out") as server:
+        with httpx.Client(base_url=server.base_url, timeout=CLIENT_TIMEOUT) as client:
+            for method, target, headers in requests:
+                client.request(method, target, headers={"User-Agent": "t/1", **headers})
+        stop_gracefully(server)
+    lines = read_log_lines(log_path)
+    assert all(re.fullmatch(rb'.* "t/1" \d+', line) for line in lines), lines
+    assert sorted(line.rpartition(b" ")[0] for line in lines) == sorted(
+        [
+            b'127.0.0.1 "GET /bytes/5?n=1 HTTP/1.1" 200 5 alice "id-1" "5" "t/1"',
+            b'127.0.0.1 "GET /no/such/page HTTP/1.1" 404 10 - "q\\"uote\\\\" "10" "t/1"',
+            b'127.0.0.1 "HEAD /bytes/7 HTTP/1.1" 200 0 - "-" "7" "t/1"',
+        ]
+    )
+
+
 def test_without_access_logfile_no_access_line_is_written(tmp_path: Path) -> None:
     """Like gunicorn's own logger, the logger writes no access log unless one is named."""
     exchanges = build_exchanges(30)
@@ -204,9 +239,10 @@ def test_without_access_logfile_no_access_line_is_written(tmp_path: Path) -> Non
     ("options", "message"),
     [
         (
-            ["--access-logformat", '%(h)s "%(r)s" %(s)s %(D)s'],
-            "custom atom templates are not supported yet",
+            ["--access-logformat", '%(h)s "%(r)s" %(x)s'],
+            "--access-logformat: unknown atom %(x)s at position 14",
         ),
+        (["--access-logformat", "apache"], "is neither a format name"),
         (["--env", "BOUNDLOG_MAX_QUEUE=lots"], "BOUNDLOG_MAX_QUEUE='lots' is not a number"),
         (["--env", "BOUNDLOG_POLICY=block"], "unknown policy 'block'"),
         (
@@ -214,7 +250,7 @@ def test_without_access_logfile_no_access_line_is_written(tmp_path: Path) -> Non
             "trusted_proxies entry 'proxy.local' is not an IP address or network",
         ),
     ],
-    ids=["custom-template", "bad-max-queue", "bad-policy", "bad-trusted-proxy"],
+    ids=["unknown-atom", "unknown-name", "bad-max-queue", "bad-policy", "bad-trusted-proxy"],
 )
 def test_unusable_configuration_stops_gunicorn_at_startup_with_one_clear_line(
     tmp_path: Path, options: list[str], message: str

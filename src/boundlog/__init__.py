@@ -17,6 +17,7 @@ from ._queue import POLICIES
 from ._record import Record
 from ._redaction import DEFAULT_REDACTED_QUERY
 from ._stats import Stats
+from ._templates import Template
 from ._version import __version__
 
 __all__ = [
@@ -31,6 +32,7 @@ __all__ = [
     "Record",
     "SinkError",
     "Stats",
+    "Template",
     "__version__",
     "escape",
     "unescape",

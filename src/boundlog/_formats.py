@@ -559,4 +559,12 @@ def make_format(name: str | Format, *, utc: bool) -> Format:
         return JsonFormat(utc=utc)
     if name == "dev":
         return DevFormat(utc=utc)
-    raise ConfigurationError(f"unknown format {name!r}: choose one of {', '.join(FORMATS)}")
+    if "%" in name:
+        # Imported here: templates are built from this module's helpers.
+        from ._templates import Template
+
+        return Template(name, utc=utc)
+    raise ConfigurationError(
+        f"unknown format {name!r}: choose one of {', '.join(FORMATS)}, or write a template "
+        "such as '%h %t \"%r\" %>s %b %D'"
+    )

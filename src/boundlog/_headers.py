@@ -71,9 +71,11 @@ class HeaderReader:
     def __init__(self, names: Iterable[str], *, allow: Iterable[str] = ()) -> None:
         self.names = tuple(dict.fromkeys(map(header_name, names)))
         self._wanted = frozenset(self.names)
-        allowed = {name.decode() for name in map(header_name, allow)}
+        allowed = set(map(header_name, allow))
         self._masked = frozenset(
-            name for name in self.names if name.decode() in SENSITIVE_HEADERS - allowed
+            name
+            for name in self.names
+            if name.decode() in SENSITIVE_HEADERS and name not in allowed
         )
         self._environ_keys = {
             name: _UNPREFIXED.get(name) or "HTTP_" + name.decode().upper().replace("-", "_")

@@ -15,11 +15,14 @@ shifted to match, so that the text still names the exact instant.
 from __future__ import annotations
 
 import math
+import re
 import time
 from collections.abc import Callable, Sequence
 from itertools import repeat
 from operator import add, floordiv, mul, sub
 from typing import Generic, TypeVar
+
+from ._escape import escape
 
 _Text = TypeVar("_Text", bytes, str)
 
@@ -35,6 +38,8 @@ _MICROSECONDS = 1_000_000
 # The fraction of a second, in microseconds, from which datetime rounds up to the next
 # second (999999.5 rounds to the even 1000000).
 _ROUNDS_TO_NEXT_SECOND = 999_999.5
+# One strftime directive, or the %% of a literal percent sign.
+_DIRECTIVE = re.compile("%.", re.DOTALL)
 
 
 def _second_and_microsecond(when: float) -> tuple[int, int]:
@@ -144,6 +149,30 @@ class ClfClock:
             f"{tm.tm_hour:02d}:{tm.tm_min:02d}:{tm.tm_sec:02d} {offset}]"
         )
         return self._prefix + stamp.encode("ascii") + self._suffix
+
+
+class StrftimeClock(ClfClock):
+    """``time.strftime(format)`` as bytes, for the ``%{format}t`` of log templates.
+
+    ``%z`` is the clock's own offset, which stays right where ``strftime`` would read
+    the offset of a shifted struct_time.  The text is escaped: a locale's month names or
+    the format's own text could hold a quote or a line break.
+    """
+
+    __slots__ = ("_format",)
+
+    def __init__(self, format: str, utc: bool, *, prefix: bytes = b"", suffix: bytes = b"") -> None:
+        super().__init__(utc, prefix=prefix, suffix=suffix)
+        self._format = format
+
+    def _stamp(self, second: int) -> bytes:
+        tm, offset, _ = self._calendar(second)
+        # Matching every directive in turn keeps the z of a "%%z" literal.
+        format = _DIRECTIVE.sub(
+            lambda match: offset if match[0] == "%z" else match[0], self._format
+        )
+        text = time.strftime(format, tm).encode("utf-8", "surrogatepass")
+        return self._prefix + escape(text) + self._suffix
 
 
 class Rfc3339Clock:

@@ -10,7 +10,10 @@ aiohttp builds its access logger itself, once per connection, as
   instead, and only flushes it then.
 * :class:`AccessLogger` itself, used as it is, writes to stdout in the format named by
   ``access_log_format``: ``combined`` (also for aiohttp's default template), ``common``
-  or ``json``; the exit handlers drain that log.
+  or ``json``, or any other aiohttp template, compiled as a :class:`~boundlog.Template`
+  (``%a %t "%r" %s %b %T %Tf %D %P %{Name}i %{Name}o``); the exit handlers drain that log.
+  As in ``combined``, ``%b`` counts body bytes only (aiohttp's counts the headers
+  too); ``%T`` is truncated and ``%P`` is the bare pid, as Apache writes them.
 
 aiohttp calls the logger on its event loop once the response is written.  Under
 ``policy="wait"`` a full queue therefore blocks the loop until the writer makes room.
@@ -111,11 +114,10 @@ def access_logger(
 
 def _stdout_log(log_format: str) -> AccessLog:
     name = "combined" if log_format == _AIOHTTP_DEFAULT else log_format
-    if name not in FORMATS:
+    if name not in FORMATS and "%" not in name:
         raise ConfigurationError(
-            f"access_log_format={log_format!r} is not supported: boundlog writes aiohttp's "
-            f"default format (as its combined format) or one of {', '.join(FORMATS)}, given "
-            "by name; custom templates are not supported yet"
+            f"access_log_format={log_format!r} is not supported: give a template such as "
+            f"'%a %t \"%r\" %s %b %Tf' or one of the formats {', '.join(FORMATS)} by name"
         )
     with _building:
         log = _stdout_logs.get(name)

@@ -8,8 +8,11 @@ Without ``--access-logfile`` the logger behaves exactly as gunicorn's.
 
 ``--access-logformat`` chooses the format: gunicorn's default (the Apache combined
 format) writes boundlog's ``combined``, and the names ``combined``, ``common`` and
-``json`` choose those formats.  Any other atom template stops gunicorn at startup with
-an error, because boundlog has no templates yet.
+``json`` choose those formats.  Any other value is compiled as a
+:class:`~boundlog.Template` of gunicorn's atoms, ``%(h)s``, ``%({x-request-id}i)s`` and the
+rest, with gunicorn's meanings; unlike gunicorn, boundlog escapes what the client sent,
+and writes ``%(b)s`` as ``-`` for an empty body, as Apache does.  An atom boundlog does
+not know (or ``{name}e``) stops gunicorn at startup with an error naming it.
 
 The queue and policy come from the environment (or gunicorn's ``--env``/``raw_env``):
 ``BOUNDLOG_POLICY`` (``drop`` or ``wait``), ``BOUNDLOG_MAX_QUEUE``, ``BOUNDLOG_BATCH_SIZE``
@@ -38,6 +41,7 @@ from ._errors import AccessLogError, ConfigurationError
 from ._formats import FORMATS
 from ._log import AccessLog
 from ._record import Headers, Record
+from ._templates import Template
 
 POLICY_VARIABLE = "BOUNDLOG_POLICY"
 MAX_QUEUE_VARIABLE = "BOUNDLOG_MAX_QUEUE"
@@ -138,18 +142,21 @@ class Logger(GunicornLogger):  # type: ignore[misc]
             log.request_reopen()
 
 
-def _format_for(template: str) -> str:
+def _format_for(template: str) -> str | Template:
     """The boundlog format an ``--access-logformat`` value asks for, or a ConfigurationError."""
     if template in FORMATS:
         return template
     if template == _GUNICORN_DEFAULT:
         return "combined"
-    raise ConfigurationError(
-        f"--access-logformat {template!r} is not supported: boundlog.gunicorn.Logger writes "
-        f"gunicorn's default format (as boundlog's combined) or one of the formats "
-        f"{', '.join(FORMATS)}, named as the --access-logformat value; custom atom "
-        "templates are not supported yet"
-    )
+    if "%" not in template:
+        raise ConfigurationError(
+            f"--access-logformat {template!r} is neither a format name ({', '.join(FORMATS)}) "
+            "nor a template of gunicorn atoms such as '%(h)s \"%(r)s\" %(s)s %(D)s'"
+        )
+    try:
+        return Template(template)
+    except ConfigurationError as error:
+        raise ConfigurationError(f"--access-logformat: {error}") from None
 
 
 def _number(variable: str, text: str, kind: type[int] | type[float]) -> int | float:

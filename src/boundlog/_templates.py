@@ -1,0 +1,581 @@
+"""Log templates: Apache's LogFormat directives and gunicorn's atoms, compiled once.
+
+A :class:`Template` is parsed when it is made; an unknown directive is a
+ConfigurationError then, never a surprise on the writer thread.  Parsing yields the
+template's own text with a *field* wherever a directive stood, and each field turns a
+whole batch into a column, the way ``_formats.ApacheFormat`` does (see there for why):
+nothing is parsed or looked up per record.
+
+Fields whose values repeat (method, protocol, status, the time, the pid, the user)
+convert each distinct value once, and take the template text next to them into the
+converted value, so that a line is joined from fewer pieces.
+
+The client-controlled fields (client, path, query, header fields) are laid in raw first,
+and the batch checked in one pass for any byte that could change the line's shape, as
+``ApacheFormat`` does; only a batch that fails is built again with those fields escaped.
+The repeating fields are always escaped, once per distinct value.  The client address
+and the user name are escaped with :func:`~boundlog._escape.escape_unquoted` (a space
+too), because the Common Log Format leaves them unquoted.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import math
+import os
+import time
+from collections.abc import Callable, Iterable, Sequence
+from itertools import chain, repeat
+from operator import add, attrgetter, floordiv, mod, mul
+from typing import Any, TypeAlias, cast
+
+from ._errors import ConfigurationError
+from ._escape import escape, escape_unquoted
+from ._formats import (
+    _PLAIN,
+    _bytes_on_the_wire,
+    _dash_for_none,
+    _escaped_clients,
+    _escaped_column,
+    _Layout,
+    _per_value,
+    _raw_clients,
+    _sent_fields,
+    _text,
+)
+from ._headers import REDACTED, HeaderReader, header_name
+from ._record import Record
+from ._timestamps import ClfClock, StrftimeClock
+
+_DASH = b"-"
+_MICROSECONDS = 1_000_000
+_AUTHORIZATION = "authorization"
+
+# A directive's kind and its argument (a header name, a time format), or template text.
+_Token: TypeAlias = "tuple[str, str] | bytes"
+
+# Apache's directives (and the two aiohttp adds) by name, as kinds of field.
+_APACHE = {
+    "a": "client", "h": "client", "l": "-", "u": "user", "t": "clf-time", "r": "request",
+    "m": "method", "U": "path", "q": "?query", "H": "protocol", "s": "status",
+    ">s": "status", "b": "bytes-or-dash", "B": "bytes", "D": "microseconds",
+    "T": "seconds", "Tf": "seconds.fraction", "P": "pid",
+}  # fmt: skip
+_APACHE_BRACED = {"i": "request-header", "o": "response-header", "t": "time"}
+# gunicorn's atoms, with gunicorn's meanings (its a is the User-Agent, its q has no ?).
+_GUNICORN: dict[str, str | tuple[str, str]] = {
+    "h": "client", "l": "-", "u": "user", "t": "clf-time", "r": "request", "m": "method",
+    "U": "path", "q": "query", "H": "protocol", "s": "status", "B": "bytes",
+    "b": "bytes-or-dash", "f": ("request-header", "referer"),
+    "a": ("request-header", "user-agent"), "T": "seconds", "M": "milliseconds",
+    "D": "microseconds", "L": "seconds.fraction", "p": "<pid>",
+}  # fmt: skip
+_GUNICORN_BRACED = {"i": "request-header", "o": "response-header"}
+# Apache's %{...}t names for the time since the epoch; begin: (the default) is the only
+# prefix, because a record knows when its request was received.
+_EPOCH_UNITS = {
+    "sec": (1, b"%d"), "msec": (1000, b"%d"), "usec": (_MICROSECONDS, b"%d"),
+    "msec_frac": (1000, b"%03d"), "usec_frac": (_MICROSECONDS, b"%06d"),
+}  # fmt: skip
+
+SUPPORTED = (
+    "Apache directives %% %a %b %B %D %h %H %l %m %P %q %r %s %>s %t %{format}t %T %Tf "
+    "%u %U %{Header}i %{Header}o, and gunicorn atoms %(a)s %(b)s %(B)s %(D)s %(f)s %(h)s "
+    "%(H)s %(l)s %(L)s %(m)s %(M)s %(p)s %(q)s %(r)s %(s)s %(t)s %(T)s %(u)s %(U)s "
+    "%({header}i)s %({header}o)s"
+)
+
+
+# The kinds of field whose values repeat, into which template text is folded.
+_FOLDS_TEXT = frozenset(
+    ("?", "<pid>", "clf-time", "method", "pid", "protocol", "status", "time", "user")
+)
+
+
+class Template:
+    """A log template, compiled once into a batch formatter.
+
+    ``template`` holds Apache ``LogFormat`` directives (``%h %l %u %t "%r" %>s %b``),
+    aiohttp's ``%Tf`` and ``%P``, and gunicorn's atoms (``%(h)s``, ``%({x-request-id}i)s``),
+    in any mix.  Client-controlled values are escaped as boundlog's combined format
+    escapes them.  Sensitive header fields come out as ``[redacted]`` unless named in
+    ``allow_headers``; times are local unless ``utc``.
+    """
+
+    __slots__ = (
+        "_client_controlled", "_fields", "_layout", "_reads_clients", "_request_reader",
+        "_response_reader", "_shape", "template",
+    )  # fmt: skip
+
+    def __init__(
+        self, template: str, *, utc: bool = False, allow_headers: Iterable[str] = ()
+    ) -> None:
+        if not isinstance(template, str):
+            raise ConfigurationError(f"a template is a str, not {template!r}")
+        for position, char in enumerate(template):
+            if len(f"-{char}-".splitlines()) > 1:
+                raise ConfigurationError(
+                    f"the template {template!r} holds a line break ({char!r} at position "
+                    f"{position}): every record must stay on one line"
+                )
+        self.template = template
+        tokens = [*_parse(template), b"\n"]
+        directives = [token for token in tokens if isinstance(token, tuple)]
+        allow_headers = tuple(allow_headers)
+        request_names = [name for kind, name in directives if kind == "request-header"]
+        response_names = [name for kind, name in directives if kind == "response-header"]
+        reads_user = ("user", "") in directives
+        if reads_user:
+            # The user name is in the Authorization field: read whole, never logged whole.
+            request_names.append(_AUTHORIZATION)
+        self._request_reader = (
+            HeaderReader(request_names, allow=allow_headers + ((_AUTHORIZATION,) * reads_user))
+            if request_names
+            else None
+        )
+        self._response_reader = (
+            HeaderReader(response_names, allow=allow_headers) if response_names else None
+        )
+        redact_authorization = reads_user and _AUTHORIZATION.encode() not in set(
+            map(header_name, allow_headers)
+        )
+        build = _FieldBuilder(
+            utc, self._request_reader, self._response_reader, redact_authorization
+        )
+        self._fields: list[_Field] = []
+        layout: list[bytes | None] = []
+        for token, prefix, suffix in _fold_text(tokens):
+            layout.append(token if isinstance(token, bytes) else None)
+            if isinstance(token, tuple):
+                self._fields.append(build(*token, prefix, suffix))
+        self._layout = _Layout(layout)
+        # What remains of a line once its plain bytes are deleted: the template's own.
+        literal = b"".join(token for token in tokens if isinstance(token, bytes))
+        self._shape = literal.translate(None, _PLAIN)
+        self._client_controlled = any(field.client_controlled for field in self._fields)
+        self._reads_clients = ("client", "") in directives
+
+    def __repr__(self) -> str:
+        return f"Template({self.template!r})"
+
+    def format_batch(self, records: Sequence[Record]) -> bytes:
+        """Return one ``\\n``-terminated line per record, in order."""
+        if not records:
+            return b""
+        batch = _Batch(records, self._request_reader, self._response_reader)
+        count = batch.count
+        # The columns no client controls are built once, for both passes.
+        fixed = [
+            None if field.client_controlled else list(field.column(batch, False))
+            for field in self._fields
+        ]
+
+        def join(escaped: bool) -> bytes:
+            columns = [
+                column if column is not None else field.column(batch, escaped)
+                for field, column in zip(self._fields, fixed, strict=True)
+            ]
+            return b"".join(self._layout.lines(columns, count))
+
+        if not self._client_controlled:
+            return join(False)
+        if self._reads_clients:
+            batch.raw_clients = _raw_clients(batch.clients)
+            if batch.raw_clients is None:
+                return join(True)
+        data = join(False)
+        if data.translate(None, _PLAIN) == self._shape * count:
+            return data
+        return join(True)
+
+
+# -- parsing ---------------------------------------------------------------------------
+
+
+def _parse(template: str) -> list[_Token]:
+    """The template's text and directives, with %r, %q and %l spelled out in their parts."""
+    tokens: list[_Token] = []
+    text: list[str] = []
+    start = 0
+    while (percent := template.find("%", start)) >= 0:
+        text.append(template[start:percent])
+        following = template[percent + 1 : percent + 2]
+        if following == "%":
+            text.append("%")
+            start = percent + 2
+            continue
+        if following == "(":
+            directive, start = _gunicorn_atom(template, percent)
+        elif following == "{":
+            directive, start = _braced_directive(template, percent)
+        elif following:
+            name = template[percent + 1 : percent + 3]
+            if name not in _APACHE:
+                name = following
+            kind = _APACHE.get(name)
+            if kind is None:
+                raise _unsupported(template, percent, f"unknown directive %{name}")
+            directive, start = (kind, ""), percent + 1 + len(name)
+        else:
+            raise _unsupported(
+                template, percent, "a lone % ends the template (write %% for a percent sign)"
+            )
+        for token in _parts(directive):
+            if isinstance(token, str):
+                text.append(token)
+            else:
+                _append_text(tokens, text)
+                tokens.append(token)
+    text.append(template[start:])
+    _append_text(tokens, text)
+    return tokens
+
+
+def _append_text(tokens: list[_Token], text: list[str]) -> None:
+    joined = "".join(text)
+    text.clear()
+    if joined:
+        tokens.append(_text(joined))
+
+
+def _parts(directive: tuple[str, str]) -> list[tuple[str, str] | str]:
+    kind = directive[0]
+    if kind == "-":
+        return ["-"]
+    if kind == "?query":
+        return [("?", ""), ("query", "")]
+    if kind == "request":
+        # method path?query protocol, as the client sent its request line.
+        return [("method", ""), " ", ("path", ""), ("?", ""), ("query", ""), " ", ("protocol", "")]
+    return [directive]
+
+
+def _gunicorn_atom(template: str, percent: int) -> tuple[tuple[str, str], int]:
+    close = template.find(")", percent)
+    if close < 0:
+        raise _unsupported(template, percent, "an unterminated %(")
+    name = template[percent + 2 : close]
+    if template[close + 1 : close + 2] != "s":
+        raise _unsupported(
+            template, percent, f"%({name}){template[close + 1 : close + 2]} (atoms are %(name)s)"
+        )
+    kind = _GUNICORN.get(name)
+    if isinstance(kind, tuple):
+        return kind, close + 2
+    if kind is not None:
+        return (kind, ""), close + 2
+    header_kind = (
+        _GUNICORN_BRACED.get(name[-1:]) if name[:1] == "{" and name[-2:-1] == "}" else None
+    )
+    if header_kind is None:
+        raise _unsupported(template, percent, f"unknown atom %({name})s")
+    return (header_kind, _header(template, percent, name[1:-2])), close + 2
+
+
+def _braced_directive(template: str, percent: int) -> tuple[tuple[str, str], int]:
+    close = template.find("}", percent)
+    if close < 0:
+        raise _unsupported(template, percent, "an unterminated %{")
+    argument = template[percent + 2 : close]
+    letter = template[close + 1 : close + 2]
+    kind = _APACHE_BRACED.get(letter)
+    if kind is None:
+        raise _unsupported(template, percent, f"unknown directive %{{{argument}}}{letter}")
+    end = close + 2
+    if kind != "time":
+        return (kind, _header(template, percent, argument)), end
+    if argument.startswith("end:"):
+        raise _unsupported(
+            template,
+            percent,
+            f"%{{{argument}}}t (records hold when a request was received: use begin:)",
+        )
+    argument = argument.removeprefix("begin:")
+    if argument in _EPOCH_UNITS:
+        return ("epoch", argument), end
+    try:
+        time.strftime(argument, time.gmtime(0))
+    except ValueError as error:
+        raise _unsupported(template, percent, f"%{{{argument}}}t ({error})") from None
+    return (kind, argument), end
+
+
+def _header(template: str, percent: int, name: str) -> str:
+    try:
+        header_name(name)
+    except ConfigurationError as error:
+        raise _unsupported(template, percent, str(error)) from None
+    return name
+
+
+def _unsupported(template: str, position: int, what: str) -> ConfigurationError:
+    return ConfigurationError(
+        f"{what} at position {position} of the template {template!r}: templates support {SUPPORTED}"
+    )
+
+
+def _fold_text(tokens: list[_Token]) -> Iterable[tuple[_Token, bytes, bytes]]:
+    """Each token left as a piece of the line, with the text folded into it before and after.
+
+    Text next to a field whose values repeat is folded into that field (into the one
+    before it, if both are), since each of its distinct values is converted once.
+    """
+    folded: set[int] = set()
+    around: dict[int, tuple[bytes, bytes]] = {}
+    for index, token in enumerate(tokens):
+        if not isinstance(token, tuple) or token[0] not in _FOLDS_TEXT:
+            continue
+        before = tokens[index - 1] if index > 0 and index - 1 not in folded else None
+        after = tokens[index + 1] if index + 1 < len(tokens) else None
+        prefix = before if isinstance(before, bytes) else b""
+        suffix = after if isinstance(after, bytes) else b""
+        folded.update(place for place, text in ((index - 1, prefix), (index + 1, suffix)) if text)
+        around[index] = prefix, suffix
+    for index, token in enumerate(tokens):
+        if index not in folded:
+            yield (token, *around.get(index, (b"", b"")))
+
+
+# -- fields ----------------------------------------------------------------------------
+
+
+class _Batch:
+    """A batch of records as columns, with what several fields derive from them."""
+
+    __slots__ = (
+        "_microseconds", "_wire", "clients", "count", "durations", "methods", "paths",
+        "protocols", "queries", "raw_clients", "request_fields", "response_fields",
+        "sents", "statuses", "times",
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        records: Sequence[Record],
+        request_reader: HeaderReader | None,
+        response_reader: HeaderReader | None,
+    ) -> None:
+        (
+            self.times, self.durations, self.clients, self.methods, self.paths, self.queries,
+            self.protocols, self.statuses, self.sents, request_headers, response_headers,
+        ) = zip(*records, strict=True)  # fmt: skip
+        self.count = len(records)
+        self.request_fields = request_reader.columns(request_headers) if request_reader else []
+        self.response_fields = response_reader.columns(response_headers) if response_reader else []
+        #: The clients as bytes for the unescaped pass (None if one needs escaping).
+        self.raw_clients: list[bytes] | None = None
+        self._wire: tuple[int, ...] | None = None
+        self._microseconds: list[int | None] | None = None
+
+    def on_the_wire(self) -> tuple[int, ...]:
+        if self._wire is None:
+            self._wire = _bytes_on_the_wire(self.methods, self.statuses, self.sents)
+        return self._wire
+
+    def microseconds(self) -> list[int | None]:
+        """Each duration to the nearest microsecond; None where it is not a duration."""
+        if self._microseconds is None:
+            durations = self.durations
+            if min(durations) >= 0 and math.isfinite(sum(durations)):
+                self._microseconds = list(
+                    map(int, map(add, map(mul, durations, repeat(1e6)), repeat(0.5)))
+                )
+            else:
+                self._microseconds = [
+                    int(duration * 1e6 + 0.5) if 0 <= duration < math.inf else None
+                    for duration in durations
+                ]
+        return self._microseconds
+
+
+class _Field:
+    """A place in the template, filled with a column per batch, the same in both passes."""
+
+    __slots__ = ("_column",)
+    #: Whether the column is built again, escaped, when a batch fails the shape check.
+    client_controlled = False
+
+    def __init__(self, column: Callable[[_Batch], Iterable[bytes]]) -> None:
+        self._column = column
+
+    def column(self, batch: _Batch, escaped: bool) -> Iterable[bytes]:
+        return self._column(batch)
+
+
+class _ClientControlled(_Field):
+    """Raw values from the client, laid in as they are unless the batch needs escaping."""
+
+    __slots__ = ()
+    client_controlled = True
+
+    def column(self, batch: _Batch, escaped: bool) -> Iterable[bytes]:
+        values = cast("Sequence[bytes]", self._column(batch))
+        return _escaped_column(values) if escaped else values
+
+
+class _Client(_Field):
+    """The client address: unquoted in the Common Log Format, so a space is escaped too."""
+
+    __slots__ = ()
+    client_controlled = True
+
+    def __init__(self) -> None:
+        super().__init__(lambda batch: batch.clients)
+
+    def column(self, batch: _Batch, escaped: bool) -> Iterable[bytes]:
+        if escaped or batch.raw_clients is None:
+            return _escaped_clients(batch.clients, batch.raw_clients)
+        return batch.raw_clients
+
+
+class _FieldBuilder:
+    """Makes the field of each directive kind, for one template."""
+
+    __slots__ = ("_redact_authorization", "_request_names", "_response_names", "_utc")
+
+    def __init__(
+        self,
+        utc: bool,
+        request_reader: HeaderReader | None,
+        response_reader: HeaderReader | None,
+        redact_authorization: bool,
+    ) -> None:
+        self._utc = utc
+        self._request_names = request_reader.names if request_reader else ()
+        self._response_names = response_reader.names if response_reader else ()
+        self._redact_authorization = redact_authorization
+
+    def __call__(self, kind: str, argument: str, prefix: bytes, suffix: bytes) -> _Field:
+        def each(
+            values: Callable[[_Batch], Sequence[Any]], convert: Callable[[Any], bytes]
+        ) -> _Field:
+            return _Field(
+                lambda batch: _per_value(
+                    values(batch), lambda value: prefix + convert(value) + suffix
+                )
+            )
+
+        def constant(value: Callable[[], bytes]) -> _Field:
+            # Read once per batch: the pid changes in a forked child.
+            return _Field(lambda batch: [prefix + value() + suffix] * batch.count)
+
+        if kind == "client":
+            return _Client()
+        if kind in ("path", "query"):
+            return _ClientControlled(attrgetter("paths" if kind == "path" else "queries"))
+        if kind in ("request-header", "response-header"):
+            return self._header(kind, argument)
+        if kind == "user":
+            index = self._request_names.index(_AUTHORIZATION.encode())
+            return each(lambda batch: batch.request_fields[index], _user)
+        if kind == "method":
+            return each(attrgetter("methods"), _escaped_text)
+        if kind == "protocol":
+            return each(attrgetter("protocols"), _escaped_text)
+        if kind == "status":
+            return each(attrgetter("statuses"), b"%d".__mod__)
+        if kind == "?":
+            return each(
+                lambda batch: list(map(bool, batch.queries)), {True: b"?", False: b""}.__getitem__
+            )
+        if kind == "pid":
+            return constant(lambda: b"%d" % os.getpid())
+        if kind == "<pid>":
+            return constant(lambda: b"<%d>" % os.getpid())
+        if kind in ("clf-time", "time"):
+            clock = (
+                ClfClock(self._utc, prefix=prefix, suffix=suffix)
+                if kind == "clf-time"
+                else StrftimeClock(argument, self._utc, prefix=prefix, suffix=suffix)
+            )
+            return _Field(lambda batch: clock.stamps(batch.times))
+        if kind == "epoch":
+            return _Field(lambda batch: _epoch_fields(batch.times, argument))
+        if kind == "bytes":
+            return _Field(lambda batch: _numbers(b"%d", batch.on_the_wire()))
+        if kind == "bytes-or-dash":
+            return _Field(lambda batch: _sent_fields(batch.on_the_wire()))
+        divisor = _DURATION_DIVISORS.get(kind)
+        if divisor is not None:
+            return _Field(lambda batch: _numbers(b"%d", _in_units(batch.microseconds(), divisor)))
+        if kind == "seconds.fraction":
+            return _Field(
+                lambda batch: _numbers(b"%d.%06d", batch.microseconds(), split=_MICROSECONDS)
+            )
+        raise AssertionError(f"no field for {kind!r}")  # the parser makes only the kinds above
+
+    def _header(self, kind: str, name: str) -> _Field:
+        names = self._request_names if kind == "request-header" else self._response_names
+        index = names.index(header_name(name))
+        redact = (
+            kind == "request-header"
+            and self._redact_authorization
+            and names[index] == _AUTHORIZATION.encode()
+        )
+
+        def column(batch: _Batch) -> Sequence[bytes]:
+            fields = batch.request_fields if kind == "request-header" else batch.response_fields
+            values = fields[index]
+            if redact:
+                # Read for the user name with the field allowed; the field itself is not.
+                values = [None if value is None else REDACTED for value in values]
+            return _dash_for_none(values)
+
+        return _ClientControlled(column)
+
+
+_DURATION_DIVISORS = {"microseconds": 1, "milliseconds": 1000, "seconds": _MICROSECONDS}
+
+
+def _escaped_text(value: str) -> bytes:
+    return escape(_text(value))
+
+
+def _user(authorization: bytes | None) -> bytes:
+    """The user name of Basic credentials, escaped, or ``-``; never the password."""
+    if authorization is None:
+        return _DASH
+    scheme, _, credentials = authorization.strip().partition(b" ")
+    if scheme.lower() != b"basic":
+        return _DASH
+    try:
+        decoded = base64.b64decode(credentials.strip())
+    except (binascii.Error, ValueError):
+        return _DASH
+    user, colon, _ = decoded.partition(b":")
+    # Without a colon the credentials are malformed, and might be all password.
+    return escape_unquoted(user) if colon and user else _DASH
+
+
+def _in_units(microseconds: list[int | None], divisor: int) -> list[int | None]:
+    if divisor == 1:
+        return microseconds
+    if None in microseconds:
+        return [None if number is None else number // divisor for number in microseconds]
+    return list(map(floordiv, cast("list[int]", microseconds), repeat(divisor)))
+
+
+def _numbers(format: bytes, numbers: Sequence[int | None], split: int = 0) -> list[bytes]:
+    """Each number formatted (as ``divmod(number, split)`` if ``split``); ``-`` for None."""
+    missing = None in numbers
+    present = cast("Sequence[int]", [number or 0 for number in numbers] if missing else numbers)
+    values = (
+        tuple(chain.from_iterable(map(divmod, present, repeat(split)))) if split else tuple(present)
+    )
+    # One %-formatting for the whole column; no field holds a space.
+    fields = ((format + b" ") * len(present) % values).split()
+    if missing:
+        return [
+            field if number is not None else _DASH
+            for field, number in zip(fields, numbers, strict=True)
+        ]
+    return fields
+
+
+def _epoch_fields(times: Sequence[float], unit: str) -> list[bytes]:
+    """Apache's ``%{sec}t`` and its kin: the time since the epoch, or its fraction."""
+    per_second, format = _EPOCH_UNITS[unit]
+    counts = list(map(math.floor, map(mul, times, repeat(float(per_second)))))
+    if unit.endswith("_frac"):
+        counts = list(map(mod, counts, repeat(per_second)))
+    return _numbers(format, counts)
