@@ -544,14 +544,21 @@ def check_log(
     log_format: str,
     started: float,
     finished: float,
+    *,
+    app_policy: bool = True,
 ) -> None:
     """Assert one correct line per logged exchange, none missing, none extra, none duplicated.
 
     ``started`` and ``finished`` bracket the wall-clock time of the traffic; every
-    line's time (when its request was received) must fall inside.  Health checks must
-    have no line; proxied requests show the forwarded client, queries their redactions.
+    line's time (when its request was received) must fall inside.  Queries show their
+    credentials redacted.  Under the test applications' policy (``app_policy``), health
+    checks have no line and proxied requests show the client forwarded for; a log with
+    the default policy logs both, with the peer as the client.
     """
-    exchanges = [exchange for exchange in exchanges if exchange.logged]
+    if app_policy:
+        exchanges = [exchange for exchange in exchanges if exchange.logged]
+    else:
+        exchanges = [exchange._replace(client=LOOPBACK) for exchange in exchanges]
     assert len(lines) == len(exchanges), f"{len(lines)} lines for {len(exchanges)} requests"
     parse = PARSERS[log_format]
     expect = EXPECTATIONS[log_format]

@@ -30,7 +30,12 @@ REQUESTS = 150
 
 
 def waitress_serve(port: int) -> list[str]:
-    return [PYTHON, "-m", "waitress", f"--listen={LOOPBACK}:{port}", "tests.apps.wsgi_app:app"]
+    # waitress removes forwarding headers from proxies it was not told to trust; here
+    # boundlog's trusted_proxies decides instead.
+    return [
+        PYTHON, "-m", "waitress", f"--listen={LOOPBACK}:{port}",
+        "--no-clear-untrusted-proxy-headers", "tests.apps.wsgi_app:app",
+    ]  # fmt: skip
 
 
 def waitress_from_python(port: int) -> list[str]:

@@ -17,4 +17,6 @@ from .wsgi_app import app
 
 if __name__ == "__main__":
     signal.signal(signal.SIGTERM, signal.default_int_handler)
-    waitress.serve(app, listen=f"127.0.0.1:{sys.argv[1]}")
+    # boundlog's trusted_proxies reads the forwarding headers, which waitress would
+    # otherwise remove from a proxy it was not told to trust.
+    waitress.serve(app, listen=f"127.0.0.1:{sys.argv[1]}", clear_untrusted_proxy_headers=False)
