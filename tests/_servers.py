@@ -256,13 +256,15 @@ _REDACTED_QUERIES = {
     b"token=s3cret&page=2": b"token=[redacted]&page=2",
     b"user=ann&Password=hunter2": b"user=ann&Password=[redacted]",
 }
-# (forwarded header value, the client the log must show): the right-most address that
-# the trusted proxy did not add itself.
+# (forwarded header value, the client the log must show).  The test applications' log
+# reads X-Forwarded-For, the default proxy_header: there the client is the right-most
+# address the trusted proxy did not add itself.  A Forwarded header is what a client
+# behind nginx and the like can send itself, so it must change nothing: the peer.
 _FORWARDED = (
     (b"198.51.100.7", "198.51.100.7"),
     (b"203.0.113.9, 127.0.0.1", "203.0.113.9"),
-    (b'for="[2001:db8::7]:4711"', "2001:db8::7"),
-    (b"for=192.0.2.60;proto=http, for=127.0.0.1", "192.0.2.60"),
+    (b'for="[2001:db8::7]:4711"', LOOPBACK),
+    (b"for=192.0.2.60;proto=http, for=127.0.0.1", LOOPBACK),
 )
 # Values a client controls, including the bytes the log must escape: quote, backslash and
 # non-ASCII UTF-8.

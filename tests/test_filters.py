@@ -177,6 +177,7 @@ def test_filters_apply_together() -> None:
     [
         {"redact_query": ()},
         {"redact_query": (), "trusted_proxies": (), "skip_paths": [], "sample": 1},
+        {"redact_query": (), "proxy_header": "forwarded"},
         {"redact_query": (), "min_duration": 0, "keep": None, "skip_status": []},
     ],
 )
@@ -211,6 +212,7 @@ def test_query_redaction_is_on_by_default() -> None:
         ({"keep": "yes"}, "keep must be a function taking a Record"),
         ({"redact_query": ["to&ken"]}, "redact_query entry 'to&ken'"),
         ({"trusted_proxies": ["10.0.0.300"]}, "trusted_proxies entry '10.0.0.300'"),
+        ({"proxy_header": "x-real-ip"}, "proxy_header 'x-real-ip' is not a forwarding header"),
     ],
 )
 def test_bad_options_say_what_is_wrong(options: dict[str, Any], message: str) -> None:

@@ -269,8 +269,19 @@ def test_without_access_logfile_no_access_line_is_written(tmp_path: Path) -> Non
             ["--env", "BOUNDLOG_TRUSTED_PROXIES=10.0.0.0/8,proxy.local"],
             "trusted_proxies entry 'proxy.local' is not an IP address or network",
         ),
+        (
+            ["--env", "BOUNDLOG_PROXY_HEADER=X-Real-IP"],
+            "proxy_header 'X-Real-IP' is not a forwarding header boundlog reads",
+        ),
     ],
-    ids=["unknown-atom", "unknown-name", "bad-max-queue", "bad-policy", "bad-trusted-proxy"],
+    ids=[
+        "unknown-atom",
+        "unknown-name",
+        "bad-max-queue",
+        "bad-policy",
+        "bad-trusted-proxy",
+        "bad-proxy-header",
+    ],
 )
 def test_unusable_configuration_stops_gunicorn_at_startup_with_one_clear_line(
     tmp_path: Path, options: list[str], message: str
@@ -295,6 +306,10 @@ def test_unusable_configuration_stops_gunicorn_at_startup_with_one_clear_line(
             ["BOUNDLOG_SKIP_PATHS=/healthz, /static/*", "BOUNDLOG_TRUSTED_PROXIES=10.0.0.0/8"],
             {"skip_paths": ["/healthz", "/static/*"], "trusted_proxies": ["10.0.0.0/8"]},
         ),
+        (
+            ["BOUNDLOG_TRUSTED_PROXIES=10.0.0.1", "BOUNDLOG_PROXY_HEADER=forwarded"],
+            {"trusted_proxies": ["10.0.0.1"], "proxy_header": "forwarded"},
+        ),
         (["BOUNDLOG_REDACT_QUERY=key,token"], {"redact_query": ["key", "token"]}),
         (["BOUNDLOG_REDACT_QUERY="], {"redact_query": []}),
     ],
@@ -303,7 +318,12 @@ def test_policy_options_come_from_the_environment(
     raw_env: list[str], options: dict[str, object], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Comma-separated BOUNDLOG_* lists become AccessLog options; an empty one turns off."""
-    for variable in ("BOUNDLOG_SKIP_PATHS", "BOUNDLOG_TRUSTED_PROXIES", "BOUNDLOG_REDACT_QUERY"):
+    for variable in (
+        "BOUNDLOG_SKIP_PATHS",
+        "BOUNDLOG_TRUSTED_PROXIES",
+        "BOUNDLOG_PROXY_HEADER",
+        "BOUNDLOG_REDACT_QUERY",
+    ):
         monkeypatch.delenv(variable, raising=False)
     cfg = Config()
     cfg.set("raw_env", raw_env)

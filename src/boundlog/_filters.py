@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from ._errors import ConfigurationError
-from ._proxies import TrustedProxies
+from ._proxies import PROXY_HEADERS, TrustedProxies
 from ._record import Record
 from ._redaction import DEFAULT_REDACTED_QUERY, QueryRedaction
 
@@ -147,6 +147,7 @@ def make_select(
     keep: Callable[[Record], object] | None = None,
     redact_query: Iterable[str] | str = DEFAULT_REDACTED_QUERY,
     trusted_proxies: Iterable[str] | str = (),
+    proxy_header: str = PROXY_HEADERS[0],
 ) -> Select | None:
     """The selection these options ask for, or None when they ask for nothing.
 
@@ -161,7 +162,7 @@ def make_select(
             f"keep must be a function taking a Record and returning whether to log it, not {keep!r}"
         )
     rewrites: list[Rewrite] = []
-    proxies = TrustedProxies(_entries("trusted_proxies", trusted_proxies))
+    proxies = TrustedProxies(_entries("trusted_proxies", trusted_proxies), header=proxy_header)
     if proxies:
         rewrites.append(proxies)
     # After the client is known, so that both see the record as the server gave it.

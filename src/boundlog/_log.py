@@ -45,7 +45,8 @@ class AccessLog:
     What gets logged is decided on the writer thread, never on the request path:
     ``skip_paths``, ``skip_status``, ``min_duration``, ``sample`` and ``keep`` skip
     records (counted in ``stats().filtered``), ``trusted_proxies`` logs the client a
-    trusted proxy forwarded for, and ``redact_query`` hides credentials in query
+    trusted proxy forwarded for (in its ``proxy_header``: ``"x-forwarded-for"`` or
+    ``"forwarded"``, and only that one), and ``redact_query`` hides credentials in query
     strings (see ``_filters``, ``_proxies`` and ``_redaction``).
     """
 
@@ -73,6 +74,7 @@ class AccessLog:
         keep: Callable[[Record], object] | None = None,
         redact_query: Iterable[str] = DEFAULT_REDACTED_QUERY,
         trusted_proxies: Iterable[str] = (),
+        proxy_header: str = "x-forwarded-for",
     ) -> None:
         if policy not in POLICIES:
             raise ConfigurationError(
@@ -96,6 +98,7 @@ class AccessLog:
             keep=keep,
             redact_query=redact_query,
             trusted_proxies=trusted_proxies,
+            proxy_header=proxy_header,
         )
         self._sink = open_sink(sink)
         if isinstance(fmt, DevFormat):

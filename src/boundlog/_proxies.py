@@ -1,4 +1,4 @@
-"""The client behind trusted proxies: ``Forwarded`` and ``X-Forwarded-For``, on the writer thread.
+"""The client behind trusted proxies, from ``X-Forwarded-For`` or ``Forwarded``, on the writer thread.
 
 A server reports its peer: behind a reverse proxy, the proxy.  The proxy says who its
 own peer was in a header, but any client can send that header too, so it is believed
@@ -8,12 +8,15 @@ right-most address that is not itself a trusted proxy is the client (a client's 
 additions stand to its left, and are ignored).  When every address is trusted, the
 left-most is the client.
 
-``Forwarded`` (RFC 7239) is read when the request has one with ``for=`` parameters,
-else ``X-Forwarded-For``.  Ports are dropped.  The identifiers RFC 7239 allows in
-place of an address (``unknown``, or an obfuscated ``_name``) are logged as they are,
-since the proxy chose to hide the address; anything else that is not an address ends
-the walk at the nearest trusted proxy.  With nothing trusted (the default) the peer is
-logged and no header is read.
+Exactly one header is read, the one the proxies set: ``X-Forwarded-For`` by default
+(what nginx, HAProxy, AWS ALB, Caddy and Traefik append to), or ``Forwarded`` (RFC
+7239).  The other is never consulted, not even when the chosen one is missing: the
+proxies pass it through from the client unchanged, so falling back to it would let a
+client choose its logged address.  Ports are dropped.  The identifiers RFC 7239 allows
+in place of an address (``unknown``, or an obfuscated ``_name``) are logged as they
+are, since the proxy chose to hide the address; anything else that is not an address
+ends the walk at the nearest trusted proxy, and a malformed ``Forwarded`` leaves the
+peer.  With nothing trusted (the default) the peer is logged and no header is read.
 """
 
 from __future__ import annotations
@@ -46,18 +49,23 @@ _PARAMETER = re.compile(
 _QUOTED_PAIR = re.compile(r"\\(.)")
 _client = itemgetter(2)
 
+#: The forwarding headers a log can read, the default first.
+PROXY_HEADERS = ("x-forwarded-for", "forwarded")
+
 
 class TrustedProxies:
     """Replaces a trusted peer by the client it forwarded for; false when none is trusted."""
 
-    __slots__ = ("_clients", "_networks", "_peers", "_reader")
+    __slots__ = ("_chain", "_clients", "_networks", "_peers", "_reader")
 
-    def __init__(self, entries: Iterable[object]) -> None:
+    def __init__(self, entries: Iterable[object], *, header: str = PROXY_HEADERS[0]) -> None:
+        name = _proxy_header(header)
         self._networks = tuple(map(_network, entries))
         self._peers: dict[str, bool] = {}
-        # By (Forwarded, X-Forwarded-For) value: the client, or None for the peer.
-        self._clients: dict[tuple[bytes | None, ...], str | None] = {}
-        self._reader = HeaderReader(("forwarded", "x-forwarded-for"))
+        # By header value: the client, or None for the peer.
+        self._clients: dict[bytes, str | None] = {}
+        self._reader = HeaderReader((name,))
+        self._chain = _forwarded_chain if name == "forwarded" else _forwarded_for_chain
 
     def __bool__(self) -> bool:
         return bool(self._networks)
@@ -93,25 +101,21 @@ class TrustedProxies:
 
     def client(self, peer: str, headers: Headers) -> str:
         """The client a trusted ``peer`` forwarded for, according to ``headers``."""
-        values = self._reader.values(headers)
-        if values == (None, None):
+        (value,) = self._reader.values(headers)
+        if value is None:
             return peer
         clients = self._clients
-        if values in clients:
-            return clients[values] or peer
+        if value in clients:
+            return clients[value] or peer
         if len(clients) >= _CACHE_SIZE:
             clients.clear()
-        forwarded, forwarded_for = values
-        client = clients[values] = self._forwarded_client(forwarded, forwarded_for)
+        client = clients[value] = self._forwarded_client(value)
         return client or peer
 
-    def _forwarded_client(self, forwarded: bytes | None, forwarded_for: bytes | None) -> str | None:
-        """The client the headers name, or None where they leave it to the peer."""
-        chain = _forwarded_chain(forwarded) if forwarded else None
-        if not chain and forwarded_for:
-            chain = [*forwarded_for.decode("latin-1").split(",")]
+    def _forwarded_client(self, value: bytes) -> str | None:
+        """The client the header's ``value`` names, or None where it leaves it to the peer."""
         client = None
-        for element in reversed(chain or ()):
+        for element in reversed(self._chain(value) or ()):
             if element is None:
                 break  # a proxy that did not say who its peer was
             element = element.strip()
@@ -145,6 +149,21 @@ def _network(entry: object) -> IPNetwork:
             f"trusted_proxies entry {entry!r} is not an IP address or network: give "
             "addresses or CIDR ranges as text, e.g. ['127.0.0.1', '10.0.0.0/8', 'fd00::/8']"
         ) from None
+
+
+def _proxy_header(header: object) -> str:
+    if isinstance(header, str) and header.lower() in PROXY_HEADERS:
+        return header.lower()
+    raise ConfigurationError(
+        f"proxy_header {header!r} is not a forwarding header boundlog reads: choose "
+        "'x-forwarded-for' (nginx, HAProxy, AWS ALB, Caddy, Traefik) or 'forwarded' "
+        "(RFC 7239), whichever your proxies set"
+    )
+
+
+def _forwarded_for_chain(value: bytes) -> list[str | None]:
+    """The addresses of an X-Forwarded-For value, as written."""
+    return [*value.decode("latin-1").split(",")]
 
 
 def _forwarded_chain(value: bytes) -> list[str | None] | None:

@@ -17,9 +17,11 @@ not know (or ``{name}e``) stops gunicorn at startup with an error naming it.
 The queue and policy come from the environment (or gunicorn's ``--env``/``raw_env``):
 ``BOUNDLOG_POLICY`` (``drop`` or ``wait``), ``BOUNDLOG_MAX_QUEUE``, ``BOUNDLOG_BATCH_SIZE``
 and ``BOUNDLOG_FLUSH_INTERVAL``; what is logged from ``BOUNDLOG_SKIP_PATHS`` and
-``BOUNDLOG_TRUSTED_PROXIES`` (comma-separated lists) and ``BOUNDLOG_REDACT_QUERY``
-(comma-separated names, replacing the default list; empty turns redaction off).  A
-subclass may override :meth:`Logger.log_options`, e.g. to pass ``keep``.
+``BOUNDLOG_TRUSTED_PROXIES`` (comma-separated lists), ``BOUNDLOG_PROXY_HEADER`` (the
+one header those proxies set: ``x-forwarded-for``, the default, or ``forwarded``) and
+``BOUNDLOG_REDACT_QUERY`` (comma-separated names, replacing the default list; empty
+turns redaction off).  A subclass may override :meth:`Logger.log_options`, e.g. to pass
+``keep``.
 
 The master builds the log, so each worker inherits it through ``fork`` and gets a writer
 thread of its own (boundlog restarts its logs in a forked child).  A worker that exits
@@ -49,6 +51,7 @@ BATCH_SIZE_VARIABLE = "BOUNDLOG_BATCH_SIZE"
 FLUSH_INTERVAL_VARIABLE = "BOUNDLOG_FLUSH_INTERVAL"
 SKIP_PATHS_VARIABLE = "BOUNDLOG_SKIP_PATHS"
 TRUSTED_PROXIES_VARIABLE = "BOUNDLOG_TRUSTED_PROXIES"
+PROXY_HEADER_VARIABLE = "BOUNDLOG_PROXY_HEADER"
 REDACT_QUERY_VARIABLE = "BOUNDLOG_REDACT_QUERY"
 
 # gunicorn's default --access-logformat: the Apache combined format.
@@ -104,8 +107,12 @@ class Logger(GunicornLogger):  # type: ignore[misc]
         """The AccessLog options besides sink and format: from the environment by default."""
         environment = {**os.environ, **cfg.env}
         options: dict[str, Any] = {}
-        if POLICY_VARIABLE in environment:
-            options["policy"] = environment[POLICY_VARIABLE]
+        for variable, option in (
+            (POLICY_VARIABLE, "policy"),
+            (PROXY_HEADER_VARIABLE, "proxy_header"),
+        ):
+            if variable in environment:
+                options[option] = environment[variable]
         for variable, option, kind in (
             (MAX_QUEUE_VARIABLE, "max_queue", int),
             (BATCH_SIZE_VARIABLE, "batch_size", int),
