@@ -164,6 +164,47 @@ def running_server(
             server.kill()
 
 
+# uvicorn ends a graceful shutdown by re-raising the SIGTERM it caught, so a clean exit
+# is a death by SIGTERM (older versions exited with 0).
+UVICORN_CLEAN_EXITS = (0, -signal.SIGTERM)
+
+
+def stop_gracefully(server: Server, clean_exits: Sequence[int] = (0,)) -> str:
+    """SIGTERM the server; it must exit cleanly without a boundlog warning.  Its output."""
+    status = server.stop()
+    output = server.output()
+    assert status in clean_exits, output
+    assert "boundlog:" not in output, output
+    return output
+
+
+def check_drained_on_stop(
+    tmp_path: Path,
+    command: Callable[[int], list[str]],
+    exchanges: Sequence[Exchange],
+    log_format: str,
+    stop: Callable[[Server], object] = stop_gracefully,
+    environment: dict[str, str] | None = None,
+) -> None:
+    """Serve the exchanges, stop the server, and check the log has one exact line each.
+
+    The log's writer holds every line until the log is closed (HOLD_UNTIL_CLOSE), so the
+    lines found after the stop are all the shutdown drain's work.
+    """
+    log_path = tmp_path / "access.log"
+    environment = {
+        **server_environment(log_path, log_format, HOLD_UNTIL_CLOSE),
+        **(environment or {}),
+    }
+    with running_server(command, environment, tmp_path / "server.out") as server:
+        started = time.time()
+        send_exchanges(server.port, exchanges)
+        finished = time.time()
+        assert log_path.read_bytes() == b"", "the writer should hold the lines until close"
+        stop(server)
+    check_log(read_log_lines(log_path), exchanges, log_format, started, finished)
+
+
 def server_environment(sink: Path, log_format: str, flush_interval: str) -> dict[str, str]:
     """What the test applications read to build their log, and the zone they log in."""
     return {

@@ -11,7 +11,6 @@ atexit backstop that must drain the log.
 from __future__ import annotations
 
 import socket
-import time
 from contextlib import AbstractContextManager
 from pathlib import Path
 
@@ -20,17 +19,16 @@ import pytest
 
 from _servers import (
     CLIENT_TIMEOUT,
-    HOLD_UNTIL_CLOSE,
     LOOPBACK,
     PYTHON,
     Server,
     build_exchanges,
-    check_log,
+    check_drained_on_stop,
     parse_combined_line,
     read_log_lines,
     running_server,
-    send_exchanges,
     server_environment,
+    stop_gracefully,
 )
 
 REQUESTS = 200
@@ -51,23 +49,10 @@ def gunicorn(
     return running_server(gunicorn_command, environment, tmp_path / "gunicorn.out")
 
 
-def stop_gracefully(server: Server) -> None:
-    assert server.stop() == 0, server.output()
-    assert "boundlog:" not in server.output(), server.output()
-
-
 @pytest.mark.parametrize("log_format", ["combined", "json"])
 def test_every_request_is_logged_once_with_exact_fields(tmp_path: Path, log_format: str) -> None:
     """N mixed requests leave exactly N correct lines, all written by the worker's exit drain."""
-    exchanges = build_exchanges(REQUESTS)
-    log_path = tmp_path / "access.log"
-    with gunicorn(tmp_path, log_format, HOLD_UNTIL_CLOSE) as server:
-        started = time.time()
-        send_exchanges(server.port, exchanges)
-        finished = time.time()
-        assert log_path.read_bytes() == b"", "the writer should hold the lines until close"
-        stop_gracefully(server)
-    check_log(read_log_lines(log_path), exchanges, log_format, started, finished)
+    check_drained_on_stop(tmp_path, gunicorn_command, build_exchanges(REQUESTS), log_format)
 
 
 def test_exception_before_response_is_logged_as_500_and_server_keeps_serving(

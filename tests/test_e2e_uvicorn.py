@@ -8,9 +8,7 @@ wrote (see tests/apps/asgi_app.py and tests/_servers.py).
 from __future__ import annotations
 
 import json
-import signal
 import socket
-import time
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
@@ -20,19 +18,19 @@ import pytest
 
 from _servers import (
     CLIENT_TIMEOUT,
-    HOLD_UNTIL_CLOSE,
     LOOPBACK,
     OPTIONS_VARIABLE,
     PYTHON,
+    UVICORN_CLEAN_EXITS,
     Server,
     build_exchanges,
-    check_log,
+    check_drained_on_stop,
     parse_combined_line,
     read_log_lines,
     running_server,
-    send_exchanges,
     server_environment,
 )
+from _servers import stop_gracefully as stop_server_gracefully
 
 REQUESTS = 200
 
@@ -58,25 +56,14 @@ def uvicorn(
 
 
 def stop_gracefully(server: Server) -> None:
-    status = server.stop()
-    # uvicorn re-raises the SIGTERM it caught once its shutdown is complete, so a clean
-    # exit is a death by SIGTERM; older versions exited with 0.
-    assert status in (0, -signal.SIGTERM), server.output()
-    assert "boundlog:" not in server.output(), server.output()
+    stop_server_gracefully(server, UVICORN_CLEAN_EXITS)
 
 
 @pytest.mark.parametrize("log_format", ["combined", "json"])
 def test_every_request_is_logged_once_with_exact_fields(tmp_path: Path, log_format: str) -> None:
     """N mixed requests leave exactly N correct lines, all written by the SIGTERM drain."""
     exchanges = build_exchanges(REQUESTS)
-    log_path = tmp_path / "access.log"
-    with uvicorn(tmp_path, log_format, HOLD_UNTIL_CLOSE) as server:
-        started = time.time()
-        send_exchanges(server.port, exchanges)
-        finished = time.time()
-        assert log_path.read_bytes() == b"", "the writer should hold the lines until close"
-        stop_gracefully(server)
-    check_log(read_log_lines(log_path), exchanges, log_format, started, finished)
+    check_drained_on_stop(tmp_path, uvicorn_command, exchanges, log_format, stop_gracefully)
 
 
 def test_exception_before_response_is_logged_as_500_and_server_keeps_serving(

@@ -32,6 +32,7 @@ from _servers import (
     send_exchanges,
     send_http10,
     server_environment,
+    stop_gracefully,
 )
 from boundlog import AccessLog, ConfigurationError
 from boundlog.aiohttp import AccessLogger, access_logger
@@ -60,11 +61,6 @@ FILES = [
 
 def aiohttp_command(mode: str) -> list[str]:
     return [PYTHON, "-m", "tests.apps.aiohttp_app", mode]
-
-
-def stop_gracefully(server: Server) -> None:
-    assert server.stop() == 0, server.output()
-    assert "boundlog:" not in server.output(), server.output()
 
 
 def send_traffic(port: int, exchanges: Sequence[Exchange]) -> list[Exchange]:

@@ -30,7 +30,6 @@ from _servers import (
     SERVER_TZ,
     STOP_TIMEOUT,
     PipeReader,
-    Server,
     build_exchanges,
     check_log,
     poll_until,
@@ -38,6 +37,7 @@ from _servers import (
     running_server,
     running_server_with_stdout,
     send_exchanges,
+    stop_gracefully,
 )
 from boundlog.gunicorn import Logger
 
@@ -59,11 +59,6 @@ def gunicorn_command(*options: str) -> Callable[[int], list[str]]:
         ]  # fmt: skip
 
     return command
-
-
-def stop_gracefully(server: Server) -> None:
-    assert server.stop() == 0, server.output()
-    assert "boundlog:" not in server.output(), server.output()
 
 
 def group_processes(leader: int) -> list[int]:

@@ -28,6 +28,7 @@ from _servers import (
     running_server,
     send_http10,
     server_environment,
+    stop_gracefully,
 )
 
 HELLO = b"hello, world\n" * 300
@@ -44,6 +45,17 @@ REQUESTS = [
     ("GET", b"/hello.txt?q=10", "HTTP/1.0", b"http://example.test/", b"old/1.0", 200),
     ("GET", b"/missing.txt", "HTTP/1.0", None, None, 404),
 ]
+# The policy of every test application's log (tests/apps/__init__.py): the health check
+# is skipped, the credential in the query redacted, and the client the trusted proxy on
+# 127.0.0.1 forwarded for is logged.
+POLICY_EXCHANGES = [
+    Exchange("GET", b"/healthz", b"", "HTTP/1.1", None, None, b"", 404, 0),
+    Exchange("GET", b"/hello.txt", b"token=s3cret&page=2", "HTTP/1.1", None, None, b"", 200, 0),
+    Exchange(
+        "GET", b"/hello.txt", b"", "HTTP/1.0", None, None, b"", 200, 0,
+        forwarded=b"203.0.113.9, 127.0.0.1", client="203.0.113.9",
+    ),
+]  # fmt: skip
 
 
 def serve(tmp_path: Path, log_format: str, log_as: str) -> AbstractContextManager[Server]:
@@ -63,26 +75,26 @@ def serve(tmp_path: Path, log_format: str, log_as: str) -> AbstractContextManage
 
 
 def send_requests(port: int) -> list[Exchange]:
-    """Send REQUESTS in order, checking each status; return what the log must show."""
-    exchanges = []
+    """Send REQUESTS and POLICY_EXCHANGES in order, checking each status; return what the
+    log must show."""
+    exchanges = [
+        Exchange(method, *target.partition(b"?")[::2], protocol, referer, agent, b"", status, 0)
+        for method, target, protocol, referer, agent, status in REQUESTS
+    ] + POLICY_EXCHANGES
+    sent = []
     with httpx.Client(base_url=f"http://{LOOPBACK}:{port}", timeout=CLIENT_TIMEOUT) as client:
         del client.headers["User-Agent"]
-        for method, target, protocol, referer, agent, status in REQUESTS:
-            path, _, query = target.partition(b"?")
-            exchange = Exchange(method, path, query, protocol, referer, agent, b"", status, 0)
-            if protocol == "HTTP/1.0":
-                received_status, body = send_http10(port, exchange)
+        for exchange in exchanges:
+            if exchange.protocol == "HTTP/1.0":
+                status, body = send_http10(port, exchange)
             else:
-                headers = {b"Referer": referer, b"User-Agent": agent}
                 response = client.request(
-                    method,
-                    target.decode(),
-                    headers={name: value for name, value in headers.items() if value is not None},
+                    exchange.method, exchange.target.decode(), headers=exchange.headers()
                 )
-                received_status, body = response.status_code, response.content
-            assert received_status == status, (target, received_status, body[:200])
-            exchanges.append(exchange._replace(bytes_sent=len(body)))
-    return exchanges
+                status, body = response.status_code, response.content
+            assert status == exchange.status, (exchange, status, body[:200])
+            sent.append(exchange._replace(bytes_sent=len(body)))
+    return sent
 
 
 def raise_before_responding(port: int) -> Exchange:
@@ -91,13 +103,6 @@ def raise_before_responding(port: int) -> Exchange:
         sock.sendall(b"GET /raise HTTP/1.1\r\nHost: %s\r\n\r\n" % LOOPBACK.encode())
         assert read_until_closed(sock) == b""
     return Exchange("GET", b"/raise", b"", "HTTP/1.1", None, None, b"", 500, 0)
-
-
-def stop_gracefully(server: Server) -> str:
-    assert server.stop() == 0, server.output()
-    output = server.output()
-    assert "boundlog:" not in output, output
-    return output
 
 
 @pytest.mark.parametrize(("log_format", "log_as"), [("combined", "options"), ("json", "attribute")])
@@ -115,7 +120,7 @@ def test_every_request_is_logged_once_with_exact_fields(
         output = stop_gracefully(server)
     check_log(read_log_lines(log_path), expected, log_format, started, finished)
     # log_error keeps writing error messages to stderr; log_request no longer does.
-    assert output.count("code 404, message File not found") == 2, output
+    assert output.count("code 404, message File not found") == 3, output
     assert "code 501, message Unsupported method ('PUT')" in output, output
     assert "RuntimeError: the test handler raises" in output, output
     assert output.count("Traceback") == 1, output

@@ -8,22 +8,18 @@ shutdown by re-raising SIGTERM on itself, which skips the exit handlers.
 
 from __future__ import annotations
 
-import signal
-import time
+from functools import partial
 from pathlib import Path
 
 import pytest
 
 from _servers import (
-    HOLD_UNTIL_CLOSE,
     LOOPBACK,
     PYTHON,
+    UVICORN_CLEAN_EXITS,
     build_exchanges,
-    check_log,
-    read_log_lines,
-    running_server,
-    send_exchanges,
-    server_environment,
+    check_drained_on_stop,
+    stop_gracefully,
 )
 
 REQUESTS = 150
@@ -46,14 +42,10 @@ def test_every_request_is_logged_once_with_exact_fields(tmp_path: Path, log_form
         exchange._replace(protocol="HTTP/1.0") if exchange.path == b"/raise" else exchange
         for exchange in build_exchanges(REQUESTS)
     ]
-    log_path = tmp_path / "access.log"
-    environment = server_environment(log_path, log_format, HOLD_UNTIL_CLOSE)
-    with running_server(uvicorn_command, environment, tmp_path / "uvicorn.out") as server:
-        started = time.time()
-        send_exchanges(server.port, exchanges)
-        finished = time.time()
-        assert log_path.read_bytes() == b"", "the writer should hold the lines until close"
-        # uvicorn re-raises the SIGTERM it caught once its shutdown is complete.
-        assert server.stop() in (0, -signal.SIGTERM), server.output()
-        assert "boundlog:" not in server.output(), server.output()
-    check_log(read_log_lines(log_path), exchanges, log_format, started, finished)
+    check_drained_on_stop(
+        tmp_path,
+        uvicorn_command,
+        exchanges,
+        log_format,
+        stop=partial(stop_gracefully, clean_exits=UVICORN_CLEAN_EXITS),
+    )

@@ -7,23 +7,18 @@ handlers drain its log once waitress stops gracefully, on KeyboardInterrupt.
 from __future__ import annotations
 
 import signal
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from _servers import (
-    HOLD_UNTIL_CLOSE,
     LOOPBACK,
     PYTHON,
     STOP_TIMEOUT,
+    Server,
     build_exchanges,
-    check_log,
-    read_log_lines,
-    running_server,
-    send_exchanges,
-    server_environment,
+    check_drained_on_stop,
 )
 
 REQUESTS = 150
@@ -57,15 +52,10 @@ def test_every_request_is_logged_once_with_exact_fields(
     log_format: str,
 ) -> None:
     """N mixed requests leave exactly N correct lines, all written by the exit drain."""
-    exchanges = build_exchanges(REQUESTS)
-    log_path = tmp_path / "access.log"
-    environment = server_environment(log_path, log_format, HOLD_UNTIL_CLOSE)
-    with running_server(command, environment, tmp_path / "waitress.out") as server:
-        started = time.time()
-        send_exchanges(server.port, exchanges)
-        finished = time.time()
-        assert log_path.read_bytes() == b"", "the writer should hold the lines until close"
+
+    def stop(server: Server) -> None:
         server.process.send_signal(stop_signal)
         assert server.process.wait(STOP_TIMEOUT) == 0, server.output()
         assert "boundlog:" not in server.output(), server.output()
-    check_log(read_log_lines(log_path), exchanges, log_format, started, finished)
+
+    check_drained_on_stop(tmp_path, command, build_exchanges(REQUESTS), log_format, stop)
