@@ -15,6 +15,7 @@ come out as :data:`REDACTED` unless the log was told to allow them by name.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from itertools import chain, repeat
 from typing import Any
 
 from ._errors import ConfigurationError
@@ -26,6 +27,8 @@ SENSITIVE_HEADERS = frozenset(("authorization", "cookie", "proxy-authorization",
 REDACTED = b"[redacted]"
 
 _SEPARATOR = b", "
+_PAIR_LISTS = frozenset((list, tuple))
+_BYTES_OR_NONE = frozenset((bytes, type(None)))
 # The two request headers CGI (and so WSGI) keeps without the HTTP_ prefix.
 _UNPREFIXED = {b"content-type": "CONTENT_TYPE", b"content-length": "CONTENT_LENGTH"}
 
@@ -80,12 +83,48 @@ class HeaderReader:
 
     def columns(self, sources: Sequence[Headers]) -> list[list[bytes | None]]:
         """One column per name: each record's value of that field, or None."""
+        # The writer's cost per line is mostly here, so the two shapes servers hand over
+        # are read a column at a time by C-level calls; anything else record by record.
+        kinds = set(map(type, sources))
+        if kinds == {dict}:
+            return self._columns_of_environs(sources)
+        if kinds and kinds <= _PAIR_LISTS:
+            columns = self._columns_of_plain_pairs(sources)
+            if columns is not None:
+                return columns
         rows = list(map(self.values, sources))
         return (
             [list(column) for column in zip(*rows, strict=True)]
             if rows
             else [[] for _ in self.names]
         )
+
+    def _columns_of_environs(self, environs: Sequence[Any]) -> list[list[bytes | None]]:
+        return [
+            self._finished(name, map(dict.get, environs, repeat(self._environ_keys[name])))
+            for name in self.names
+        ]
+
+    def _columns_of_plain_pairs(self, sources: Sequence[Any]) -> list[list[bytes | None]] | None:
+        # Lists of (bytes, bytes) pairs whose names are lower case and sent once each,
+        # which is what ASGI servers pass: then a dict per record finds every field.
+        try:
+            tables = list(map(dict, sources))
+            names = b"".join(chain.from_iterable(tables))
+        except (TypeError, ValueError):
+            return None
+        if names != names.lower() or sum(map(len, tables)) != sum(map(len, sources)):
+            return None
+        return [self._finished(name, map(dict.get, tables, repeat(name))) for name in self.names]
+
+    def _finished(self, name: bytes, found: Iterable[Any]) -> list[bytes | None]:
+        """One field's column as bytes, redacted if it is masked."""
+        column: list[Any] = list(found)
+        if not set(map(type, column)) <= _BYTES_OR_NONE:
+            column = [None if value is None else _as_bytes(value) for value in column]
+        if name in self._masked:
+            column = [None if value is None else REDACTED for value in column]
+        return column
 
     def values(self, source: Headers) -> tuple[bytes | None, ...]:
         """The value of each named field in ``source``, or None where it is absent."""
