@@ -1,4 +1,8 @@
-"""Finding header fields in the containers servers hand over, on the writer thread."""
+"""Finding header fields in the containers servers hand over, on the writer thread.
+
+A batch of the two shapes servers hand over (environs, or lists of lower-case bytes
+pairs) is read a column at a time; every batch must read as record by record would.
+"""
 
 from __future__ import annotations
 
@@ -104,3 +108,37 @@ def test_pairs_read_like_a_case_insensitive_join(pairs: list[tuple[bytes, bytes]
     for name, value in zip((b"a", b"b"), values, strict=True):
         sent = [v for n, v in pairs if n.lower() == name]
         assert value == (b", ".join(sent) if sent else None)
+
+
+NAMES = ("referer", "user-agent", "cookie")
+_name = st.sampled_from([b"referer", b"Referer", b"user-agent", b"USER-AGENT", b"host", b"cookie"])
+_value = st.binary(max_size=8)
+_pairs = st.lists(st.tuples(_name, _value), max_size=5)
+_text_pairs = st.lists(
+    st.tuples(_name.map(bytes.decode), _value.map(lambda value: value.decode("latin-1"))),
+    max_size=5,
+)
+_environ = st.dictionaries(
+    st.sampled_from(["HTTP_REFERER", "HTTP_USER_AGENT", "HTTP_COOKIE", "PATH_INFO"]),
+    st.text(max_size=8),
+)
+
+
+def record_by_record(reader: HeaderReader, sources: list[Any]) -> list[list[bytes | None]]:
+    return [list(column) for column in zip(*map(reader.values, sources), strict=True)]
+
+
+@given(
+    st.one_of(
+        st.lists(_pairs, min_size=1, max_size=6),
+        st.lists(_pairs.map(tuple), min_size=1, max_size=6),
+        st.lists(_text_pairs, min_size=1, max_size=6),
+        st.lists(_environ, min_size=1, max_size=6),
+        st.lists(st.one_of(_pairs, _text_pairs, _environ), min_size=1, max_size=6),
+    ),
+    st.booleans(),
+)
+def test_columns_match_values(sources: list[Any], allow_cookie: bool) -> None:
+    """Any batch (lower or mixed case, repeats, str or bytes, environs, mixed) reads alike."""
+    reader = HeaderReader(NAMES, allow=("cookie",) if allow_cookie else ())
+    assert reader.columns(sources) == record_by_record(reader, sources)

@@ -62,7 +62,7 @@ def hello(environ: dict[str, Any], start_response: StartResponse) -> Iterable[by
 
 
 def test_a_response_is_logged_once_with_its_fields(tmp_path: Path) -> None:
-    """Every field comes from the environ; the body bytes are counted as the server takes them."""
+    """Every field comes from the environ; the body bytes are counted."""
     path = tmp_path / "access.log"
     with AccessLog(str(path), format="json") as log:
         app = validator(AccessLogMiddleware(validator(hello), log=log))
@@ -80,6 +80,49 @@ def test_a_response_is_logged_once_with_its_fields(tmp_path: Path) -> None:
         "user_agent": "probe/2",
         "request_id": "req-42",
     }
+
+
+class ClosingList(list[bytes]):
+    """A list body with a close() of its own, as some frameworks return."""
+
+    closed = 0
+
+    def close(self) -> None:
+        self.closed += 1
+
+
+@pytest.mark.parametrize(
+    "make_body",
+    [list, tuple, ClosingList, lambda chunks: (chunk for chunk in chunks)],
+    ids=["list", "tuple", "list-with-close", "generator"],
+)
+def test_every_kind_of_body_is_counted_and_closed_once(
+    tmp_path: Path, make_body: Callable[[list[bytes]], Iterable[bytes]]
+) -> None:
+    """Lists go to the server as they are, other iterables through a counter; close() once."""
+    bodies: list[Iterable[bytes]] = []
+
+    def app(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        bodies.append(make_body([b"hello ", b"", b"world"]))
+        return bodies[0]
+
+    path = tmp_path / "access.log"
+    with AccessLog(str(path), format="json") as log:
+        assert run(validator(AccessLogMiddleware(validator(app), log=log)), environ()) == (
+            b"hello world"
+        )
+    assert lines(path)[0]["bytes_sent"] == 11
+    if isinstance(bodies[0], ClosingList):
+        assert bodies[0].closed == 1
+
+
+def test_a_list_body_never_iterated_logs_no_bytes(tmp_path: Path) -> None:
+    """A server that closes the body without taking from it (client gone) logs 0 bytes."""
+    path = tmp_path / "access.log"
+    with AccessLog(str(path), format="json") as log:
+        AccessLogMiddleware(hello, log=log)(environ(), lambda *a: None).close()  # type: ignore[attr-defined]
+    assert lines(path)[0]["bytes_sent"] == 0
 
 
 def test_write_callable_bytes_are_counted(tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from itertools import chain, repeat
-from typing import Any, cast
+from typing import Any
 
 from ._errors import ConfigurationError
 from ._record import Headers
@@ -27,7 +27,8 @@ SENSITIVE_HEADERS = frozenset(("authorization", "cookie", "proxy-authorization",
 REDACTED = b"[redacted]"
 
 _SEPARATOR = b", "
-_PAIR_SEQUENCES = frozenset((list, tuple))
+_PAIR_LISTS = frozenset((list, tuple))
+_BYTES_OR_NONE = frozenset((bytes, type(None)))
 # The two request headers CGI (and so WSGI) keeps without the HTTP_ prefix.
 _UNPREFIXED = {b"content-type": "CONTENT_TYPE", b"content-length": "CONTENT_LENGTH"}
 
@@ -84,60 +85,48 @@ class HeaderReader:
 
     def columns(self, sources: Sequence[Headers]) -> list[list[bytes | None]]:
         """One column per name: each record's value of that field, or None."""
-        if not sources:
-            return [[] for _ in self.names]
+        # The writer's cost per line is mostly here, so the two shapes servers hand over
+        # are read a column at a time by C-level calls; anything else record by record.
         kinds = set(map(type, sources))
-        columns: list[list[bytes | None]] | None
         if kinds == {dict}:
-            columns = self._environ_columns(cast("Sequence[dict[str, Any]]", sources))
-        elif kinds <= _PAIR_SEQUENCES:
-            columns = self._asgi_columns(sources)
-        else:
-            columns = None
-        if columns is None:
-            rows = list(map(self.values, sources))
-            return [list(column) for column in zip(*rows, strict=True)]
-        for index, name in enumerate(self.names):
-            if name in self._masked:
-                columns[index] = [None if value is None else REDACTED for value in columns[index]]
-        return columns
+            return self._columns_of_environs(sources)
+        if kinds and kinds <= _PAIR_LISTS:
+            columns = self._columns_of_plain_pairs(sources)
+            if columns is not None:
+                return columns
+        rows = list(map(self.values, sources))
+        return (
+            [list(column) for column in zip(*rows, strict=True)]
+            if rows
+            else [[] for _ in self.names]
+        )
 
-    def _asgi_columns(self, sources: Sequence[Headers]) -> list[list[bytes | None]] | None:
-        """The columns of ASGI-style header lists, with C-level calls only; None if unsure.
+    def _columns_of_environs(self, environs: Sequence[Any]) -> list[list[bytes | None]]:
+        return [
+            self._finished(name, map(dict.get, environs, repeat(self._environ_keys[name])))
+            for name in self.names
+        ]
 
-        Searching each list in Python costs a few microseconds a record, as much as
-        formatting the rest of its line.  ASGI servers send names in lower case, and a
-        name rarely repeats, so each list becomes a dict in one call and each field is
-        a lookup.  If a name is not lower-case bytes, or one repeats (its values must be
-        joined), or a value is not bytes, the batch takes the general path instead.
-        """
-        lists = cast("Sequence[Sequence[tuple[bytes, bytes]]]", sources)
+    def _columns_of_plain_pairs(self, sources: Sequence[Any]) -> list[list[bytes | None]] | None:
+        # Lists of (bytes, bytes) pairs whose names are lower case and sent once each,
+        # which is what ASGI servers pass: then a dict per record finds every field.
         try:
-            tables = list(map(dict, lists))
-            all_names = b"".join(chain.from_iterable(tables))
+            tables = list(map(dict, sources))
+            names = b"".join(chain.from_iterable(tables))
         except (TypeError, ValueError):
             return None
-        if all_names != all_names.lower() or sum(map(len, tables)) != sum(map(len, lists)):
+        if names != names.lower() or sum(map(len, tables)) != sum(map(len, sources)):
             return None
-        columns: list[list[bytes | None]] = []
-        for name in self.names:
-            column = list(map(dict.get, tables, repeat(name)))
-            try:
-                b"".join(filter(None, column))
-            except TypeError:
-                return None
-            columns.append(column)
-        return columns
+        return [self._finished(name, map(dict.get, tables, repeat(name))) for name in self.names]
 
-    def _environ_columns(self, environs: Sequence[dict[str, Any]]) -> list[list[bytes | None]]:
-        # A WSGI server has already joined repeated fields with ", ".
-        return [
-            [
-                None if value is None else _as_bytes(value)
-                for value in map(dict.get, environs, repeat(key))
-            ]
-            for key in self._environ_keys.values()
-        ]
+    def _finished(self, name: bytes, found: Iterable[Any]) -> list[bytes | None]:
+        """One field's column as bytes, redacted if it is masked."""
+        column: list[Any] = list(found)
+        if not set(map(type, column)) <= _BYTES_OR_NONE:
+            column = [None if value is None else _as_bytes(value) for value in column]
+        if name in self._masked:
+            column = [None if value is None else REDACTED for value in column]
+        return column
 
     def values(self, source: Headers) -> tuple[bytes | None, ...]:
         """The value of each named field in ``source``, or None where it is absent."""

@@ -2,8 +2,9 @@
 
 PEP 3333 makes the server call ``close()`` on the response iterable when it is done with
 it, whether the body was sent in full, the client went away, or sending failed.  The
-middleware wraps the iterable, counts the bytes the server takes from it, and submits
-the record from ``close()``.  An application that raises before returning a body is
+middleware wraps the iterable, counts the bytes the server takes from it (a list or
+tuple body as a whole, when the server starts on it), and submits the record from
+``close()``.  An application that raises before returning a body is
 logged with status 500 (or the status it had already passed to ``start_response``) and
 the exception propagates unchanged.
 
@@ -99,7 +100,18 @@ class _Exchange:
         return self._server_write(data)
 
     def __iter__(self) -> Iterator[bytes]:
-        for chunk in self.body:
+        body = self.body
+        if type(body) is list or type(body) is tuple:
+            # Most applications return a list: the server then iterates it at C speed
+            # instead of resuming a generator per chunk.  Its bytes are counted when the
+            # server starts taking them, so a server that stops halfway through a
+            # list of several chunks logs them all.
+            self._sent += sum(map(len, body))
+            return iter(body)
+        return self._counting(body)
+
+    def _counting(self, body: Iterable[bytes]) -> Iterator[bytes]:
+        for chunk in body:
             self._sent += len(chunk)
             yield chunk
 
