@@ -7,6 +7,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -198,3 +199,24 @@ def test_exit_with_a_stuck_sink_is_bounded_by_close_timeout() -> None:
         """
     )
     subprocess.run([sys.executable, "-c", program], check=True, timeout=60)
+
+
+@pytest.mark.parametrize(
+    ("options", "names"),
+    [
+        ({"format": "common"}, set()),
+        ({"format": "combined"}, {b"referer", b"user-agent"}),
+        ({"format": "json"}, {b"referer", b"user-agent", b"x-request-id"}),
+        ({"format": "dev"}, set()),
+        ({"format": '%h "%{X-Trace}i" %u'}, {b"x-trace", b"authorization"}),
+        ({"format": "common", "trusted_proxies": ["10.0.0.0/8"]}, {b"x-forwarded-for"}),
+        ({"format": "common", "keep": lambda record: True}, None),
+    ],
+    ids=["common", "combined", "json", "dev", "template", "trusted-proxies", "keep"],
+)
+def test_the_log_says_which_request_header_fields_it_reads(
+    tmp_path: Path, options: dict[str, Any], names: set[bytes] | None
+) -> None:
+    """Integrations keep just these fields in a record; None means any may be read."""
+    with AccessLog(str(tmp_path / "access.log"), **options) as log:
+        assert log.request_header_names == (None if names is None else frozenset(names))

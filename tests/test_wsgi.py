@@ -14,7 +14,7 @@ from wsgiref.validate import validator
 
 import pytest
 
-from boundlog import AccessLog
+from boundlog import AccessLog, Record
 from boundlog.wsgi import AccessLogMiddleware
 
 StartResponse = Callable[..., Any]
@@ -209,3 +209,45 @@ def test_a_real_wsgiref_server_logs_each_request(tmp_path: Path) -> None:
         "GET /hi?q=1 HTTP/1.1",
     ]
     assert all(line.endswith('200 11 "-" "ua x"') for line in written)
+
+
+class CapturingFormat:
+    """Keeps the records it is given; declares the header fields it reads, if any."""
+
+    def __init__(self, names: frozenset[bytes] | None) -> None:
+        self.records: list[Any] = []
+        if names is not None:
+            self.request_header_names = names
+
+    def format_batch(self, records: Any) -> bytes:
+        self.records += records
+        return b"x\n" * len(records)
+
+
+@pytest.mark.parametrize(
+    ("names", "options", "keeps_environ"),
+    [
+        (frozenset({b"referer", b"content-type"}), {}, False),
+        (frozenset({b"referer"}), {"trusted_proxies": ["10.0.0.0/8"]}, False),
+        (None, {}, True),
+        (frozenset({b"referer"}), {"keep": lambda record: True}, True),
+    ],
+    ids=["named-fields", "plus-proxy-header", "format-does-not-say", "keep-predicate"],
+)
+def test_a_record_keeps_only_the_header_fields_the_log_reads(
+    tmp_path: Path, names: frozenset[bytes] | None, options: dict[str, Any], keeps_environ: bool
+) -> None:
+    """Not the server's environ, which would keep its streams alive in the queue, unless
+    the log may read any field."""
+    capture = CapturingFormat(names)
+    env = environ(HTTP_X_FORWARDED_FOR="203.0.113.1", CONTENT_TYPE="text/plain")
+    with AccessLog(str(tmp_path / "access.log"), format=capture, **options) as log:
+        run(AccessLogMiddleware(hello, log=log), env)
+    [record] = map(Record._make, capture.records)
+    if keeps_environ:
+        assert record.request_headers is env
+    else:
+        expected = {"HTTP_REFERER": "http://example/", "CONTENT_TYPE": "text/plain"}
+        if "trusted_proxies" in options:
+            expected = {"HTTP_REFERER": "http://example/", "HTTP_X_FORWARDED_FOR": "203.0.113.1"}
+        assert record.request_headers == expected

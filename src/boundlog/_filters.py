@@ -36,6 +36,7 @@ class Select:
 
     __slots__ = (
         "_exact_paths",
+        "_header_names",
         "_keep",
         "_min_duration",
         "_path_prefixes",
@@ -55,6 +56,7 @@ class Select:
         sample: float,
         keep: Callable[[Record], object] | None,
         rewrites: Sequence[Rewrite],
+        header_names: frozenset[bytes] = frozenset(),
     ) -> None:
         self._exact_paths = skip_paths
         self._path_prefixes = path_prefixes
@@ -63,9 +65,15 @@ class Select:
         self._sample = sample
         self._keep = keep
         self._rewrites = tuple(rewrites)
+        self._header_names = header_names
         # Each writer draws its own numbers: no lock shared with the application's use
         # of the random module, and reseeded in a forked child (see reseed).
         self._random = random.Random()
+
+    @property
+    def request_header_names(self) -> frozenset[bytes] | None:
+        """The request header fields the rewrites read; None if ``keep`` may read any."""
+        return None if self._keep is not None else self._header_names
 
     def reseed(self) -> None:
         """In a forked child: draw other numbers than the parent and its other children."""
@@ -179,6 +187,7 @@ def make_select(
         sample=float(sample),
         keep=keep,
         rewrites=rewrites,
+        header_names=proxies.request_header_names if proxies else frozenset(),
     )
 
 

@@ -55,7 +55,13 @@ _Piece = TypeVar("_Piece", bytes, str)
 
 
 class Format(Protocol):
-    """What the writer needs from a format."""
+    """What the writer needs from a format.
+
+    A format may also say which request header fields it reads, as a
+    ``request_header_names`` attribute (lower-case bytes): integrations that would
+    otherwise keep a whole WSGI environ alive in the queue then keep just those fields.
+    Without it, records keep the server's headers whole.
+    """
 
     def format_batch(self, records: Sequence[Record]) -> bytes:
         """Return one ``\\n``-terminated line per record, in order."""
@@ -109,6 +115,11 @@ class ApacheFormat:
         )
         # What remains of a line once its plain bytes are deleted: the template's quotes.
         self._shape = b'""""""\n' if combined else b'""\n'
+
+    @property
+    def request_header_names(self) -> frozenset[bytes]:
+        """The request header fields the lines show."""
+        return frozenset(self._headers.names if self._headers is not None else ())
 
     def format_batch(self, records: Sequence[Record]) -> bytes:
         if not records:
@@ -361,6 +372,11 @@ class JsonFormat:
             ]
         )  # fmt: skip
 
+    @property
+    def request_header_names(self) -> frozenset[bytes]:
+        """The request header fields the lines show."""
+        return frozenset(self._request.names)
+
     def format_batch(self, records: Sequence[Record]) -> bytes:
         if not records:
             return b""
@@ -489,6 +505,9 @@ class DevFormat:
         self._dim = (_SGR_DIM, _SGR_RESET) if self._color else (b"", b"")
         self._milliseconds_template = self._dim[0] + b"%.1fms" + self._dim[1] + b"\n"
         self._layout = _Layout([None, None, None, None, None, b" ", None, b" ", None, b"\n"])
+
+    #: A dev line shows no header field.
+    request_header_names: frozenset[bytes] = frozenset()
 
     def for_sink(self, *, is_terminal: bool) -> DevFormat:
         """This format as it writes to a sink that is (or is not) a terminal."""

@@ -60,6 +60,11 @@ def _as_bytes(value: bytes | str) -> bytes:
         return text.encode("utf-8", "surrogatepass")
 
 
+def environ_key(name: bytes) -> str:
+    """The WSGI environ key of the request header field ``name`` (lower-case bytes)."""
+    return _UNPREFIXED.get(name) or "HTTP_" + name.decode().upper().replace("-", "_")
+
+
 class HeaderReader:
     """Picks the named fields out of each record's headers.
 
@@ -78,10 +83,7 @@ class HeaderReader:
             for name in self.names
             if name.decode() in SENSITIVE_HEADERS and name not in allowed
         )
-        self._environ_keys = {
-            name: _UNPREFIXED.get(name) or "HTTP_" + name.decode().upper().replace("-", "_")
-            for name in self.names
-        }
+        self._environ_keys = {name: environ_key(name) for name in self.names}
 
     def columns(self, sources: Sequence[Headers]) -> list[list[bytes | None]]:
         """One column per name: each record's value of that field, or None."""

@@ -103,6 +103,16 @@ class AccessLog:
         self._sink = open_sink(sink)
         if isinstance(fmt, DevFormat):
             fmt = fmt.for_sink(is_terminal=self._sink.isatty())
+        format_names = getattr(fmt, "request_header_names", None)
+        select_names = select.request_header_names if select is not None else frozenset()
+        #: The request header fields (lower-case bytes) the log reads; None when it may
+        #: read any (a format that does not say, or a keep predicate).  The WSGI
+        #: middleware keeps just these in its records rather than the whole environ.
+        self.request_header_names: frozenset[bytes] | None = (
+            None
+            if format_names is None or select_names is None
+            else frozenset(format_names) | select_names
+        )
         self._policy: Policy = policy
         self._close_timeout = close_timeout
         self._admission = Admission(max_queue=max_queue, batch_size=batch_size, policy=self._policy)

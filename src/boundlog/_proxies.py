@@ -67,6 +67,11 @@ class TrustedProxies:
         self._reader = HeaderReader((name,))
         self._chain = _forwarded_chain if name == "forwarded" else _forwarded_for_chain
 
+    @property
+    def request_header_names(self) -> frozenset[bytes]:
+        """The forwarding header field it reads."""
+        return frozenset(self._reader.names)
+
     def __bool__(self) -> bool:
         return bool(self._networks)
 

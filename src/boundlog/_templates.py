@@ -159,6 +159,12 @@ class Template:
     def __repr__(self) -> str:
         return f"Template({self.template!r})"
 
+    @property
+    def request_header_names(self) -> frozenset[bytes]:
+        """The request header fields the lines show (Authorization for the user name)."""
+        reader = self._request_reader
+        return frozenset(reader.names if reader is not None else ())
+
     def format_batch(self, records: Sequence[Record]) -> bytes:
         """Return one ``\\n``-terminated line per record, in order."""
         if not records:
