@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from _records import make_record
+from _records import CapturingFormat, make_record
 from boundlog import AccessLog, ConfigurationError
 from boundlog.asgi import AccessLogMiddleware
 from conftest import BlockedPipe, wait_until
@@ -247,3 +247,28 @@ def test_wait_policy_applies_backpressure_to_the_last_message(tmp_path: Path) ->
     stats = log.close()
     assert (stats.submitted, stats.written, stats.dropped) == (3, 3, 0)
     pipe.close()
+
+
+@pytest.mark.parametrize(
+    ("response_names", "kept"),
+    [(frozenset({b"content-type"}), True), (frozenset(), False), (None, True)],
+    ids=["format-reads-one", "format-reads-none", "format-does-not-say"],
+)
+def test_a_record_keeps_the_response_headers_only_for_a_log_that_reads_them(
+    tmp_path: Path, response_names: frozenset[bytes] | None, kept: bool
+) -> None:
+    """The request's header list always goes along; the application's response list only
+    when the format may read it, so that a queued record does not keep it alive for nothing."""
+    headers = [(b"content-type", b"text/plain")]
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    capture = CapturingFormat(frozenset({b"referer"}), response_names)
+    scope = http_scope()
+    with AccessLog(str(tmp_path / "access.log"), format=capture) as log:
+        asyncio.run(call(AccessLogMiddleware(app, log=log), scope))
+    [record] = capture.records
+    assert record.request_headers is scope["headers"]
+    assert record.response_headers == (headers if kept else ())

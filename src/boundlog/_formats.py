@@ -57,10 +57,11 @@ _Piece = TypeVar("_Piece", bytes, str)
 class Format(Protocol):
     """What the writer needs from a format.
 
-    A format may also say which request header fields it reads, as a
-    ``request_header_names`` attribute (lower-case bytes): integrations that would
-    otherwise keep a whole WSGI environ alive in the queue then keep just those fields.
-    Without it, records keep the server's headers whole.
+    A format may also say which header fields it reads, as ``request_header_names``
+    and ``response_header_names`` attributes (frozensets of lower-case bytes):
+    integrations then keep just those fields in a record rather than the server's
+    header lists (or a whole WSGI environ), which a queued record would keep alive.
+    Without them, records keep the server's headers whole.
     """
 
     def format_batch(self, records: Sequence[Record]) -> bytes:
@@ -120,6 +121,9 @@ class ApacheFormat:
     def request_header_names(self) -> frozenset[bytes]:
         """The request header fields the lines show."""
         return frozenset(self._headers.names if self._headers is not None else ())
+
+    #: Apache's common and combined lines show no response header field.
+    response_header_names: frozenset[bytes] = frozenset()
 
     def format_batch(self, records: Sequence[Record]) -> bytes:
         if not records:
@@ -377,6 +381,11 @@ class JsonFormat:
         """The request header fields the lines show."""
         return frozenset(self._request.names)
 
+    @property
+    def response_header_names(self) -> frozenset[bytes]:
+        """The response header fields the lines show."""
+        return frozenset(self._response.names)
+
     def format_batch(self, records: Sequence[Record]) -> bytes:
         if not records:
             return b""
@@ -508,6 +517,7 @@ class DevFormat:
 
     #: A dev line shows no header field.
     request_header_names: frozenset[bytes] = frozenset()
+    response_header_names: frozenset[bytes] = frozenset()
 
     def for_sink(self, *, is_terminal: bool) -> DevFormat:
         """This format as it writes to a sink that is (or is not) a terminal."""

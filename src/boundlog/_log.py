@@ -105,13 +105,19 @@ class AccessLog:
             fmt = fmt.for_sink(is_terminal=self._sink.isatty())
         format_names = getattr(fmt, "request_header_names", None)
         select_names = select.request_header_names if select is not None else frozenset()
-        #: The request header fields (lower-case bytes) the log reads; None when it may
-        #: read any (a format that does not say, or a keep predicate).  The WSGI
-        #: middleware keeps just these in its records rather than the whole environ.
+        # The header fields (lower-case bytes) the log reads; None when it may read any
+        # (a format that does not say, or a keep predicate, which sees whole records).
+        # The middlewares keep just these in their records: a queued record that holds
+        # the server's header lists or environ keeps them alive, and the garbage
+        # collector works through them again and again.
         self.request_header_names: frozenset[bytes] | None = (
             None
             if format_names is None or select_names is None
             else frozenset(format_names) | select_names
+        )
+        response_names = getattr(fmt, "response_header_names", None)
+        self.response_header_names: frozenset[bytes] | None = (
+            None if response_names is None or select_names is None else frozenset(response_names)
         )
         self._policy: Policy = policy
         self._close_timeout = close_timeout

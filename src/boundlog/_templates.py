@@ -165,6 +165,12 @@ class Template:
         reader = self._request_reader
         return frozenset(reader.names if reader is not None else ())
 
+    @property
+    def response_header_names(self) -> frozenset[bytes]:
+        """The response header fields the lines show."""
+        reader = self._response_reader
+        return frozenset(reader.names if reader is not None else ())
+
     def format_batch(self, records: Sequence[Record]) -> bytes:
         """Return one ``\\n``-terminated line per record, in order."""
         if not records:

@@ -53,6 +53,7 @@ class AccessLogMiddleware:
         self.log, self.owns_log = log_for_middleware(log, options)
         self._offer = self.log.offer
         self._submit_async = self.log.submit_async
+        self._keeps_response_headers = self.log.response_header_names != frozenset()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -62,6 +63,7 @@ class AccessLogMiddleware:
             return
 
         offer = self._offer
+        record = self._record
         received = time()
         status = 0
         sent = 0
@@ -88,7 +90,7 @@ class AccessLogMiddleware:
             else:
                 return send(message)
             finished = True
-            entry = _record(scope, received, status, sent, response)
+            entry = record(scope, received, status, sent, response)
             if offer(entry):
                 return send(message)
             return self._admit_then(entry, send(message))
@@ -99,7 +101,27 @@ class AccessLogMiddleware:
             if not finished:
                 # The response never finished: the app raised, or returned early because
                 # the client left.  A server answers 500 when no response had started.
-                await self._submit_async(_record(scope, received, status or 500, sent, response))
+                await self._submit_async(record(scope, received, status or 500, sent, response))
+
+    def _record(
+        self, scope: Scope, received: float, status: int, sent: int, response: Message
+    ) -> Record:
+        client = scope.get("client")
+        # The wall clock measures the duration too: one clock read fewer per request, at
+        # the price of a wrong duration in the rare request that spans a clock step.
+        # A plain tuple in Record's field order: the NamedTuple constructor would cost a
+        # Python-level call per request, and the writer reads fields by position anyway.
+        return (  # type: ignore[return-value]
+            received, time() - received, client[0] if client else None,
+            scope["method"], scope.get("raw_path") or scope["path"].encode(),
+            scope.get("query_string", b""), _protocol(scope["http_version"]),
+            # The request's header list goes as it is: picking out the fields the log
+            # reads costs the request path more than it saves the writer (callgrind:
+            # +5.5k instructions here, -7k on the writer).  The response's goes only to
+            # a log that reads it, not to keep an application's list alive for nothing.
+            status, sent, scope["headers"],
+            response.get("headers", ()) if self._keeps_response_headers else (),
+        )  # fmt: skip
 
     async def _admit_then(self, entry: Record, sending: Awaitable[None]) -> None:
         # Off the fast path: the queue was full, so apply the policy (count the drop, or
@@ -119,21 +141,6 @@ class AccessLogMiddleware:
             await send(message)
 
         return send_after_draining
-
-
-def _record(scope: Scope, received: float, status: int, sent: int, response: Message) -> Record:
-    client = scope.get("client")
-    # The wall clock measures the duration too: one clock read fewer per request, at
-    # the price of a wrong duration in the rare request that spans a clock step.
-    # A plain tuple in Record's field order: the NamedTuple constructor would cost a
-    # Python-level call per request, and the writer reads fields by position anyway.
-    # The header lists go as they are: the writer finds the fields it needs.
-    return (  # type: ignore[return-value]
-        received, time() - received, client[0] if client else None,
-        scope["method"], scope.get("raw_path") or scope["path"].encode(),
-        scope.get("query_string", b""), _protocol(scope["http_version"]),
-        status, sent, scope["headers"], response.get("headers", ()),
-    )  # fmt: skip
 
 
 def _protocol(version: str) -> str:

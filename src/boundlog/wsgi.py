@@ -14,7 +14,7 @@ which is what a threaded server's backpressure looks like; other requests keep g
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from time import time
 from types import TracebackType
 from typing import Any
@@ -43,9 +43,17 @@ class AccessLogMiddleware:
         self._submit = self.log.submit
         names = self.log.request_header_names
         self._header_keys = None if names is None else tuple(map(environ_key, sorted(names)))
+        # The response's header list is kept only for a log that reads it (see _record).
+        self._keeps_response_headers = self.log.response_header_names != frozenset()
 
     def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
-        exchange = _Exchange(environ, start_response, self._submit, self._header_keys)
+        exchange = _Exchange(
+            environ,
+            start_response,
+            self._submit,
+            self._header_keys,
+            self._keeps_response_headers,
+        )
         try:
             body = self.app(environ, exchange.start_response)
         except BaseException:
@@ -62,6 +70,7 @@ class _Exchange:
         "_closed",
         "_environ",
         "_header_keys",
+        "_keeps_response_headers",
         "_received",
         "_response_headers",
         "_sent",
@@ -78,15 +87,17 @@ class _Exchange:
         start_response: StartResponse,
         submit: Callable[[Record], bool],
         header_keys: tuple[str, ...] | None,
+        keeps_response_headers: bool,
     ) -> None:
         self._received = time()
         self._environ = environ
         self._header_keys = header_keys
+        self._keeps_response_headers = keeps_response_headers
         self._start_response = start_response
         self._submit = submit
         self._status = 500
         self._sent = 0
-        self._response_headers: Headers = []
+        self._response_headers: Sequence[tuple[str, str]] = ()
         self._closed = False
         self.body: Iterable[bytes] = ()
 
@@ -95,7 +106,8 @@ class _Exchange:
     ) -> Callable[[bytes], object]:
         # "200 OK" -> 200; a malformed status is the server's to reject, not ours.
         self._status = int(status[:3]) if status[:3].isdigit() else 0
-        self._response_headers = headers
+        if self._keeps_response_headers:
+            self._response_headers = headers
         self._server_write = (
             self._start_response(status, headers, exc_info)
             if exc_info
