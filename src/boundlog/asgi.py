@@ -36,6 +36,7 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 _CONTENT_LENGTH = b"content-length"
+# granian reports HTTP/1.0 as "1", which the ASGI spec does not allow.
 _PROTOCOLS = {"1.1": "HTTP/1.1", "2": "HTTP/2", "1.0": "HTTP/1.0", "1": "HTTP/1.0", "3": "HTTP/3"}
 # What ``response`` holds until the application starts one.
 _NO_RESPONSE: Message = {}
@@ -63,7 +64,7 @@ class AccessLogMiddleware:
             return
 
         offer = self._offer
-        record = self._record
+        keeps_response_headers = self._keeps_response_headers
         received = time()
         status = 0
         sent = 0
@@ -90,7 +91,7 @@ class AccessLogMiddleware:
             else:
                 return send(message)
             finished = True
-            entry = record(scope, received, status, sent, response)
+            entry = _record(scope, received, status, sent, response, keeps_response_headers)
             if offer(entry):
                 return send(message)
             return self._admit_then(entry, send(message))
@@ -101,27 +102,10 @@ class AccessLogMiddleware:
             if not finished:
                 # The response never finished: the app raised, or returned early because
                 # the client left.  A server answers 500 when no response had started.
-                await self._submit_async(record(scope, received, status or 500, sent, response))
-
-    def _record(
-        self, scope: Scope, received: float, status: int, sent: int, response: Message
-    ) -> Record:
-        client = scope.get("client")
-        # The wall clock measures the duration too: one clock read fewer per request, at
-        # the price of a wrong duration in the rare request that spans a clock step.
-        # A plain tuple in Record's field order: the NamedTuple constructor would cost a
-        # Python-level call per request, and the writer reads fields by position anyway.
-        return (  # type: ignore[return-value]
-            received, time() - received, client[0] if client else None,
-            scope["method"], scope.get("raw_path") or scope["path"].encode(),
-            scope.get("query_string", b""), _protocol(scope["http_version"]),
-            # The request's header list goes as it is: picking out the fields the log
-            # reads costs the request path more than it saves the writer (callgrind:
-            # +5.5k instructions here, -7k on the writer).  The response's goes only to
-            # a log that reads it, not to keep an application's list alive for nothing.
-            status, sent, scope["headers"],
-            response.get("headers", ()) if self._keeps_response_headers else (),
-        )  # fmt: skip
+                entry = _record(
+                    scope, received, status or 500, sent, response, keeps_response_headers
+                )
+                await self._submit_async(entry)
 
     async def _admit_then(self, entry: Record, sending: Awaitable[None]) -> None:
         # Off the fast path: the queue was full, so apply the policy (count the drop, or
@@ -143,9 +127,31 @@ class AccessLogMiddleware:
         return send_after_draining
 
 
-def _protocol(version: str) -> str:
-    # granian reports HTTP/1.0 as "1", which the ASGI spec does not allow.
-    return _PROTOCOLS.get(version) or "HTTP/" + version
+def _record(
+    scope: Scope,
+    received: float,
+    status: int,
+    sent: int,
+    response: Message,
+    keeps_response_headers: bool,
+) -> Record:
+    client = scope.get("client")
+    version = scope["http_version"]
+    # The wall clock measures the duration too: one clock read fewer per request, at
+    # the price of a wrong duration in the rare request that spans a clock step.
+    # A plain tuple in Record's field order: the NamedTuple constructor would cost a
+    # Python-level call per request, and the writer reads fields by position anyway.
+    return (  # type: ignore[return-value]
+        received, time() - received, client[0] if client else None,
+        scope["method"], scope.get("raw_path") or scope["path"].encode(),
+        scope.get("query_string", b""), _PROTOCOLS.get(version) or "HTTP/" + version,
+        # The request's header list goes as it is: picking out the fields the log
+        # reads costs the request path more than it saves the writer (callgrind:
+        # +5.5k instructions here, -7k on the writer).  The response's goes only to
+        # a log that reads it, not to keep an application's list alive for nothing.
+        status, sent, scope["headers"],
+        response.get("headers", ()) if keeps_response_headers else (),
+    )  # fmt: skip
 
 
 def _file_size(response: Message, message: Message) -> int:
