@@ -28,7 +28,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager, suppress
+from contextlib import AbstractContextManager, contextmanager, suppress
 from datetime import datetime
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -126,12 +126,18 @@ def free_port() -> int:
 
 @contextmanager
 def running_server(
-    command: Callable[[int], list[str]], environment: dict[str, str], output_path: Path
+    command: Callable[[int], list[str]],
+    environment: dict[str, str],
+    output_path: Path,
+    *,
+    stdout: int | None = None,
 ) -> Iterator[Server]:
     """Run ``command(port)`` from the repository root until the block ends.
 
-    Another process may take the free port between the probe and the server's bind, so
-    a server that exits with "Address already in use" is retried on a new port.
+    The server's stdout and stderr go to ``output_path``, or its stdout to the
+    descriptor ``stdout`` when one is given.  Another process may take the free port
+    between the probe and the server's bind, so a server that exits with "Address
+    already in use" is retried on a new port.
     """
     env = {**os.environ, **environment}
     for _ in range(PORT_ATTEMPTS):
@@ -142,8 +148,8 @@ def running_server(
                 cwd=REPO_ROOT,
                 env=env,
                 stdin=subprocess.DEVNULL,
-                stdout=output,
-                stderr=subprocess.STDOUT,
+                stdout=output if stdout is None else stdout,
+                stderr=subprocess.STDOUT if stdout is None else output,
                 start_new_session=True,
             )
         server = Server(process, port, output_path)
@@ -659,46 +665,17 @@ def gunicorn_fault_command(*options: str) -> Callable[[int], list[str]]:
     return command
 
 
-@contextmanager
 def running_server_with_stdout(
     command: Callable[[int], list[str]],
     environment: dict[str, str],
     output_path: Path,
     stdout: int,
-) -> Iterator[Server]:
+) -> AbstractContextManager[Server]:
     """Like ``running_server``, but the server's stdout is the descriptor ``stdout``.
 
     The server's stderr, where boundlog reports sink errors, still goes to ``output_path``.
     """
-    env = {**os.environ, **environment}
-    for _ in range(PORT_ATTEMPTS):
-        port = free_port()
-        with output_path.open("wb") as output:
-            process = subprocess.Popen(
-                command(port),
-                cwd=REPO_ROOT,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=stdout,
-                stderr=output,
-                start_new_session=True,
-            )
-        server = Server(process, port, output_path)
-        if server._wait_until_accepting(time.monotonic() + START_TIMEOUT):
-            break
-        server.kill()
-        if "Address already in use" not in server.output():
-            raise AssertionError(
-                f"server exited with status {process.returncode} before accepting "
-                f"connections; output:\n{server.output()}"
-            )
-    else:
-        raise AssertionError(f"no free port after {PORT_ATTEMPTS} attempts")
-    try:
-        yield server
-    finally:
-        if server.process.poll() is None:
-            server.kill()
+    return running_server(command, environment, output_path, stdout=stdout)
 
 
 def poll_until(condition: Callable[[], bool], timeout: float, what: str) -> None:
