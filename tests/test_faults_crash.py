@@ -30,6 +30,9 @@ from _servers import (
 )
 
 MAX_QUEUE = 64
+# The writer takes at most a batch, and a batch is at most the queue (the default 512
+# is cut to max_queue).
+BATCH = MAX_QUEUE
 THREADS = 4
 CLIENTS = 6
 
@@ -42,14 +45,14 @@ class ServerKind(NamedTuple):
 
 
 SERVERS = {
-    # One thread submits, before the response completes: the queue and the batch taken
-    # from it each hold at most max_queue records.
-    "uvicorn": ServerKind(uvicorn_fault_command, 2 * MAX_QUEUE, (0, -signal.SIGTERM)),
+    # One thread submits, before the response completes: the queue holds at most
+    # max_queue records and the batch taken from it at most a batch.
+    "uvicorn": ServerKind(uvicorn_fault_command, MAX_QUEUE + BATCH, (0, -signal.SIGTERM)),
     # THREADS threads submit at once, which lets the queue overshoot by THREADS - 1, and
     # each submits after its response went out, in close().
     "gunicorn": ServerKind(
         gunicorn_fault_command("-k", "gthread", "--threads", str(THREADS), "-w", "1"),
-        2 * (MAX_QUEUE + THREADS - 1) + THREADS,
+        MAX_QUEUE + THREADS - 1 + BATCH + THREADS,
         (0,),
     ),
 }

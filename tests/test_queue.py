@@ -10,6 +10,7 @@ import pytest
 
 from _records import make_record
 from boundlog import AccessLog
+from boundlog._queue import Admission
 from conftest import BlockedPipe, wait_until
 
 
@@ -159,3 +160,17 @@ def test_many_threads_never_lose_a_record(tmp_path: os.PathLike[str]) -> None:
     assert stats.written + stats.dropped == stats.submitted
     with open(path, "rb") as lines:
         assert sum(1 for _ in lines) == stats.written
+
+
+def test_the_writer_takes_at_most_a_batch_and_a_backlog_without_gathering() -> None:
+    """A full queue behind a slow sink is taken a batch at a time, so the writer never
+    holds a second queue's worth of records; what a take leaves is taken next, at once
+    (with an hour-long window, a take that gathered would hang the test)."""
+    admission = Admission(max_queue=10, batch_size=4, policy="drop")
+    records = [make_record(bytes_sent=n) for n in range(9)]
+    for record in records:
+        assert admission.offer(record)
+    taken = [admission.take(3600) for _ in range(3)]
+    assert [len(batch) for batch in taken] == [4, 4, 1]
+    assert [record for batch in taken for record in batch] == records
+    assert admission.counts() == (9, 0, 0, 9)

@@ -56,6 +56,8 @@ class Admission:
         self._pending: deque[Record] = deque()
         self._closed = False
         self._hurry = False
+        # Records the last take left behind (it takes at most a batch).
+        self._backlog = False
         self._writer_done = False
         self._wake_at = _NEVER
         # Guards the sleep/wake protocol; the two conditions share it.
@@ -175,10 +177,16 @@ class Admission:
     # -- writer side -------------------------------------------------------------------
 
     def take(self, window: float) -> list[Record]:
-        """Wait for records and return them all (``[]`` if none came).
+        """Wait for records and return at most ``batch_size`` of them (``[]`` if none came).
 
         After the first record arrives, wait up to ``window`` seconds (or until
-        ``batch_size`` records wait) so that one write carries many lines.
+        ``batch_size`` records wait) so that one write carries many lines.  A backlog
+        left by the last take is taken at once.
+
+        Never more than a batch: behind a slow sink the queue is always full, and a
+        writer that took it whole would hold a second queue's worth of records (and
+        their formatting) while the first refills, which doubled the memory a full log
+        holds (the benchmark's overload scenario: +25 MiB where 10,512 records take ~5).
         """
         pending = self._pending
         with self._lock:
@@ -193,6 +201,7 @@ class Admission:
                 and len(pending) < self._batch_size
                 and not self._closed
                 and not self._hurry
+                and not self._backlog
             ):
                 self._wake_at = self._batch_size
                 if len(pending) < self._batch_size:
@@ -200,11 +209,14 @@ class Admission:
             self._wake_at = _NEVER
             self._hurry = False
         with self._count_lock:
-            count = len(pending)
+            waiting = len(pending)
+            count = min(waiting, self._batch_size)
             batch = [pending.popleft() for _ in range(count)]
             self.taken += count
-            if count > self.peak:
-                self.peak = count
+            if waiting > self.peak:
+                self.peak = waiting
+        # Only the writer thread takes, so only it reads and writes this.
+        self._backlog = waiting > count
         if self._room_waiters or self._async_waiters:
             self._announce_room()
         return batch
