@@ -22,8 +22,8 @@ from ._writer import Writer
 
 # Defaults, chosen by measurement (see docs/benchmarks.md):
 # - 10,000 waiting records is about 0.3 s of uvicorn's full single-core rate: enough
-#   to ride out a sink stall of that length, in ~25 MiB of resident memory when full
-#   (measured in the benchmark's overload scenario: ~2.5 KB a queued record).
+#   to ride out a sink stall of that length, in 5-7 MiB of resident memory when full
+#   (measured in the benchmark's overload scenario).
 DEFAULT_MAX_QUEUE = 10_000
 # - a batch of 512 lines is ~100 KiB, past which a bigger write saves nothing.
 DEFAULT_BATCH_SIZE = 512
