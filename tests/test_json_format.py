@@ -11,7 +11,7 @@ import pytest
 
 from _records import make_record
 from boundlog import ConfigurationError, JsonFormat, Record
-from boundlog._formats import JSON_FIELDS
+from boundlog._json import JSON_FIELDS
 
 # 1700000000.25 is 2023-11-14T22:13:20.250Z.
 HEAD = (

@@ -9,9 +9,11 @@ application with :class:`boundlog.asgi.AccessLogMiddleware` or
 
 from __future__ import annotations
 
+from ._dev import DevFormat
 from ._errors import AccessLogError, ConfigurationError, SinkError
 from ._escape import escape, unescape
-from ._formats import FORMATS, DevFormat, JsonFormat
+from ._formats import FORMATS
+from ._json import JsonFormat
 from ._log import AccessLog
 from ._queue import POLICIES
 from ._record import Record

@@ -10,9 +10,10 @@ from collections.abc import Callable, Coroutine, Iterable
 from types import FrameType, TracebackType
 from typing import Any
 
+from ._dev import DevFormat
 from ._errors import ConfigurationError
 from ._filters import make_select
-from ._formats import DevFormat, Format, make_format
+from ._formats import Format, make_format
 from ._queue import POLICIES, Admission, Policy
 from ._record import Record
 from ._redaction import DEFAULT_REDACTED_QUERY

@@ -30,9 +30,7 @@ from itertools import chain, repeat
 from operator import add, attrgetter, floordiv, mod, mul
 from typing import Any, TypeAlias, cast
 
-from ._errors import ConfigurationError
-from ._escape import escape, escape_unquoted
-from ._formats import (
+from ._columns import (
     _PLAIN,
     _bytes_on_the_wire,
     _dash_for_none,
@@ -44,6 +42,8 @@ from ._formats import (
     _sent_fields,
     _text,
 )
+from ._errors import ConfigurationError
+from ._escape import escape, escape_unquoted
 from ._headers import REDACTED, HeaderReader, header_name
 from ._record import Record
 from ._timestamps import ClfClock, StrftimeClock

@@ -1,0 +1,277 @@
+"""JSON lines: one object per record, built column-wise like the Apache lines.
+
+JSON lines are ASCII (``encode_basestring_ascii``) and valid for strict parsers: bytes
+that are not UTF-8, and lone surrogates in text, are written as the text ``\\xhh``;
+a duration that is not finite is ``null``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from itertools import chain, repeat
+from json.encoder import encode_basestring_ascii
+from operator import mul
+from typing import cast
+
+from ._columns import (
+    _bytes_on_the_wire,
+    _Layout,
+    _per_value,
+    _text,
+)
+from ._errors import ConfigurationError
+from ._headers import HeaderReader, header_name
+from ._record import Record
+from ._timestamps import Rfc3339Clock
+
+_EMPTY_FOR_NONE: dict[object, bytes] = {None: b""}
+_NULL_FOR_NONE: dict[object, str] = {None: "null"}
+
+
+def _json_text(value: str | None) -> str:
+    if value is None:
+        return "null"
+    if not value.isascii():
+        # A lone surrogate is not Unicode and strict parsers reject its \udxxx escape:
+        # write its bytes as an invalid UTF-8 byte is written.
+        value = _text(value).decode("utf-8", "backslashreplace")
+    return encode_basestring_ascii(value)
+
+
+def _json_texts(values: Sequence[str | None]) -> Iterable[str]:
+    if None not in values:
+        texts = cast("Sequence[str]", values)
+        if "".join(texts).isascii():
+            return map(encode_basestring_ascii, texts)
+    return map(_json_text, values)
+
+
+def _json_bytes(values: Sequence[bytes | None]) -> Iterable[str]:
+    has_none = None in values
+    present = cast(
+        "Sequence[bytes]", tuple(map(_EMPTY_FOR_NONE.get, values, values)) if has_none else values
+    )
+    # Invalid UTF-8 becomes the text \xhh, never a lone surrogate.  The column is decoded
+    # and encoded as one string with a newline between values; 0x0a is never part of a
+    # UTF-8 sequence, so each value decodes as it would alone, and each written \n
+    # becomes the end of one JSON string and the start of the next.
+    text = b"\n".join(present).decode("utf-8", "backslashreplace")
+    strings = encode_basestring_ascii(text).replace("\\n", '"\n"').split("\n")
+    if len(strings) != len(values):
+        # A value held a newline, or a backslash before an n: encode one at a time.
+        strings = [
+            encode_basestring_ascii(value.decode("utf-8", "backslashreplace")) for value in present
+        ]
+    return map(_NULL_FOR_NONE.get, values, strings) if has_none else strings
+
+
+def _json_numbers(
+    templates: tuple[str, str],
+    statuses: tuple[int, ...],
+    sents: tuple[int, ...],
+    durations: tuple[float, ...],
+) -> list[str]:
+    """Return the status, bytes sent and milliseconds of each record, keyed by the template.
+
+    ``templates`` hold ``%d``, ``%d`` and a newline-terminated ``%.3f`` (for a batch of
+    finite durations, formatted in one operation), or ``%s`` (for any batch).
+    """
+    milliseconds = tuple(map(mul, durations, repeat(1000.0)))
+    values: Sequence[object] = milliseconds
+    template = templates[0]
+    if not math.isfinite(sum(milliseconds)):
+        values = list(map(_json_milliseconds, milliseconds))
+        template = templates[1]
+    numbers = (template * len(statuses)) % tuple(
+        chain.from_iterable(zip(statuses, sents, values, strict=True))
+    )
+    fields = numbers.split("\n")
+    fields.pop()  # the empty string after the last newline
+    return fields
+
+
+def _json_milliseconds(milliseconds: float) -> str:
+    # NaN and infinity have no JSON spelling.
+    return "%.3f" % milliseconds if math.isfinite(milliseconds) else "null"
+
+
+#: The fields of a JSON line, in order, by their default keys.
+JSON_FIELDS = (
+    "time", "client", "method", "path", "query", "protocol", "status", "bytes_sent",
+    "duration_ms", "referer", "user_agent", "request_id",
+)  # fmt: skip
+_BUILT_IN_HEADERS = ("referer", "user-agent", "x-request-id")
+
+
+class JsonFormat:
+    """One JSON object per line, with the fields of a :class:`Record` and its time.
+
+    ``request_headers`` and ``response_headers`` add header fields after the built-in
+    ones: an iterable of names (keyed ``x_forwarded_proto`` for ``X-Forwarded-Proto``,
+    ``response_content_type`` for a response's ``Content-Type``) or a mapping from
+    name to key.  ``rename`` maps built-in fields to other keys.  ``allow_headers``
+    names the credential headers whose values may be logged instead of ``[redacted]``.
+    """
+
+    __slots__ = (
+        "_clock", "_layout", "_method", "_numbers", "_protocol", "_request", "_request_added",
+        "_response", "_response_added",
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        *,
+        utc: bool = False,
+        request_headers: Iterable[str] | Mapping[str, str] = (),
+        response_headers: Iterable[str] | Mapping[str, str] = (),
+        rename: Mapping[str, str] | None = None,
+        allow_headers: Iterable[str] = (),
+    ) -> None:
+        keys = _built_in_keys(rename or {})
+        request_added = _header_keys("request_headers", request_headers, prefix="")
+        response_added = _header_keys("response_headers", response_headers, prefix="response_")
+        _check_unique_keys(
+            [(key, f"field {field}") for field, key in keys.items()]
+            + [(key, f"request header {name}") for name, key in request_added]
+            + [(key, f"response header {name}") for name, key in response_added]
+        )
+        allow = _names("allow_headers", allow_headers)
+        # The built-in header fields are the request reader's first columns.
+        self._request = HeaderReader(
+            [*_BUILT_IN_HEADERS, *(name for name, _ in request_added)], allow=allow
+        )
+        self._response = HeaderReader([name for name, _ in response_added], allow=allow)
+        # Each added field's column in its reader (a field named twice is read once).
+        self._request_added = [
+            self._request.names.index(header_name(name)) for name, _ in request_added
+        ]
+        self._response_added = [
+            self._response.names.index(header_name(name)) for name, _ in response_added
+        ]
+        self._clock = Rfc3339Clock(utc)
+        # Keys are escaped once, here.  The method, protocol and numbers fields carry
+        # the template text around them.
+        key = {field: encode_basestring_ascii(name) for field, name in keys.items()}
+        self._method = f",{key['method']}:", f",{key['path']}:"
+        self._protocol = f",{key['protocol']}:", f",{key['status']}:"
+        numbers = f"%d,{_percent_safe(key['bytes_sent'])}:%d,{_percent_safe(key['duration_ms'])}:"
+        self._numbers = numbers + "%.3f\n", numbers + "%s\n"
+        added_keys = [encode_basestring_ascii(name) for _, name in request_added + response_added]
+        self._layout = _Layout(
+            [
+                "{" + key["time"] + ':"', None, '",' + key["client"] + ":", None, None, None,
+                "," + key["query"] + ":", None, None, None, "," + key["referer"] + ":", None,
+                "," + key["user_agent"] + ":", None, "," + key["request_id"] + ":", None,
+                *chain.from_iterable(("," + added + ":", None) for added in added_keys),
+                "}\n",
+            ]
+        )  # fmt: skip
+
+    @property
+    def request_header_names(self) -> frozenset[bytes]:
+        """The request header fields the lines show."""
+        return frozenset(self._request.names)
+
+    @property
+    def response_header_names(self) -> frozenset[bytes]:
+        """The response header fields the lines show."""
+        return frozenset(self._response.names)
+
+    def format_batch(self, records: Sequence[Record]) -> bytes:
+        if not records:
+            return b""
+        (
+            times, durations, clients, methods, paths, queries, protocols, statuses, sents,
+            request_headers, response_headers,
+        ) = zip(*records, strict=True)  # fmt: skip
+        request_columns = self._request.columns(request_headers)
+        response_columns = self._response.columns(response_headers) if self._response_added else []
+        before_method, before_path = self._method
+        before_protocol, before_status = self._protocol
+        fields: list[Iterable[str]] = [
+            self._clock.stamps(times),
+            _json_texts(clients),
+            _per_value(methods, lambda method: before_method + _json_text(method) + before_path),
+            _json_bytes(paths),
+            _json_bytes(queries),
+            _per_value(
+                protocols, lambda protocol: before_protocol + _json_text(protocol) + before_status
+            ),
+            _json_numbers(
+                self._numbers, statuses, _bytes_on_the_wire(methods, statuses, sents), durations
+            ),
+            *map(_json_bytes, request_columns[: len(_BUILT_IN_HEADERS)]),
+            *(_json_bytes(request_columns[index]) for index in self._request_added),
+            *(_json_bytes(response_columns[index]) for index in self._response_added),
+        ]
+        return "".join(self._layout.lines(fields, len(records))).encode("ascii")
+
+
+def _built_in_keys(rename: Mapping[str, str]) -> dict[str, str]:
+    """Each built-in field's key, or a ConfigurationError naming an unknown field."""
+    if not isinstance(rename, Mapping):
+        raise ConfigurationError(
+            f"rename must map built-in fields to keys, e.g. {{'time': '@timestamp'}}, not {rename!r}"
+        )
+    unknown = [field for field in rename if field not in JSON_FIELDS]
+    if unknown:
+        raise ConfigurationError(
+            f"rename names unknown field(s) {', '.join(map(repr, unknown))}: the built-in "
+            f"fields are {', '.join(JSON_FIELDS)}"
+        )
+    for field, key in rename.items():
+        _check_key(f"rename[{field!r}]", key)
+    return {field: rename.get(field, field) for field in JSON_FIELDS}
+
+
+def _header_keys(
+    option: str, headers: Iterable[str] | Mapping[str, str], *, prefix: str
+) -> list[tuple[str, str]]:
+    """The ``(header name, key)`` pairs a header option asks for, checked."""
+    if isinstance(headers, Mapping):
+        pairs = list(headers.items())
+    else:
+        pairs = [
+            (name, prefix + name.lower().replace("-", "_")) for name in _names(option, headers)
+        ]
+    for name, key in pairs:
+        header_name(name)
+        _check_key(f"{option}[{name!r}]", key)
+    return pairs
+
+
+def _names(option: str, names: Iterable[str]) -> tuple[str, ...]:
+    """The header names of an option, which must not be a single string."""
+    if isinstance(names, str | bytes):
+        raise ConfigurationError(
+            f"{option} must be a list of header names, not the single string {names!r}: "
+            f"write [{names!r}]"
+        )
+    checked = tuple(names)
+    for name in checked:
+        header_name(name)
+    return checked
+
+
+def _percent_safe(text: str) -> str:
+    return text.replace("%", "%%")
+
+
+def _check_key(what: str, key: object) -> None:
+    if not isinstance(key, str) or not key:
+        raise ConfigurationError(f"{what} must be a non-empty string key, not {key!r}")
+
+
+def _check_unique_keys(keys: Sequence[tuple[str, str]]) -> None:
+    """Raise a ConfigurationError naming the fields that would share a key."""
+    owners: dict[str, list[str]] = {}
+    for key, what in keys:
+        owners.setdefault(key, []).append(what)
+    shared = {key: whats for key, whats in owners.items() if len(whats) > 1}
+    if shared:
+        clashes = "; ".join(f"{' and '.join(whats)} as {key!r}" for key, whats in shared.items())
+        raise ConfigurationError(
+            f"two fields of a JSON line cannot share a key: {clashes}; give one another "
+            "key (rename=, or a mapping of header names to keys)"
+        )
