@@ -370,15 +370,25 @@ def send_exchanges(port: int, exchanges: Sequence[Exchange], connections: int = 
             sent.result()
 
 
+def http_client(port: int) -> httpx.Client:
+    """A client of the server on ``port`` that sends only the headers an exchange names."""
+    client = httpx.Client(base_url=f"http://{LOOPBACK}:{port}", timeout=CLIENT_TIMEOUT)
+    # Requests without a User-Agent must go out without one.
+    del client.headers["User-Agent"]
+    return client
+
+
+def send_exchange(client: httpx.Client, port: int, exchange: Exchange) -> tuple[int, bytes]:
+    """Send one exchange, HTTP/1.0 on a socket of its own; return the status and body."""
+    if exchange.protocol == "HTTP/1.0":
+        return send_http10(port, exchange)
+    return _send_http11(client, exchange)
+
+
 def _send_in_order(port: int, exchanges: Sequence[Exchange]) -> None:
-    with httpx.Client(base_url=f"http://{LOOPBACK}:{port}", timeout=CLIENT_TIMEOUT) as client:
-        # Requests without a User-Agent must go out without one.
-        del client.headers["User-Agent"]
+    with http_client(port) as client:
         for exchange in exchanges:
-            if exchange.protocol == "HTTP/1.0":
-                status, body = send_http10(port, exchange)
-            else:
-                status, body = _send_http11(client, exchange)
+            status, body = send_exchange(client, port, exchange)
             assert status == exchange.status, (exchange, status, body[:200])
             if exchange.status != 500:
                 assert len(body) == exchange.bytes_sent, (exchange, len(body))

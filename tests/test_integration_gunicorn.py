@@ -31,6 +31,7 @@ from _servers import (
     STOP_TIMEOUT,
     PipeReader,
     build_exchanges,
+    check_drained_on_stop,
     check_log,
     poll_until,
     read_log_lines,
@@ -105,20 +106,10 @@ def test_every_request_is_logged_once_with_exact_fields(
         options += ["--access-logformat", "json"]
     if preload:
         options.append("--preload")
-    environment = {
-        "BOUNDLOG_FLUSH_INTERVAL": HOLD_UNTIL_CLOSE,
-        "TZ": SERVER_TZ,
-        **POLICY_ENVIRONMENT,
-    }
-    with running_server(
-        gunicorn_command(*options), environment, tmp_path / "gunicorn.out"
-    ) as server:
-        started = time.time()
-        send_exchanges(server.port, exchanges)
-        finished = time.time()
-        assert log_path.read_bytes() == b"", "the writers should hold the lines until exit"
-        stop_gracefully(server)
-    check_log(read_log_lines(log_path), exchanges, log_format, started, finished)
+    environment = {"BOUNDLOG_FLUSH_INTERVAL": HOLD_UNTIL_CLOSE, **POLICY_ENVIRONMENT}
+    check_drained_on_stop(
+        tmp_path, gunicorn_command(*options), exchanges, log_format, environment=environment
+    )
 
 
 def test_stdout_sink_shared_by_two_workers_through_a_pipe(tmp_path: Path) -> None:

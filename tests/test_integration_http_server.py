@@ -12,7 +12,6 @@ import time
 from contextlib import AbstractContextManager
 from pathlib import Path
 
-import httpx
 import pytest
 
 from _servers import (
@@ -23,10 +22,11 @@ from _servers import (
     Exchange,
     Server,
     check_log,
+    http_client,
     read_log_lines,
     read_until_closed,
     running_server,
-    send_http10,
+    send_exchange,
     server_environment,
     stop_gracefully,
 )
@@ -82,16 +82,9 @@ def send_requests(port: int) -> list[Exchange]:
         for method, target, protocol, referer, agent, status in REQUESTS
     ] + POLICY_EXCHANGES
     sent = []
-    with httpx.Client(base_url=f"http://{LOOPBACK}:{port}", timeout=CLIENT_TIMEOUT) as client:
-        del client.headers["User-Agent"]
+    with http_client(port) as client:
         for exchange in exchanges:
-            if exchange.protocol == "HTTP/1.0":
-                status, body = send_http10(port, exchange)
-            else:
-                response = client.request(
-                    exchange.method, exchange.target.decode(), headers=exchange.headers()
-                )
-                status, body = response.status_code, response.content
+            status, body = send_exchange(client, port, exchange)
             assert status == exchange.status, (exchange, status, body[:200])
             sent.append(exchange._replace(bytes_sent=len(body)))
     return sent
