@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from _records import make_record
-from boundlog import AccessLog, ConfigurationError, SinkError, Stats
+from boundlog import AccessLog, ConfigurationError, JsonFormat, SinkError, Stats
 from conftest import BlockedPipe
 
 
@@ -220,3 +220,23 @@ def test_the_log_says_which_request_header_fields_it_reads(
     """Integrations keep just these fields in a record; None means any may be read."""
     with AccessLog(str(tmp_path / "access.log"), **options) as log:
         assert log.request_header_names == (None if names is None else frozenset(names))
+
+
+@pytest.mark.parametrize(
+    ("log_format", "reads"),
+    [
+        ("combined", False),
+        ("%h %{Content-Type}o", True),
+        (JsonFormat(response_headers=["Content-Type"]), True),
+        (JsonFormat(), False),
+    ],
+    ids=["combined", "template", "json-with-response-header", "json"],
+)
+def test_the_log_says_whether_it_reads_response_headers(
+    tmp_path: Path, log_format: Any, reads: bool
+) -> None:
+    """Integrations hand over a response's header list only to a log that may read it."""
+    with AccessLog(str(tmp_path / "access.log"), format=log_format) as log:
+        assert log.reads_response_headers is reads
+    with AccessLog(str(tmp_path / "keep.log"), keep=lambda record: True) as log:
+        assert log.reads_response_headers

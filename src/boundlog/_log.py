@@ -146,6 +146,15 @@ class AccessLog:
         self._writer.thread.start()
 
     @property
+    def reads_response_headers(self) -> bool:
+        """Whether lines may show response header fields.
+
+        When they cannot, integrations hand over ``()`` as a record's response headers
+        rather than keep the application's header list alive in the queue for nothing.
+        """
+        return self.response_header_names != frozenset()
+
+    @property
     def policy(self) -> str:
         """``"drop"`` or ``"wait"``."""
         return self._policy

@@ -50,7 +50,7 @@ class AccessLogger(AbstractAccessLogger):
     Used as it is, it logs to stdout; :func:`access_logger` makes a configured subclass.
     """
 
-    __slots__ = ("_submit",)
+    __slots__ = ("_keeps_response_headers", "_submit")
 
     #: The log of a class made by :func:`access_logger`; None for this class itself.
     access_log: ClassVar[AccessLog | None] = None
@@ -72,10 +72,11 @@ class AccessLogger(AbstractAccessLogger):
             logger.error("boundlog: %s", error)
             raise
         self._submit = log.submit
+        self._keeps_response_headers = log.reads_response_headers
 
     def log(self, request: web.BaseRequest, response: web.StreamResponse, time: float) -> None:
         """Submit one record; ``time`` is how long aiohttp took to answer, in seconds."""
-        self._submit(_record(request, response, time))
+        self._submit(_record(request, response, time, self._keeps_response_headers))
 
 
 def access_logger(
@@ -126,7 +127,12 @@ def _stdout_log(log_format: str) -> AccessLog:
         return log
 
 
-def _record(request: web.BaseRequest, response: web.StreamResponse, duration: float) -> Record:
+def _record(
+    request: web.BaseRequest,
+    response: web.StreamResponse,
+    duration: float,
+    keeps_response_headers: bool,
+) -> Record:
     # aiohttp decodes the request line and headers as UTF-8 with surrogateescape:
     # encoding them back the same way recovers the bytes the client sent.
     path, _, query = request.raw_path.partition("?")
@@ -142,7 +148,7 @@ def _record(request: web.BaseRequest, response: web.StreamResponse, duration: fl
         status=response.status,
         bytes_sent=_body_bytes(request, response),
         request_headers=request.raw_headers,
-        response_headers=response.headers,
+        response_headers=response.headers if keeps_response_headers else (),
     )
 
 

@@ -54,7 +54,7 @@ class AccessLogMiddleware:
         self.log, self.owns_log = log_for_middleware(log, options)
         self._offer = self.log.offer
         self._submit_async = self.log.submit_async
-        self._keeps_response_headers = self.log.response_header_names != frozenset()
+        self._keeps_response_headers = self.log.reads_response_headers
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":

@@ -137,7 +137,7 @@ class Logger(GunicornLogger):  # type: ignore[misc]
         if log is None:
             super().access(resp, req, environ, request_time)
             return
-        log.submit(_record(resp, req, environ, request_time))
+        log.submit(_record(resp, req, environ, request_time, log.reads_response_headers))
 
     def reopen_files(self) -> None:
         """Reopen gunicorn's files, then boundlog's (on ``SIGUSR1``)."""
@@ -180,7 +180,11 @@ def _list(text: str) -> list[str]:
 
 
 def _record(
-    resp: _Response, req: object, environ: Mapping[str, Any], request_time: _Elapsed
+    resp: _Response,
+    req: object,
+    environ: Mapping[str, Any],
+    request_time: _Elapsed,
+    keeps_response_headers: bool,
 ) -> Record:
     # Built from the environ, as gunicorn's own atoms are: every worker class passes one.
     duration = request_time.seconds + request_time.microseconds / 1_000_000
@@ -211,5 +215,5 @@ def _record(
         # request that failed has no HTTP_ variables) or, from some workers, the pairs
         # themselves in place of the request.
         request_headers=cast("Headers", getattr(req, "headers", req)),
-        response_headers=getattr(resp, "headers", ()),
+        response_headers=getattr(resp, "headers", ()) if keeps_response_headers else (),
     )

@@ -118,7 +118,7 @@ class AccessLogMixin(BaseHTTPRequestHandler):
             status=self._status,
             bytes_sent=self.wfile.count - self._body_start,
             request_headers=() if headers is None else headers.items(),
-            response_headers=self._response_headers,
+            response_headers=self._response_headers if self._log().reads_response_headers else (),
         )
 
 

@@ -43,8 +43,7 @@ class AccessLogMiddleware:
         self._submit = self.log.submit
         names = self.log.request_header_names
         self._header_keys = None if names is None else tuple(map(environ_key, sorted(names)))
-        # The response's header list is kept only for a log that reads it (see _record).
-        self._keeps_response_headers = self.log.response_header_names != frozenset()
+        self._keeps_response_headers = self.log.reads_response_headers
 
     def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
         exchange = _Exchange(
