@@ -225,6 +225,12 @@ def test_a_line_break_in_the_template_is_refused(line_break: str) -> None:
         Template(f"%h{line_break}%s")
 
 
+def test_allow_headers_must_be_a_list_not_one_name() -> None:
+    """A lone string would allow its single characters as header names, not the header."""
+    with pytest.raises(ConfigurationError, match=r"write \['Cookie'\]"):
+        Template("%{Cookie}i", allow_headers="Cookie")
+
+
 def test_make_format_compiles_a_string_with_percent_as_a_template() -> None:
     """A format string with % is a template; an unknown name's error suggests one."""
     template = make_format("%h %>s", utc=True)

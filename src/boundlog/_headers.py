@@ -42,6 +42,20 @@ def header_name(name: str) -> bytes:
     return name.lower().encode("ascii")
 
 
+def header_names(option: str, names: Iterable[str]) -> tuple[str, ...]:
+    """The header field names an option gives, checked; a lone string is refused, since
+    it would be read one character at a time."""
+    if isinstance(names, str | bytes):
+        raise ConfigurationError(
+            f"{option} must be a list of header names, not the single string {names!r}: "
+            f"write [{names!r}]"
+        )
+    checked = tuple(names)
+    for name in checked:
+        header_name(name)
+    return checked
+
+
 def _is_token(name: str) -> bool:
     # RFC 9110 token characters.
     return all(c.isalnum() or c in "!#$%&'*+-.^_`|~" for c in name)

@@ -21,7 +21,7 @@ from ._columns import (
     _text,
 )
 from ._errors import ConfigurationError
-from ._headers import HeaderReader, header_name
+from ._headers import HeaderReader, header_name, header_names
 from ._record import Record
 from ._timestamps import Rfc3339Clock
 
@@ -136,7 +136,7 @@ class JsonFormat:
             + [(key, f"request header {name}") for name, key in request_added]
             + [(key, f"response header {name}") for name, key in response_added]
         )
-        allow = _names("allow_headers", allow_headers)
+        allow = header_names("allow_headers", allow_headers)
         # The built-in header fields are the request reader's first columns.
         self._request = HeaderReader(
             [*_BUILT_IN_HEADERS, *(name for name, _ in request_added)], allow=allow
@@ -233,25 +233,13 @@ def _header_keys(
         pairs = list(headers.items())
     else:
         pairs = [
-            (name, prefix + name.lower().replace("-", "_")) for name in _names(option, headers)
+            (name, prefix + name.lower().replace("-", "_"))
+            for name in header_names(option, headers)
         ]
     for name, key in pairs:
         header_name(name)
         _check_key(f"{option}[{name!r}]", key)
     return pairs
-
-
-def _names(option: str, names: Iterable[str]) -> tuple[str, ...]:
-    """The header names of an option, which must not be a single string."""
-    if isinstance(names, str | bytes):
-        raise ConfigurationError(
-            f"{option} must be a list of header names, not the single string {names!r}: "
-            f"write [{names!r}]"
-        )
-    checked = tuple(names)
-    for name in checked:
-        header_name(name)
-    return checked
 
 
 def _percent_safe(text: str) -> str:

@@ -44,7 +44,7 @@ from ._columns import (
 )
 from ._errors import ConfigurationError
 from ._escape import escape, escape_unquoted
-from ._headers import REDACTED, HeaderReader, header_name
+from ._headers import REDACTED, HeaderReader, header_name, header_names
 from ._record import Record
 from ._timestamps import ClfClock, StrftimeClock
 
@@ -122,7 +122,7 @@ class Template:
         self.template = template
         tokens = [*_parse(template), b"\n"]
         directives = [token for token in tokens if isinstance(token, tuple)]
-        allow_headers = tuple(allow_headers)
+        allow_headers = header_names("allow_headers", allow_headers)
         request_names = [name for kind, name in directives if kind == "request-header"]
         response_names = [name for kind, name in directives if kind == "response-header"]
         reads_user = ("user", "") in directives
