@@ -42,17 +42,12 @@ class AccessLogMiddleware:
         self.log, self.owns_log = log_for_middleware(log, options)
         self._submit = self.log.submit
         names = self.log.request_header_names
+        # The environ keys of the header fields the log reads; None for any field.
         self._header_keys = None if names is None else tuple(map(environ_key, sorted(names)))
         self._keeps_response_headers = self.log.reads_response_headers
 
     def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
-        exchange = _Exchange(
-            environ,
-            start_response,
-            self._submit,
-            self._header_keys,
-            self._keeps_response_headers,
-        )
+        exchange = _Exchange(environ, start_response, self)
         try:
             body = self.app(environ, exchange.start_response)
         except BaseException:
@@ -68,32 +63,23 @@ class _Exchange:
     __slots__ = (
         "_closed",
         "_environ",
-        "_header_keys",
-        "_keeps_response_headers",
+        "_middleware",
         "_received",
         "_response_headers",
         "_sent",
         "_server_write",
         "_start_response",
         "_status",
-        "_submit",
         "body",
     )  # fmt: skip
 
     def __init__(
-        self,
-        environ: Environ,
-        start_response: StartResponse,
-        submit: Callable[[Record], bool],
-        header_keys: tuple[str, ...] | None,
-        keeps_response_headers: bool,
+        self, environ: Environ, start_response: StartResponse, middleware: AccessLogMiddleware
     ) -> None:
         self._received = time()
         self._environ = environ
-        self._header_keys = header_keys
-        self._keeps_response_headers = keeps_response_headers
+        self._middleware = middleware
         self._start_response = start_response
-        self._submit = submit
         self._status = 500
         self._sent = 0
         self._response_headers: Sequence[tuple[str, str]] = ()
@@ -105,7 +91,7 @@ class _Exchange:
     ) -> Callable[[bytes], object]:
         # "200 OK" -> 200; a malformed status is the server's to reject, not ours.
         self._status = int(status[:3]) if status[:3].isdigit() else 0
-        if self._keeps_response_headers:
+        if self._middleware._keeps_response_headers:
             self._response_headers = headers
         self._server_write = (
             self._start_response(status, headers, exc_info)
@@ -144,7 +130,7 @@ class _Exchange:
             if close_body is not None:
                 close_body()
         finally:
-            self._submit(self._record())
+            self._middleware._submit(self._record())
 
     def _record(self) -> Record:
         environ = self._environ
@@ -160,7 +146,7 @@ class _Exchange:
         # holding the server's environ keeps its input stream, socket and every object
         # they reference alive until the writer takes it, which tripled the garbage
         # collector's work under gunicorn.  Values of text only are never tracked by it.
-        keys = self._header_keys
+        keys = self._middleware._header_keys
         headers = environ if keys is None else dict(zip(keys, map(environ.get, keys), strict=True))
         # WSGI strings are bytes decoded as latin-1; encoding them back recovers the
         # bytes the client sent.
