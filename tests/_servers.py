@@ -663,6 +663,14 @@ def uvicorn_fault_command(port: int) -> list[str]:
     ]  # fmt: skip
 
 
+def granian_fault_command(port: int) -> list[str]:
+    """granian (ASGI interface, one worker) serving tests/apps/fault_asgi.py."""
+    return [
+        PYTHON, "-m", "granian", "--interface", "asgi", "--host", LOOPBACK, "--port", str(port),
+        "--workers", "1", "--no-access-log", "--log-level", "warning", "tests.apps.fault_asgi:app",
+    ]  # fmt: skip
+
+
 def gunicorn_fault_command(*options: str) -> Callable[[int], list[str]]:
     """gunicorn with ``options`` (worker class, counts, --preload...) serving fault_wsgi.py."""
 

@@ -3,13 +3,18 @@
 While the reader sleeps the pipe fills, the writer thread blocks in its write and the
 queue fills up.  Under ``drop`` the server refuses the excess records at the cost of a
 counter, so its memory stays flat however long the sleep lasts; under ``wait`` requests
-wait for room, but only the requests: the event loop keeps running.
+wait for room, but only the requests: the event loop keeps running.  The ``wait`` test
+also runs under granian, which sends a message when ``send`` is called rather than when
+its awaitable is awaited: a response must not go out before its record has room.
 """
 
 from __future__ import annotations
 
 import signal
+from collections.abc import Callable
 from pathlib import Path
+
+import pytest
 
 from _servers import (
     Load,
@@ -17,6 +22,7 @@ from _servers import (
     fault_environment,
     fault_stats,
     final_stats,
+    granian_fault_command,
     load_requests,
     poll_until,
     running_server_with_stdout,
@@ -87,7 +93,12 @@ def test_drop_keeps_memory_bounded_and_accounts_for_every_record(tmp_path: Path)
     assert max(logged.values()) == 1
 
 
-def test_wait_delivers_everything_and_the_event_loop_keeps_running(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "command", [uvicorn_fault_command, granian_fault_command], ids=["uvicorn", "granian"]
+)
+def test_wait_delivers_everything_and_the_event_loop_keeps_running(
+    tmp_path: Path, command: Callable[[int], list[str]]
+) -> None:
     """Requests wait for room while a ticker keeps ticking; once the reader wakes, all are logged."""
     max_queue, clients, requests = 16, 16, 4
     stats_dir = tmp_path / "stats"
@@ -96,9 +107,7 @@ def test_wait_delivers_everything_and_the_event_loop_keeps_running(tmp_path: Pat
     environment = fault_environment(options, stats_dir)
     with (
         PipeReader(PIPE_SIZE, paused=True) as pipe,
-        running_server_with_stdout(
-            uvicorn_fault_command, environment, tmp_path / "out", pipe.write_fd
-        ) as server,
+        running_server_with_stdout(command, environment, tmp_path / "out", pipe.write_fd) as server,
     ):
         pipe.close_write_end()
         with Load(server.port, clients, requests, headers=lambda client: _user_agent(1024)) as load:

@@ -94,7 +94,7 @@ class AccessLogMiddleware:
             entry = _record(scope, received, status, sent, response, keeps_response_headers)
             if offer(entry):
                 return send(message)
-            return self._admit_then(entry, send(message))
+            return self._admit_then(entry, send, message)
 
         try:
             await self.app(scope, receive, counting_send)
@@ -107,11 +107,15 @@ class AccessLogMiddleware:
                 )
                 await self._submit_async(entry)
 
-    async def _admit_then(self, entry: Record, sending: Awaitable[None]) -> None:
+    async def _admit_then(self, entry: Record, send: Send, message: Message) -> None:
         # Off the fast path: the queue was full, so apply the policy (count the drop, or
-        # wait for room) before the last message goes out.
+        # wait for room) before the last message goes out.  ``send`` is called only
+        # after that: some servers (granian) send a message when ``send`` is called, not
+        # when its awaitable is awaited, and a response already on its way would let the
+        # client go on while this request waits, so ``wait`` would hold no client back
+        # and waiting requests would pile up without bound.
         await self._submit_async(entry)
-        await sending
+        await send(message)
 
     def _draining_on_shutdown(self, send: Send) -> Send:
         # Some servers never run atexit handlers: uvicorn ends by re-raising SIGTERM on
