@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import http.client
 import importlib.util
 import json
@@ -9,15 +10,28 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+from wsgiref.util import setup_testing_defaults
+from wsgiref.validate import validator
 
 import pytest
 
+from boundlog.bench._asgi import CaptureOnlyMiddleware, FixedBodyApp
 from boundlog.bench._errors import BenchError
 from boundlog.bench._loggers import BODY, LoggerConfig
-from boundlog.bench._matrix import LOGGERS, SERVERS, Cell, matrix, overload_cells, rounds
+from boundlog.bench._matrix import (
+    LOGGERS,
+    SERVERS,
+    SILENT_LOGGERS,
+    Cell,
+    matrix,
+    overload_cells,
+    rounds,
+)
 from boundlog.bench._procstat import (
     cpu_seconds,
     peak_rss_bytes,
@@ -35,9 +49,12 @@ from boundlog.bench._servers import (
 )
 from boundlog.bench._sinks import FileSink, open_sink
 from boundlog.bench._spawn import spawn, stop
+from boundlog.bench._stdlib_server import BenchServer, handler_class, handler_logging
 from boundlog.bench._summary import mad_pct, paired_ratio, rps
 from boundlog.bench._trial import TrialResult
 from boundlog.bench._wrk import WrkResult, parse_output
+from boundlog.bench._wsgi import CaptureOnlyMiddleware as CaptureOnlyWsgiMiddleware
+from boundlog.bench._wsgi import fixed_body_app
 
 needs_wrk = pytest.mark.skipif(
     shutil.which("wrk") is None,
@@ -176,6 +193,60 @@ def _request_count(log: bytes) -> int:
     return log.count(b'"GET / HTTP/1.1" 200')
 
 
+def test_capture_only_captures_what_a_logger_needs_in_every_kind_of_server() -> None:
+    """The floor logger really does a logger's capture: status and body bytes, for ASGI,
+    WSGI (through wsgiref.validate) and http.server."""
+    asgi = CaptureOnlyMiddleware(FixedBodyApp())
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    scope = {"type": "http", "method": "GET", "path": "/", "headers": []}
+    asyncio.run(asgi(scope, receive, send))
+    assert asgi.captured == (200, len(BODY))
+    assert sent[-1]["body"] == BODY
+
+    wsgi = CaptureOnlyWsgiMiddleware(fixed_body_app)
+    environ: dict[str, Any] = {"QUERY_STRING": ""}
+    setup_testing_defaults(environ)
+    started: list[str] = []
+    body = validator(wsgi)(environ, lambda status, headers, exc_info=None: started.append(status))
+    assert b"".join(body) == BODY
+    body.close()  # type: ignore[attr-defined]
+    assert wsgi.captured == ("200 OK", len(BODY))
+    assert started == ["200 OK"]
+
+    captures: list[tuple[int, int]] = []
+    # The handler's thread is a daemon: its last capture is waited for, not assumed.
+    finished = threading.Event()
+
+    class RecordingHandler(handler_class(handler_logging(LoggerConfig("capture-only")))):  # type: ignore[misc]
+        def finish(self) -> None:
+            captures.append(self.captured)  # type: ignore[attr-defined]
+            super().finish()
+            finished.set()
+
+    server = BenchServer((HOST, 0), RecordingHandler)
+    serving = threading.Thread(target=server.serve_forever)
+    serving.start()
+    try:
+        connection = http.client.HTTPConnection(HOST, server.server_address[1], timeout=30)
+        connection.request("GET", "/")
+        response = connection.getresponse()
+        assert (response.status, response.read()) == (200, BODY)
+        connection.close()
+        assert finished.wait(30), "the handler did not finish the connection"
+    finally:
+        server.shutdown()
+        serving.join()
+        server.server_close()
+    assert captures == [(200, len(BODY))]
+
+
 @pytest.mark.parametrize("logger", LOGGERS)
 @pytest.mark.parametrize("server", SERVERS)
 def test_every_server_serves_the_body_and_logs_each_request(
@@ -207,7 +278,7 @@ def test_every_server_serves_the_body_and_logs_each_request(
         stopped = stop(process, 20)
     assert stopped, "the server did not stop on SIGTERM"
     log = (tmp_path / "access.log").read_bytes()
-    expected = 0 if logger == "none" else REQUESTS + 1
+    expected = 0 if logger in SILENT_LOGGERS else REQUESTS + 1
     assert _request_count(log) == expected, log[-2000:]
     if logger.startswith("boundlog"):
         stats = json.loads(stats_file.read_bytes())

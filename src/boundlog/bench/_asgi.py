@@ -6,7 +6,7 @@ to wrap the application with from the environment (see ``_loggers``).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from .._log import AccessLog
 from ..asgi import AccessLogMiddleware, ASGIApp, Message, Receive, Scope, Send
@@ -52,6 +52,35 @@ class FixedBodyApp:
                     hook()
                 await send({"type": "lifespan.shutdown.complete"})
                 return
+
+
+class CaptureOnlyMiddleware:
+    """Capture status and body size the way boundlog's middleware does, then log nothing."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        # The last request's capture, where a logger would build its record from it.
+        self.captured = (0, 0)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        status = 0
+        size = 0
+
+        def capturing_send(message: Message) -> Awaitable[None]:
+            # A plain function returning the server's awaitable, as boundlog's is.
+            nonlocal status, size
+            kind = message["type"]
+            if kind == "http.response.body":
+                size += len(message.get("body", b""))
+            elif kind == "http.response.start":
+                status = message["status"]
+            return send(message)
+
+        await self.app(scope, receive, capturing_send)
+        self.captured = (status, size)
 
 
 class LineLoggingMiddleware:
@@ -122,6 +151,8 @@ def create_app() -> ASGIApp:
     if config.logger in ("none", "default"):
         # "default" is the server's own access log, switched on by its command line.
         return app
+    if config.logger == "capture-only":
+        return CaptureOnlyMiddleware(app)
     if config.logger == "naive":
         return LineLoggingMiddleware(app, naive_emitter())
     if config.logger == "stdlib-queue":

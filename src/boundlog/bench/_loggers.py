@@ -7,6 +7,10 @@ standard output, which the harness points at the sink.
 
 * ``none``: no access log at all, the baseline.
 * ``default``: the server's own access log, switched on by its command line.
+* ``capture-only``: what any access log in a middleware must do before it can log, and
+  nothing more: capture the status and count the body bytes, built as lean as boundlog's
+  own capture; no record, no line.  Its cost is the floor under every middleware-based
+  logger, boundlog included.
 * ``naive``: one combined-format line formatted and written synchronously per request,
   with a flush, the way most hand-written logging middleware does it.
 * ``stdlib-queue``: the same line through ``logging.handlers.QueueHandler`` and a

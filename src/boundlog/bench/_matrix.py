@@ -6,7 +6,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 SERVERS = ("uvicorn", "gunicorn", "granian", "stdlib")
-LOGGERS = ("none", "default", "naive", "stdlib-queue", "boundlog-drop", "boundlog-wait")
+LOGGERS = (
+    "none", "default", "capture-only", "naive", "stdlib-queue", "boundlog-drop", "boundlog-wait",
+)  # fmt: skip
+# Loggers that write no line: their delivery is not measured.
+SILENT_LOGGERS = ("none", "capture-only")
 SINKS = ("file", "devnull", "pipe", "tty")
 BOUNDLOG_LOGGERS = ("boundlog-drop", "boundlog-wait")
 

@@ -4,7 +4,9 @@ Run as ``python -m boundlog.bench._stdlib_server --port PORT``; the logger comes
 environment (see ``_loggers``).  http.server has no middleware, so the loggers hook
 into the handler: ``default`` keeps ``log_message`` (one line to stderr per request,
 written when the status line is sent); ``naive`` and ``stdlib-queue`` log after the body
-is written; the boundlog loggers use boundlog's own ``AccessLogMixin``.
+is written; the boundlog loggers use boundlog's own ``AccessLogMixin``, and
+``capture-only`` a mixin that captures what it does (status, body bytes through a
+counting ``wfile``) and logs nothing.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from types import FrameType
 from typing import Any, ClassVar
 
 from .._log import AccessLog
-from ..http_server import AccessLogMixin
+from ..http_server import AccessLogMixin, _CountingWriter
 from ._loggers import (
     BODY,
     STATS_PATH,
@@ -46,6 +48,7 @@ class HandlerLogging:
     log_message: bool = False
     emit: Emit | None = None
     access_log: AccessLog | None = None
+    capture_only: bool = False
     on_shutdown: list[Callable[[], None]] = field(default_factory=list)
 
 
@@ -124,6 +127,8 @@ def handler_logging(config: LoggerConfig) -> HandlerLogging:
         # log_message writes to stderr, and the harness's sink is stdout.
         os.dup2(1, 2)
         return HandlerLogging(log_message=True)
+    if config.logger == "capture-only":
+        return HandlerLogging(capture_only=True)
     if config.logger == "naive":
         return HandlerLogging(emit=naive_emitter())
     if config.logger == "stdlib-queue":
@@ -137,9 +142,46 @@ def handler_logging(config: LoggerConfig) -> HandlerLogging:
     raise ValueError(f"unknown logger {config.logger!r}")
 
 
+class CaptureOnlyMixin(BaseHTTPRequestHandler):
+    """Capture status and body size the way boundlog's mixin does, then log nothing."""
+
+    wfile: _CountingWriter
+    _status: int
+    _body_start: int
+    # The last request's capture, where a logger would build its record from it.
+    captured: tuple[int, int] = (0, 0)
+
+    def setup(self) -> None:
+        super().setup()
+        self.wfile = _CountingWriter(self.wfile)
+
+    def handle_one_request(self) -> None:
+        self._status = 0
+        self._body_start = self.wfile.count
+        try:
+            super().handle_one_request()
+        finally:
+            if self._status:
+                self.captured = (self._status, self.wfile.count - self._body_start)
+
+    def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+        if isinstance(code, int):
+            self._status = code
+
+    def end_headers(self) -> None:
+        super().end_headers()
+        self._body_start = self.wfile.count
+
+
 def handler_class(logging: HandlerLogging) -> type[BenchHandler]:
-    """The handler, with boundlog's mixin in front when boundlog is the logger."""
+    """The handler, with a mixin in front when boundlog or capture-only is the logger."""
     BenchHandler.logging = logging
+    if logging.capture_only:
+
+        class CapturingHandler(CaptureOnlyMixin, BenchHandler):
+            pass
+
+        return CapturingHandler
     if logging.access_log is None:
         return BenchHandler
 

@@ -26,7 +26,7 @@ from typing import Any
 
 from ._errors import BenchError
 from ._loggers import LoggerConfig
-from ._matrix import Cell
+from ._matrix import SILENT_LOGGERS, Cell
 from ._procstat import CLOCK_TICKS, tree_cpu_seconds, tree_peak_rss_bytes
 from ._servers import (
     HOST,
@@ -116,7 +116,7 @@ class TrialResult:
     def delivery_pct(self) -> float | None:
         """Lines delivered per completed response, in percent."""
         delivered = self.delivered_lines
-        if delivered is None or not self.requests or self.cell.logger == "none":
+        if delivered is None or not self.requests or self.cell.logger in SILENT_LOGGERS:
             return None
         return 100.0 * delivered / self.requests
 
