@@ -57,6 +57,8 @@ HOLD_UNTIL_CLOSE = "3600"
 
 START_TIMEOUT = 20.0
 STOP_TIMEOUT = 20.0
+# How long a hung server has to print its stacks after SIGABRT.
+ABORT_TIMEOUT = 5.0
 CLIENT_TIMEOUT = 15.0
 POLL_INTERVAL = 0.02
 PORT_ATTEMPTS = 3
@@ -81,15 +83,26 @@ class Server:
         """Everything the server wrote on stdout and stderr so far."""
         return self.output_path.read_text(errors="replace")
 
-    def stop(self, timeout: float = STOP_TIMEOUT) -> int:
-        """Send SIGTERM, wait for the process to exit, and return its exit status."""
-        self.process.send_signal(signal.SIGTERM)
+    def stop(
+        self, timeout: float = STOP_TIMEOUT, stop_signal: signal.Signals = signal.SIGTERM
+    ) -> int:
+        """Send ``stop_signal``, wait for the process to exit, and return its exit status.
+
+        A server still running after ``timeout`` gets SIGABRT before it is killed: test
+        servers run with faulthandler on, so the output in the failure then shows where
+        each of its threads was stuck.
+        """
+        self.process.send_signal(stop_signal)
         try:
             return self.process.wait(timeout)
         except subprocess.TimeoutExpired:
+            self.process.send_signal(signal.SIGABRT)
+            with suppress(subprocess.TimeoutExpired):
+                self.process.wait(ABORT_TIMEOUT)
             self.kill()
             raise AssertionError(
-                f"server did not exit within {timeout} s of SIGTERM; output:\n{self.output()}"
+                f"server did not exit within {timeout} s of {stop_signal.name}; "
+                f"output (with faulthandler's stacks on SIGABRT):\n{self.output()}"
             ) from None
 
     def kill(self) -> None:
@@ -139,7 +152,8 @@ def running_server(
     between the probe and the server's bind, so a server that exits with "Address
     already in use" is retried on a new port.
     """
-    env = {**os.environ, **environment}
+    # faulthandler prints every thread's stack on SIGABRT: see Server.stop.
+    env = {**os.environ, "PYTHONFAULTHANDLER": "1", **environment}
     for _ in range(PORT_ATTEMPTS):
         port = free_port()
         with output_path.open("wb") as output:

@@ -15,7 +15,6 @@ import pytest
 from _servers import (
     LOOPBACK,
     PYTHON,
-    STOP_TIMEOUT,
     Server,
     build_exchanges,
     check_drained_on_stop,
@@ -54,8 +53,7 @@ def test_every_request_is_logged_once_with_exact_fields(
     """N mixed requests leave exactly N correct lines, all written by the exit drain."""
 
     def stop(server: Server) -> None:
-        server.process.send_signal(stop_signal)
-        assert server.process.wait(STOP_TIMEOUT) == 0, server.output()
+        assert server.stop(stop_signal=stop_signal) == 0, server.output()
         assert "boundlog:" not in server.output(), server.output()
 
     check_drained_on_stop(tmp_path, command, build_exchanges(REQUESTS), log_format, stop)
