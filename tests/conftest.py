@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -12,6 +13,14 @@ from contextlib import contextmanager
 import pytest
 
 F_SETPIPE_SZ = 1031
+
+# A shell without job control starts background commands (`make test &`, a CI runner's
+# `nohup ... &`) with SIGINT ignored, and an ignored signal stays ignored across exec:
+# every server a test starts would then ignore SIGINT, and Python would not even install
+# its KeyboardInterrupt handler, so a test that stops a server with SIGINT (waitress)
+# would wait in vain.  Restored here, servers start with SIGINT at its default.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @contextmanager
