@@ -118,8 +118,12 @@ class AccessLog:
             else frozenset(format_names) | select_names
         )
         response_names = getattr(fmt, "response_header_names", None)
-        self.response_header_names: frozenset[bytes] | None = (
-            None if response_names is None or select_names is None else frozenset(response_names)
+        # Whether lines may show response header fields (a format that does not say
+        # which, or a keep predicate, may read any).  When they cannot, integrations
+        # hand over () as a record's response headers rather than keep the
+        # application's header list alive in the queue for nothing.
+        self.reads_response_headers: bool = (
+            response_names is None or select_names is None or bool(response_names)
         )
         self._policy: Policy = policy
         self._close_timeout = close_timeout
@@ -144,15 +148,6 @@ class AccessLog:
         self.offer = self._admission.offer
         _open_logs.add(self)
         self._writer.thread.start()
-
-    @property
-    def reads_response_headers(self) -> bool:
-        """Whether lines may show response header fields.
-
-        When they cannot, integrations hand over ``()`` as a record's response headers
-        rather than keep the application's header list alive in the queue for nothing.
-        """
-        return self.response_header_names != frozenset()
 
     @property
     def policy(self) -> str:

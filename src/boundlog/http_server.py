@@ -46,7 +46,8 @@ class AccessLogMixin(BaseHTTPRequestHandler):
     _status: int
     _received: float
     _body_start: int
-    _response_headers: list[tuple[str, str]]
+    # The response's header fields, kept only for a log that reads them.
+    _response_headers: list[tuple[str, str]] | None
 
     @classmethod
     def _log(cls) -> AccessLog:
@@ -63,10 +64,11 @@ class AccessLogMixin(BaseHTTPRequestHandler):
         self.wfile = _CountingWriter(self.wfile)
 
     def handle_one_request(self) -> None:
+        log = self._log()
         self._status = 0
         self._received = 0.0
         self._body_start = self.wfile.count
-        self._response_headers = []
+        self._response_headers = [] if log.reads_response_headers else None
         try:
             super().handle_one_request()
         except Exception:
@@ -77,7 +79,7 @@ class AccessLogMixin(BaseHTTPRequestHandler):
             raise
         finally:
             if self._status:
-                self._log().submit(self._record())
+                log.submit(self._record())
 
     def parse_request(self) -> bool:
         self._received = time()
@@ -92,7 +94,8 @@ class AccessLogMixin(BaseHTTPRequestHandler):
 
     def send_header(self, keyword: str, value: str) -> None:
         super().send_header(keyword, value)
-        self._response_headers.append((keyword, str(value)))
+        if self._response_headers is not None:
+            self._response_headers.append((keyword, str(value)))
 
     def end_headers(self) -> None:
         super().end_headers()
@@ -118,7 +121,7 @@ class AccessLogMixin(BaseHTTPRequestHandler):
             status=self._status,
             bytes_sent=self.wfile.count - self._body_start,
             request_headers=() if headers is None else headers.items(),
-            response_headers=self._response_headers if self._log().reads_response_headers else (),
+            response_headers=self._response_headers or (),
         )
 
 
