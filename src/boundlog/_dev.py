@@ -18,7 +18,7 @@ from ._columns import (
 )
 from ._escape import escape
 from ._record import Record
-from ._timestamps import TimeOfDayClock
+from ._timestamps import StrftimeClock
 
 _SGR_RESET = b"\x1b[0m"
 _SGR_DIM = b"\x1b[2m"
@@ -45,7 +45,7 @@ class DevFormat:
         self.color = color
         self._utc = utc
         self._color = color if color is not None else use_color(os.environ, is_terminal=False)
-        self._clock = TimeOfDayClock(utc, suffix=b" ")
+        self._clock = StrftimeClock("%H:%M:%S", utc, suffix=b" ")
         self._dim = (_SGR_DIM, _SGR_RESET) if self._color else (b"", b"")
         self._milliseconds_template = self._dim[0] + b"%.1fms" + self._dim[1] + b"\n"
         self._layout = _Layout([None, None, None, None, None, b" ", None, b" ", None, b"\n"])

@@ -52,6 +52,9 @@ DEFAULT_REDACTED_QUERY = (
 )
 
 _SEPARATOR = re.compile(rb"([&;])")
+# A percent escape followed by "=" with no separator between: an escaped name, or
+# (rarely) a value with "=" after an escape.
+_ESCAPED_NAME = re.compile(rb"%[^&;=]*=")
 _BOUNDARY = b"&"
 _query = itemgetter(5)
 
@@ -59,7 +62,7 @@ _query = itemgetter(5)
 class QueryRedaction:
     """Rewrites records whose query holds a listed parameter; false when none are listed."""
 
-    __slots__ = ("_candidate", "_escaped_name", "_names", "_needles")
+    __slots__ = ("_candidate", "_names", "_needles")
 
     def __init__(self, names: Iterable[object]) -> None:
         self._names = frozenset(map(_parameter_name, names))
@@ -69,9 +72,6 @@ class QueryRedaction:
         self._needles = tuple(
             name for name in self._names if not any(n in name for n in self._names - {name})
         )
-        # A percent escape followed by "=" with no separator between: an escaped name,
-        # or (rarely) a value with "=" after an escape.
-        self._escaped_name = re.compile(rb"%[^&;=]*=")
         # A query that may need redacting: a listed name as it stands, or any name with
         # a percent escape (decoded in ``redact``), followed by a value.
         listed = b"|".join(map(re.escape, sorted(self._names, key=len, reverse=True)))
@@ -90,7 +90,7 @@ class QueryRedaction:
             return
         lowered = queries.lower()
         if not any(needle in lowered for needle in self._needles) and not (
-            b"%" in queries and self._escaped_name.search(queries)
+            b"%" in queries and _ESCAPED_NAME.search(queries)
         ):
             return
         search = self._candidate.search

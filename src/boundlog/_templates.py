@@ -31,6 +31,7 @@ from operator import add, attrgetter, floordiv, mod, mul
 from typing import Any, TypeAlias, cast
 
 from ._columns import (
+    _DASH,
     _PLAIN,
     _bytes_on_the_wire,
     _dash_for_none,
@@ -46,10 +47,8 @@ from ._errors import ConfigurationError
 from ._escape import escape, escape_unquoted
 from ._headers import REDACTED, HeaderReader, header_name, header_names
 from ._record import Record
-from ._timestamps import ClfClock, StrftimeClock
+from ._timestamps import _MICROSECONDS, ClfClock, StrftimeClock
 
-_DASH = b"-"
-_MICROSECONDS = 1_000_000
 _AUTHORIZATION = "authorization"
 
 # A directive's kind and its argument (a header name, a time format), or template text.

@@ -214,13 +214,3 @@ class Rfc3339Clock:
             f"{tm.tm_hour:02d}:{tm.tm_min:02d}:{tm.tm_sec:02d}.%03d"
             f"{'Z' if self._utc else offset}"
         )
-
-
-class TimeOfDayClock(ClfClock):
-    """``13:55:36`` as bytes, for the dev format: a CLF stamp's clock time alone."""
-
-    __slots__ = ()
-
-    def _stamp(self, second: int) -> bytes:
-        tm, _, _ = self._calendar(second)
-        return self._prefix + b"%02d:%02d:%02d" % tm[3:6] + self._suffix
