@@ -180,3 +180,20 @@ def test_empty_batch_has_no_stamps() -> None:
     """A batch of no times gives no stamps."""
     assert ClfClock(True).stamps([]) == []
     assert Rfc3339Clock(True).stamps([]) == []
+
+
+@pytest.mark.parametrize(
+    "times",
+    [
+        [1700000000.25, 1700000000.5, 1700000000.75],
+        [1700000000.25, 1700000000.9999996],
+        [1700000000.9999996, 1700000000.25],
+        [1700000000.5, 1700000001.5, 1700000000.75],
+        [-0.5, 0.25],
+        [0.0, 0.9999994],
+    ],
+)
+def test_a_batch_gets_each_time_its_own_second(times: list[float]) -> None:
+    """A batch whose times share one second gets one stamp; a time that rounds into the
+    next second, or lies in another, gets its own."""
+    assert ClfClock(True).stamps(times) == [ClfClock(True)(when) for when in times]

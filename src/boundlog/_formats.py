@@ -21,10 +21,10 @@ from itertools import repeat
 from typing import Protocol
 
 from ._columns import (
+    _DASH,
     _NO_SEPARATOR_FOR_EMPTY_QUERY,
     _PLAIN,
     _bytes_on_the_wire,
-    _dash_for_none,
     _escaped_clients,
     _escaped_column,
     _Layout,
@@ -95,11 +95,7 @@ class ApacheFormat:
         separators = list(map(_NO_SEPARATOR_FOR_EMPTY_QUERY.get, queries, repeat(b"?")))
         status_fields = list(_per_value(statuses, b"%d ".__mod__))
         sent_fields = _sent_fields(_bytes_on_the_wire(methods, statuses, sents))
-        header_fields = (
-            [_dash_for_none(column) for column in self._headers.columns(headers)]
-            if self._headers is not None
-            else []
-        )
+        header_fields = self._headers.columns(headers, _DASH) if self._headers is not None else []
 
         def join(
             clients: Sequence[bytes],

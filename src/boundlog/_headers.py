@@ -28,7 +28,6 @@ REDACTED = b"[redacted]"
 
 _SEPARATOR = b", "
 _PAIR_LISTS = frozenset((list, tuple))
-_BYTES_OR_NONE = frozenset((bytes, type(None)))
 # The two request headers CGI (and so WSGI) keeps without the HTTP_ prefix.
 _UNPREFIXED = {b"content-type": "CONTENT_TYPE", b"content-length": "CONTENT_LENGTH"}
 
@@ -99,31 +98,34 @@ class HeaderReader:
         )
         self._environ_keys = {name: environ_key(name) for name in self.names}
 
-    def columns(self, sources: Sequence[Headers]) -> list[list[bytes | None]]:
-        """One column per name: each record's value of that field, or None."""
+    def columns(self, sources: Sequence[Headers], missing: Any = None) -> list[list[Any]]:
+        """One column per name: each record's value of that field, or ``missing``."""
         # The writer's cost per line is mostly here, so the two shapes servers hand over
         # are read a column at a time by C-level calls; anything else record by record.
         kinds = set(map(type, sources))
         if kinds == {dict}:
-            return self._columns_of_environs(sources)
+            return self._columns_of_environs(sources, missing)
         if kinds and kinds <= _PAIR_LISTS:
-            columns = self._columns_of_plain_pairs(sources)
+            columns = self._columns_of_plain_pairs(sources, missing)
             if columns is not None:
                 return columns
         rows = list(map(self.values, sources))
-        return (
-            [list(column) for column in zip(*rows, strict=True)]
-            if rows
-            else [[] for _ in self.names]
-        )
-
-    def _columns_of_environs(self, environs: Sequence[Any]) -> list[list[bytes | None]]:
+        if not rows:
+            return [[] for _ in self.names]
         return [
-            self._finished(name, map(dict.get, environs, repeat(self._environ_keys[name])))
+            [missing if value is None else value for value in column]
+            for column in zip(*rows, strict=True)
+        ]
+
+    def _columns_of_environs(self, environs: Sequence[Any], missing: Any) -> list[list[Any]]:
+        return [
+            self._finished(name, dict.get, environs, self._environ_keys[name], missing)
             for name in self.names
         ]
 
-    def _columns_of_plain_pairs(self, sources: Sequence[Any]) -> list[list[bytes | None]] | None:
+    def _columns_of_plain_pairs(
+        self, sources: Sequence[Any], missing: Any
+    ) -> list[list[Any]] | None:
         # Lists of (bytes, bytes) pairs whose names are lower case and sent once each,
         # which is what ASGI servers pass: then a dict per record finds every field.
         try:
@@ -131,17 +133,24 @@ class HeaderReader:
             names = b"".join(chain.from_iterable(tables))
         except (TypeError, ValueError):
             return None
-        if names != names.lower() or sum(map(len, tables)) != sum(map(len, sources)):
+        # islower() is one pass without a copy; it is also false for names without a
+        # letter, which then take the general path.
+        if (names and not names.islower()) or sum(map(len, tables)) != sum(map(len, sources)):
             return None
-        return [self._finished(name, map(dict.get, tables, repeat(name))) for name in self.names]
+        return [self._finished(name, dict.get, tables, name, missing) for name in self.names]
 
-    def _finished(self, name: bytes, found: Iterable[Any]) -> list[bytes | None]:
-        """One field's column as bytes, redacted if it is masked."""
-        column: list[Any] = list(found)
-        if not set(map(type, column)) <= _BYTES_OR_NONE:
-            column = [None if value is None else _as_bytes(value) for value in column]
+    def _finished(
+        self, name: bytes, get: Any, tables: Sequence[Any], key: Any, missing: Any
+    ) -> list[Any]:
+        """One field's column, looked up with ``get``: bytes, redacted if it is masked."""
         if name in self._masked:
-            column = [None if value is None else REDACTED for value in column]
+            found = [None if value is None else REDACTED for value in map(get, tables, repeat(key))]
+            return found if missing is None else [missing if v is None else v for v in found]
+        # The value for a missing field is put in by the lookup itself: a pass fewer.
+        column: list[Any] = list(map(get, tables, repeat(key), repeat(missing)))
+        if not set(map(type, column)) <= {bytes, type(missing)}:
+            # A WSGI record's picked fields hold None for an absent one.
+            column = [missing if value is None else _as_bytes(value) for value in column]
         return column
 
     def values(self, source: Headers) -> tuple[bytes | None, ...]:

@@ -40,6 +40,8 @@ _CONTENT_LENGTH = b"content-length"
 _PROTOCOLS = {"1.1": "HTTP/1.1", "2": "HTTP/2", "1.0": "HTTP/1.0", "1": "HTTP/1.0", "3": "HTTP/3"}
 # What ``response`` holds until the application starts one.
 _NO_RESPONSE: Message = {}
+# What ``response`` holds once the record is handed over.
+_FINISHED: Message = {}
 
 
 class AccessLogMiddleware:
@@ -63,17 +65,17 @@ class AccessLogMiddleware:
             await self.app(scope, receive, send)
             return
 
-        offer = self._offer
-        keeps_response_headers = self._keeps_response_headers
         received = time()
         status = 0
         sent = 0
-        finished = False
+        # The start message, until the record is handed over; then _FINISHED.
         response: Message = _NO_RESPONSE
 
+        # The closure reads the log's methods through self: every name it shares with
+        # this frame is a cell made per request, so it shares only what it must.
         def counting_send(message: Message) -> Awaitable[None]:
             # Runs on the event loop for every message: no formatting, no I/O, no lock.
-            nonlocal status, sent, finished, response
+            nonlocal status, sent, response
             kind = message["type"]
             if kind == "http.response.body":
                 sent += len(message.get("body", b""))
@@ -90,20 +92,20 @@ class AccessLogMiddleware:
                 sent = _file_size(response, message)
             else:
                 return send(message)
-            finished = True
-            entry = _record(scope, received, status, sent, response, keeps_response_headers)
-            if offer(entry):
+            entry = _record(scope, received, status, sent, response, self._keeps_response_headers)
+            response = _FINISHED
+            if self._offer(entry):
                 return send(message)
             return self._admit_then(entry, send, message)
 
         try:
             await self.app(scope, receive, counting_send)
         finally:
-            if not finished:
+            if response is not _FINISHED:
                 # The response never finished: the app raised, or returned early because
                 # the client left.  A server answers 500 when no response had started.
                 entry = _record(
-                    scope, received, status or 500, sent, response, keeps_response_headers
+                    scope, received, status or 500, sent, response, self._keeps_response_headers
                 )
                 await self._submit_async(entry)
 

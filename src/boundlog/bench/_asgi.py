@@ -126,22 +126,31 @@ class LineLoggingMiddleware:
 
 
 def serving_stats(app: ASGIApp, log: AccessLog) -> ASGIApp:
-    """``app``, except that the stats path answers with ``log``'s counters, unlogged."""
+    """``app``, except that the stats path answers with ``log``'s counters, unlogged.
 
-    async def app_with_stats(scope: Scope, receive: Receive, send: Send) -> None:
+    A plain function that hands back ``app``'s own coroutine: an ``async def`` wrapper
+    would add a coroutine to every request of the boundlog cells alone (callgrind: +2k
+    instructions, 1.7% of uvicorn's event-loop thread).  uvicorn cannot tell that this
+    is an ASGI 3 application, so the harness says so on its command line.
+    """
+
+    def app_with_stats(scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
         if scope["type"] == "http" and scope["path"] == STATS_PATH:
-            body = stats_json(log.stats())
-            await send({
-                "type": "http.response.start",
-                "status": 200,
-                "headers": [(b"content-type", b"application/json"),
-                            (b"content-length", str(len(body)).encode())],
-            })  # fmt: skip
-            await send({"type": "http.response.body", "body": body})
-            return
-        await app(scope, receive, send)
+            return _send_stats(log, send)
+        return app(scope, receive, send)
 
     return app_with_stats
+
+
+async def _send_stats(log: AccessLog, send: Send) -> None:
+    body = stats_json(log.stats())
+    await send({
+        "type": "http.response.start",
+        "status": 200,
+        "headers": [(b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode())],
+    })  # fmt: skip
+    await send({"type": "http.response.body", "body": body})
 
 
 def create_app() -> ASGIApp:
