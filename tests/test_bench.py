@@ -41,6 +41,7 @@ from boundlog.bench._procstat import (
 )
 from boundlog.bench._servers import (
     HOST,
+    fetch_stats,
     free_port,
     probe,
     server_command,
@@ -252,14 +253,16 @@ def test_capture_only_captures_what_a_logger_needs_in_every_kind_of_server() -> 
 def test_every_server_serves_the_body_and_logs_each_request(
     server: str, logger: str, tmp_path: Path
 ) -> None:
-    """Each server answers with the fixed body and its logger writes one line per request."""
+    """Each server answers with the fixed body and its logger writes one line per request;
+    boundlog's counters are on the stats socket while it runs and in the file after."""
     port = free_port()
     stats_file = tmp_path / "stats.json"
+    stats_socket = f"boundlog-test-{os.getpid()}-{port}"
     sink = FileSink(tmp_path / "access.log")
     with (tmp_path / "stderr").open("wb") as stderr:
         process = start_server(
             server_command(server, logger, port, gunicorn_threads=2),
-            LoggerConfig(logger, str(stats_file)),
+            LoggerConfig(logger, str(stats_file), stats_socket=stats_socket),
             stdout_fd=sink.server_fd,
             stderr=stderr,
             cpu=None,
@@ -274,6 +277,8 @@ def test_every_server_serves_the_body_and_logs_each_request(
             response = connection.getresponse()
             assert (response.status, response.read()) == (200, BODY)
         connection.close()
+        if logger.startswith("boundlog"):
+            assert fetch_stats(stats_socket)["submitted"] == REQUESTS + 1
     finally:
         stopped = stop(process, 20)
     assert stopped, "the server did not stop on SIGTERM"

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import IO
 
 from ._errors import BenchError
-from ._loggers import BODY, STATS_PATH, LoggerConfig
+from ._loggers import BODY, LoggerConfig
 from ._spawn import spawn
 
 HOST = "127.0.0.1"
@@ -146,10 +146,14 @@ def probe(port: int) -> None:
         )
 
 
-def fetch_stats(port: int) -> dict[str, int]:
-    """boundlog's counters in the server process, from the stats path."""
-    status, body = _get(port, STATS_PATH)
-    if status != 200:
-        raise BenchError(f"the stats request got status {status}: {body[:200]!r}")
-    stats: dict[str, int] = json.loads(body)
+def fetch_stats(name: str) -> dict[str, int]:
+    """boundlog's counters in the server process, from its stats socket (see ``serve_stats``)."""
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
+            client.settimeout(_REQUEST_TIMEOUT)
+            client.connect("\0" + name)
+            body = b"".join(iter(functools.partial(client.recv, 65536), b""))
+        stats: dict[str, int] = json.loads(body)
+    except (OSError, ValueError) as error:
+        raise BenchError(f"cannot read boundlog's counters from the server: {error}") from error
     return stats

@@ -26,14 +26,13 @@ from .._log import AccessLog
 from ..http_server import AccessLogMixin, _CountingWriter
 from ._loggers import (
     BODY,
-    STATS_PATH,
     Emit,
     LoggerConfig,
     combined_line,
     final_stats_writer,
     naive_emitter,
     queue_emitter,
-    stats_json,
+    serve_stats,
 )
 
 
@@ -63,9 +62,6 @@ class BenchHandler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         logging = self.logging
-        if self.path == STATS_PATH and logging.access_log is not None:
-            self._send_stats(logging.access_log)
-            return
         self.send_response(200)
         self.send_header("Content-Type", "text/plain")
         self.send_header("Content-Length", str(len(BODY)))
@@ -91,16 +87,6 @@ class BenchHandler(BaseHTTPRequestHandler):
                 self.headers.get("User-Agent"),
             )
         )
-
-    def _send_stats(self, log: AccessLog) -> None:
-        body = stats_json(log.stats())
-        # send_response_only: the stats request must not reach any access log (it does
-        # not call log_request, which is where the mixin learns there is a response).
-        self.send_response_only(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
 
 
 class BenchServer(ThreadingHTTPServer):
@@ -136,6 +122,7 @@ def handler_logging(config: LoggerConfig) -> HandlerLogging:
         return HandlerLogging(emit=emit, on_shutdown=[stop_listener])
     if config.logger in ("boundlog-drop", "boundlog-wait"):
         log = AccessLog(sink="stdout", policy=config.policy, max_queue=config.max_queue)
+        serve_stats(log, config.stats_socket)
         return HandlerLogging(
             access_log=log, on_shutdown=[final_stats_writer(log.close, config.stats_file)]
         )

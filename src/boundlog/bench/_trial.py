@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import secrets
 import subprocess
 import time
 from collections.abc import Callable
@@ -177,6 +179,7 @@ def _measure(
     process: subprocess.Popen[bytes],
     port: int,
     stderr_path: Path,
+    stats_socket: str,
 ) -> None:
     cell = result.cell
     url = f"http://{HOST}:{port}/"
@@ -188,14 +191,14 @@ def _measure(
             script=settings.script, cpu=settings.load_cpu,
         )  # fmt: skip
     if cell.uses_boundlog:
-        warmed_up = settle(sink, process.pid, lambda: _nothing_pending(fetch_stats(port)))
+        warmed_up = settle(sink, process.pid, lambda: _nothing_pending(fetch_stats(stats_socket)))
     else:
         warmed_up = settle(sink, process.pid)
     if not warmed_up:
         result.notes.append("the log was still growing a minute after the warm-up")
     sink.start_window()
     if cell.uses_boundlog:
-        result.stats_before = fetch_stats(port)
+        result.stats_before = fetch_stats(stats_socket)
     seconds = settings.overload_duration if cell.overload else settings.duration
     sink.pace(cell.reader_rate)
     cpu_before = tree_cpu_seconds(process.pid)
@@ -212,7 +215,7 @@ def _measure(
 
     def all_delivered() -> bool:
         # boundlog has nothing pending, and the sink shows every line it says it wrote.
-        stats = fetch_stats(port)
+        stats = fetch_stats(stats_socket)
         lines = sink.window_lines()
         written = stats["written"] - before["written"] if before else None
         return _nothing_pending(stats) and (lines is None or lines == written)
@@ -224,7 +227,7 @@ def _measure(
     result.lines = sink.window_lines()
     result.peak_rss_bytes = tree_peak_rss_bytes(process.pid)
     if cell.uses_boundlog:
-        result.stats_after = fetch_stats(port)
+        result.stats_after = fetch_stats(stats_socket)
 
 
 def run_trial(cell: Cell, round_index: int, settings: TrialSettings) -> TrialResult:
@@ -234,7 +237,9 @@ def run_trial(cell: Cell, round_index: int, settings: TrialSettings) -> TrialRes
     stats_file = settings.workdir / "final-stats.json"
     stats_file.unlink(missing_ok=True)
     stderr_path = settings.workdir / "server.stderr"
-    config = LoggerConfig(cell.logger, str(stats_file), settings.max_queue)
+    # Unique on the machine: the name is global, like a port.
+    stats_socket = f"boundlog-bench-{os.getpid()}-{secrets.token_hex(8)}"
+    config = LoggerConfig(cell.logger, str(stats_file), settings.max_queue, stats_socket)
     port = free_port()
     command = server_command(
         cell.server, cell.logger, port, gunicorn_threads=settings.gunicorn_threads
@@ -247,7 +252,7 @@ def run_trial(cell: Cell, round_index: int, settings: TrialSettings) -> TrialRes
             )
         sink.handed_over()
         try:
-            _measure(result, settings, sink, process, port, stderr_path)
+            _measure(result, settings, sink, process, port, stderr_path, stats_socket)
         except (BenchError, OSError, subprocess.SubprocessError) as error:
             # One broken cell must not cost the rest of a run that takes an hour.
             result.error = str(error) or type(error).__name__

@@ -8,18 +8,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from .._log import AccessLog
 from ..wsgi import AccessLogMiddleware, Environ, ExcInfo, Headers, StartResponse, WSGIApp
 from ._loggers import (
     BODY,
-    STATS_PATH,
     Emit,
     LoggerConfig,
     combined_line,
     final_stats_writer,
     naive_emitter,
     queue_emitter,
-    stats_json,
+    serve_stats,
 )
 
 _HEADERS = [("Content-Type", "text/plain"), ("Content-Length", str(len(BODY)))]
@@ -90,22 +88,6 @@ class LineLoggingMiddleware:
         return [body]
 
 
-def serving_stats(app: WSGIApp, log: AccessLog) -> WSGIApp:
-    """``app``, except that the stats path answers with ``log``'s counters, unlogged."""
-
-    def app_with_stats(environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
-        if environ.get("PATH_INFO") == STATS_PATH:
-            body = stats_json(log.stats())
-            start_response(
-                "200 OK",
-                [("Content-Type", "application/json"), ("Content-Length", str(len(body)))],
-            )
-            return [body]
-        return app(environ, start_response)
-
-    return app_with_stats
-
-
 def create_app() -> WSGIApp:
     """The application wrapped with the logger the harness asked for."""
     config = LoggerConfig.from_environ()
@@ -124,5 +106,6 @@ def create_app() -> WSGIApp:
             fixed_body_app, sink="stdout", policy=config.policy, max_queue=config.max_queue
         )
         final_stats_writer(middleware.log.close, config.stats_file)
-        return serving_stats(middleware, middleware.log)
+        serve_stats(middleware.log, config.stats_socket)
+        return middleware
     raise ValueError(f"unknown logger {config.logger!r}")
