@@ -144,8 +144,9 @@ class HeaderReader:
     ) -> list[Any]:
         """One field's column, looked up with ``get``: bytes, redacted if it is masked."""
         if name in self._masked:
-            found = [None if value is None else REDACTED for value in map(get, tables, repeat(key))]
-            return found if missing is None else [missing if v is None else v for v in found]
+            return [
+                missing if value is None else REDACTED for value in map(get, tables, repeat(key))
+            ]
         # The value for a missing field is put in by the lookup itself: a pass fewer.
         column: list[Any] = list(map(get, tables, repeat(key), repeat(missing)))
         if not set(map(type, column)) <= {bytes, type(missing)}:

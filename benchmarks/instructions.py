@@ -1,0 +1,160 @@
+"""Instructions per request that an access log adds to uvicorn, counted by callgrind.
+
+The benchmark's CPU-time ratios move by ±15-20% between runs on a shared machine.
+Instruction counts do not: valgrind's callgrind counts every instruction each thread
+executes, whatever the neighbours do, so a change of 1% shows.  They do not count what
+an instruction costs (cache misses, mispredictions), so they rank changes to the code
+rather than replace the benchmark; on this project's machine their ratios agreed with
+the benchmark's CPU ratios (see docs/benchmarks.md, "Where the time goes").
+
+For each logger (``none``, uvicorn's own ``default``, ``capture-only`` as in the
+benchmark, ``boundlog`` with the ``drop`` policy and the combined format), uvicorn
+(httptools, uvloop, one process) runs under callgrind with each thread counted apart;
+wrk warms it up, the counters are zeroed, wrk runs for ``--seconds``, and the counters
+are dumped.  Printed: instructions per request of the
+event-loop thread and of the other threads (boundlog's writer), and their sum against
+``none``.
+
+Under valgrind the server answers a few hundred requests a second, so the writer
+gathers for ``--flush-interval`` (0.5 s) to take batches of the size it takes at full
+speed (~150-250 lines); with the default 10 ms, its cost per batch would be spread over
+a handful of lines.
+
+Needs valgrind (Debian: ``apt-get install valgrind``) and wrk.  Run from the
+repository: ``python benchmarks/instructions.py`` (about a minute per logger).
+This file is also the application uvicorn serves (``create_app``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+#: ``default`` is uvicorn's own access log, to standard output (here /dev/null).
+LOGGERS = ("none", "default", "capture-only", "boundlog")
+_LOGGER_ENV = "BOUNDLOG_INSTRUCTIONS_LOGGER"
+_FLUSH_ENV = "BOUNDLOG_INSTRUCTIONS_FLUSH_INTERVAL"
+_HERE = Path(__file__).resolve().parent
+
+
+def create_app() -> Any:
+    """The benchmark's 1 KiB application, wrapped with the logger named in the environment."""
+    from boundlog.asgi import AccessLogMiddleware
+    from boundlog.bench._asgi import CaptureOnlyMiddleware, FixedBodyApp
+
+    app = FixedBodyApp()
+    logger = os.environ[_LOGGER_ENV]
+    if logger in ("none", "default"):
+        return app
+    if logger == "capture-only":
+        return CaptureOnlyMiddleware(app)
+    # The middleware owns its log, so it drains it at the lifespan shutdown.
+    return AccessLogMiddleware(app, sink=os.devnull, flush_interval=float(os.environ[_FLUSH_ENV]))
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _wait_until_listening(port: int, server: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise SystemExit(f"uvicorn exited with status {server.returncode} under valgrind")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return
+        except OSError:
+            time.sleep(0.5)
+    raise SystemExit("uvicorn did not listen within 5 minutes under valgrind")
+
+
+def _wrk(port: int, seconds: float, connections: int) -> int:
+    output = subprocess.run(
+        ["wrk", "-t1", f"-c{connections}", f"-d{seconds:g}s", f"http://127.0.0.1:{port}/"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    match = re.search(r"(\d+) requests in", output)
+    if match is None:
+        raise SystemExit(f"wrk printed no request count:\n{output}")
+    return int(match.group(1))
+
+
+def _thread_totals(folder: Path) -> list[int]:
+    """Instructions of each thread in the first dump, in thread order."""
+    totals = []
+    for path in sorted(folder.glob("callgrind.out.*.1-*")):
+        match = re.search(r"^(?:summary|totals): (\d+)", path.read_text(), re.MULTILINE)
+        if match is not None and int(match.group(1)):
+            totals.append(int(match.group(1)))
+    return totals
+
+
+def measure(logger: str, seconds: float, connections: int, flush_interval: float) -> list[float]:
+    """Instructions per request of each busy thread of uvicorn serving ``logger``."""
+    port = _free_port()
+    with tempfile.TemporaryDirectory(prefix="boundlog-instructions-") as folder:
+        environ = {**os.environ, _LOGGER_ENV: logger, _FLUSH_ENV: str(flush_interval)}
+        server = subprocess.Popen(
+            ["valgrind", "--tool=callgrind", "--separate-threads=yes",
+             f"--callgrind-out-file={folder}/callgrind.out.%p",
+             sys.executable, "-m", "uvicorn", "instructions:create_app", "--factory",
+             "--app-dir", str(_HERE), "--host", "127.0.0.1", "--port", str(port),
+             "--http", "httptools", "--loop", "uvloop", "--lifespan", "on",
+             "--access-log" if logger == "default" else "--no-access-log"],
+            env=environ, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        try:
+            _wait_until_listening(port, server)
+            _wrk(port, 5, connections)
+            subprocess.run(["callgrind_control", "--zero", str(server.pid)], check=True,
+                           capture_output=True)  # fmt: skip
+            requests = _wrk(port, seconds, connections)
+            subprocess.run(["callgrind_control", "--dump", str(server.pid)], check=True,
+                           capture_output=True)  # fmt: skip
+        finally:
+            server.send_signal(signal.SIGINT)
+            server.wait(timeout=120)
+        return [total / requests for total in _thread_totals(Path(folder))]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--loggers", default=",".join(LOGGERS), help="comma-separated")
+    parser.add_argument("--seconds", type=float, default=15.0, help="counted window")
+    parser.add_argument("--connections", type=int, default=16)
+    parser.add_argument("--flush-interval", type=float, default=0.5)
+    args = parser.parse_args()
+    for tool in ("valgrind", "callgrind_control", "wrk"):
+        if shutil.which(tool) is None:
+            raise SystemExit(f"{tool} is missing: apt-get install valgrind wrk")
+    loggers = args.loggers.split(",")
+    for logger in loggers:
+        if logger not in LOGGERS:
+            raise SystemExit(f"unknown logger {logger!r}: choose from {', '.join(LOGGERS)}")
+    baseline = None
+    print("logger          event loop     writer       total   vs none   (instructions/request)")
+    for logger in loggers:
+        threads = measure(logger, args.seconds, args.connections, args.flush_interval)
+        loop, writer = threads[0], sum(threads[1:])
+        total = loop + writer
+        if logger == "none":
+            baseline = total
+        ratio = f"{total / baseline:7.3f}x" if baseline else "        "
+        print(f"{logger:<14} {loop:11,.0f} {writer:11,.0f} {total:11,.0f}  {ratio}")
+
+
+if __name__ == "__main__":
+    main()
