@@ -119,8 +119,7 @@ class HeaderReader:
 
     def _columns_of_environs(self, environs: Sequence[Any], missing: Any) -> list[list[Any]]:
         return [
-            self._finished(name, dict.get, environs, self._environ_keys[name], missing)
-            for name in self.names
+            self._finished(name, environs, self._environ_keys[name], missing) for name in self.names
         ]
 
     def _columns_of_plain_pairs(
@@ -137,18 +136,20 @@ class HeaderReader:
         # letter, which then take the general path.
         if (names and not names.islower()) or sum(map(len, tables)) != sum(map(len, sources)):
             return None
-        return [self._finished(name, dict.get, tables, name, missing) for name in self.names]
+        return [self._finished(name, tables, name, missing) for name in self.names]
 
     def _finished(
-        self, name: bytes, get: Any, tables: Sequence[Any], key: Any, missing: Any
+        self, name: bytes, tables: Sequence[dict[Any, Any]], key: Any, missing: Any
     ) -> list[Any]:
-        """One field's column, looked up with ``get``: bytes, redacted if it is masked."""
+        """Field ``name``'s column, found under ``key`` in each table: bytes, redacted if
+        it is masked, ``missing`` where it is absent."""
         if name in self._masked:
             return [
-                missing if value is None else REDACTED for value in map(get, tables, repeat(key))
+                missing if value is None else REDACTED
+                for value in map(dict.get, tables, repeat(key))
             ]
         # The value for a missing field is put in by the lookup itself: a pass fewer.
-        column: list[Any] = list(map(get, tables, repeat(key), repeat(missing)))
+        column: list[Any] = list(map(dict.get, tables, repeat(key), repeat(missing)))
         if not set(map(type, column)) <= {bytes, type(missing)}:
             # A WSGI record's picked fields hold None for an absent one.
             column = [missing if value is None else _as_bytes(value) for value in column]

@@ -53,7 +53,7 @@ def server_command(server: str, logger: str, port: int, *, gunicorn_threads: int
     if server == "uvicorn":
         return [
             python, "-m", "uvicorn", _ASGI_APP, "--factory", "--host", HOST, "--port", str(port),
-            "--http", "httptools", "--loop", "uvloop", "--lifespan", "on", "--interface", "asgi3",
+            "--http", "httptools", "--loop", "uvloop", "--lifespan", "on",
             "--access-log" if own_log else "--no-access-log",
         ]  # fmt: skip
     if server == "gunicorn":
