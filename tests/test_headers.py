@@ -118,10 +118,19 @@ _text_pairs = st.lists(
     st.tuples(_name.map(bytes.decode), _value.map(lambda value: value.decode("latin-1"))),
     max_size=5,
 )
-# A WSGI record keeps the fields it reads as a dict, with None for an absent one.
+# gunicorn hands over its request's pairs with the names in upper case.
+_upper_text_pairs = st.lists(
+    st.tuples(
+        _name.map(lambda name: name.decode().upper()),
+        _value.map(lambda value: value.decode("latin-1")),
+    ),
+    max_size=5,
+)
+# A WSGI record keeps the fields it reads as a dict, with None for an absent one; its
+# text may hold any code point, and a hand-made record may hold bytes.
 _environ = st.dictionaries(
     st.sampled_from(["HTTP_REFERER", "HTTP_USER_AGENT", "HTTP_COOKIE", "PATH_INFO"]),
-    st.one_of(st.none(), st.text(max_size=8)),
+    st.one_of(st.none(), st.text(max_size=8), st.binary(max_size=8)),
 )
 
 
@@ -134,8 +143,11 @@ def record_by_record(reader: HeaderReader, sources: list[Any]) -> list[list[byte
         st.lists(_pairs, min_size=1, max_size=6),
         st.lists(_pairs.map(tuple), min_size=1, max_size=6),
         st.lists(_text_pairs, min_size=1, max_size=6),
+        st.lists(_upper_text_pairs, min_size=1, max_size=6),
         st.lists(_environ, min_size=1, max_size=6),
-        st.lists(st.one_of(_pairs, _text_pairs, _environ), min_size=1, max_size=6),
+        st.lists(
+            st.one_of(_pairs, _text_pairs, _upper_text_pairs, _environ), min_size=1, max_size=6
+        ),
     ),
     st.booleans(),
 )

@@ -83,6 +83,32 @@ def test_a_response_is_logged_once_with_its_fields(tmp_path: Path) -> None:
     }
 
 
+@pytest.mark.parametrize(
+    ("status_line", "status"),
+    [
+        ("200 OK", 200),
+        ("404 Not Found", 404),
+        ("404 NOT FOUND", 404),
+        ("299 Custom Reason", 299),
+        ("599 ", 599),
+        ("OK", 0),
+    ],
+)
+def test_the_status_code_comes_from_the_status_line(
+    tmp_path: Path, status_line: str, status: int
+) -> None:
+    """A standard line, another reason phrase or none give the code; no code gives 0."""
+
+    def app(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        start_response(status_line, [])
+        return [b""]
+
+    capture = CapturingFormat(frozenset())
+    with AccessLog(str(tmp_path / "access.log"), format=capture) as log:
+        run(AccessLogMiddleware(app, log=log), environ())
+    assert [record.status for record in capture.records] == [status]
+
+
 class ClosingList(list[bytes]):
     """A list body with a close() of its own, as some frameworks return."""
 
@@ -212,21 +238,48 @@ def test_a_real_wsgiref_server_logs_each_request(tmp_path: Path) -> None:
     assert all(line.endswith('200 11 "-" "ua x"') for line in written)
 
 
+_REFERER = {"HTTP_REFERER": "http://example/"}
+
+
 @pytest.mark.parametrize(
-    ("names", "options", "keeps_environ"),
+    ("names", "options", "expected"),
     [
-        (frozenset({b"referer", b"content-type"}), {}, False),
-        (frozenset({b"referer"}), {"trusted_proxies": ["10.0.0.0/8"]}, False),
-        (None, {}, True),
-        (frozenset({b"referer"}), {"keep": lambda record: True}, True),
+        (frozenset({b"referer"}), {}, _REFERER),
+        (
+            frozenset({b"referer", b"content-type"}),
+            {},
+            {**_REFERER, "CONTENT_TYPE": "text/plain"},
+        ),
+        (
+            frozenset({b"referer", b"content-type", b"x-absent"}),
+            {},
+            {**_REFERER, "CONTENT_TYPE": "text/plain", "HTTP_X_ABSENT": None},
+        ),
+        (
+            frozenset({b"referer"}),
+            {"trusted_proxies": ["10.0.0.0/8"]},
+            {**_REFERER, "HTTP_X_FORWARDED_FOR": "203.0.113.1"},
+        ),
+        (None, {}, None),
+        (frozenset({b"referer"}), {"keep": lambda record: True}, None),
     ],
-    ids=["named-fields", "plus-proxy-header", "format-does-not-say", "keep-predicate"],
+    ids=[
+        "one-field",
+        "two-fields",
+        "three-fields-one-absent",
+        "plus-proxy-header",
+        "format-does-not-say",
+        "keep-predicate",
+    ],
 )
 def test_a_record_keeps_only_the_header_fields_the_log_reads(
-    tmp_path: Path, names: frozenset[bytes] | None, options: dict[str, Any], keeps_environ: bool
+    tmp_path: Path,
+    names: frozenset[bytes] | None,
+    options: dict[str, Any],
+    expected: dict[str, str | None] | None,
 ) -> None:
     """Not the server's environ, which would keep its streams alive in the queue, unless
-    the log may read any field."""
+    the log may read any field (``expected`` None); an absent field is kept as None."""
     capture = CapturingFormat(names)
     env = environ(HTTP_X_FORWARDED_FOR="203.0.113.1", CONTENT_TYPE="text/plain")
     with AccessLog(str(tmp_path / "access.log"), format=capture, **options) as log:
@@ -236,10 +289,7 @@ def test_a_record_keeps_only_the_header_fields_the_log_reads(
     assert record.response_headers == (
         [("Content-Type", "text/plain")] if "keep" in options else ()
     )
-    if keeps_environ:
+    if expected is None:
         assert record.request_headers is env
     else:
-        expected = {"HTTP_REFERER": "http://example/", "CONTENT_TYPE": "text/plain"}
-        if "trusted_proxies" in options:
-            expected = {"HTTP_REFERER": "http://example/", "HTTP_X_FORWARDED_FOR": "203.0.113.1"}
         assert record.request_headers == expected

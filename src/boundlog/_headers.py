@@ -14,7 +14,7 @@ come out as :data:`REDACTED` unless the log was told to allow them by name.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import chain, repeat
 from typing import Any
 
@@ -73,6 +73,14 @@ def _as_bytes(value: bytes | str) -> bytes:
         return text.encode("utf-8", "surrogatepass")
 
 
+def _spelt_alike(empty: Any, names: list[Any], check: Callable[[Any], bool]) -> bool:
+    """Whether ``names`` are all of ``empty``'s type and pass ``check`` joined together."""
+    try:
+        return check(empty.join(names))
+    except TypeError:
+        return False
+
+
 def environ_key(name: bytes) -> str:
     """The WSGI environ key of the request header field ``name`` (lower-case bytes)."""
     return _UNPREFIXED.get(name) or "HTTP_" + name.decode().upper().replace("-", "_")
@@ -85,7 +93,7 @@ class HeaderReader:
     whose values may be logged as they are.
     """
 
-    __slots__ = ("_environ_keys", "_masked", "_wanted", "names")
+    __slots__ = ("_environ_keys", "_masked", "_upper_names", "_wanted", "names")
 
     def __init__(self, names: Iterable[str], *, allow: Iterable[str] = ()) -> None:
         self.names = tuple(dict.fromkeys(map(header_name, names)))
@@ -97,6 +105,7 @@ class HeaderReader:
             if name.decode() in SENSITIVE_HEADERS and name not in allowed
         )
         self._environ_keys = {name: environ_key(name) for name in self.names}
+        self._upper_names = tuple(name.decode().upper() for name in self.names)
 
     def columns(self, sources: Sequence[Headers], missing: Any = None) -> list[list[Any]]:
         """One column per name: each record's value of that field, or ``missing``."""
@@ -125,18 +134,29 @@ class HeaderReader:
     def _columns_of_plain_pairs(
         self, sources: Sequence[Any], missing: Any
     ) -> list[list[Any]] | None:
-        # Lists of (bytes, bytes) pairs whose names are lower case and sent once each,
-        # which is what ASGI servers pass: then a dict per record finds every field.
+        # Lists of pairs whose names share one spelling and are sent once each: lower-case
+        # bytes (what ASGI servers pass) or upper-case text (gunicorn's request headers).
+        # Then a dict per record finds every field.
         try:
             tables = list(map(dict, sources))
-            names = b"".join(chain.from_iterable(tables))
         except (TypeError, ValueError):
             return None
-        # islower() is one pass without a copy; it is also false for names without a
-        # letter, which then take the general path.
-        if (names and not names.islower()) or sum(map(len, tables)) != sum(map(len, sources)):
+        names = list(chain.from_iterable(tables))
+        # islower() and isupper() are one pass without a copy; they are also false for
+        # names without a letter, which then take the general path.
+        keys: Sequence[Any]
+        if not names or _spelt_alike(b"", names, bytes.islower):
+            keys = self.names
+        elif _spelt_alike("", names, str.isupper):
+            keys = self._upper_names
+        else:
             return None
-        return [self._finished(name, tables, name, missing) for name in self.names]
+        if sum(map(len, tables)) != sum(map(len, sources)):
+            return None
+        return [
+            self._finished(name, tables, key, missing)
+            for name, key in zip(self.names, keys, strict=True)
+        ]
 
     def _finished(
         self, name: bytes, tables: Sequence[dict[Any, Any]], key: Any, missing: Any
@@ -151,8 +171,12 @@ class HeaderReader:
         # The value for a missing field is put in by the lookup itself: a pass fewer.
         column: list[Any] = list(map(dict.get, tables, repeat(key), repeat(missing)))
         if not set(map(type, column)) <= {bytes, type(missing)}:
-            # A WSGI record's picked fields hold None for an absent one.
-            column = [missing if value is None else _as_bytes(value) for value in column]
+            # A WSGI record's picked fields hold None for an absent one, and text that
+            # is bytes decoded as latin-1 for the others.
+            try:
+                column = [missing if value is None else value.encode("latin-1") for value in column]
+            except (AttributeError, UnicodeEncodeError):
+                column = [missing if value is None else _as_bytes(value) for value in column]
         return column
 
     def values(self, source: Headers) -> tuple[bytes | None, ...]:

@@ -15,6 +15,7 @@ which is what a threaded server's backpressure looks like; other requests keep g
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from http import HTTPStatus
 from time import time
 from types import TracebackType
 from typing import Any
@@ -28,6 +29,11 @@ Headers = list[tuple[str, str]]
 ExcInfo = tuple[type[BaseException], BaseException, TracebackType | None]
 StartResponse = Callable[..., Callable[[bytes], object]]
 WSGIApp = Callable[[Environ, StartResponse], Iterable[bytes]]
+HeaderPicker = Callable[[Environ], dict[str, Any]]
+
+# The status lines applications send, by far, are the standard ones: a lookup finds
+# their code in a tenth of the time that parsing takes (~25 ns against ~240).
+_STANDARD_STATUS_CODES = {f"{status.value} {status.phrase}": status.value for status in HTTPStatus}
 
 
 class AccessLogMiddleware:
@@ -42,8 +48,8 @@ class AccessLogMiddleware:
         self.log, self.owns_log = log_for_middleware(log, options)
         self._submit = self.log.submit
         names = self.log.request_header_names
-        # The environ keys of the header fields the log reads; None for any field.
-        self._header_keys = None if names is None else tuple(map(environ_key, sorted(names)))
+        # Copies the header fields the log reads out of the environ; None for any field.
+        self._pick_headers = None if names is None else _header_picker(sorted(names))
         self._keeps_response_headers = self.log.reads_response_headers
 
     def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
@@ -90,7 +96,7 @@ class _Exchange:
         self, status: str, headers: Headers, exc_info: ExcInfo | None = None
     ) -> Callable[[bytes], object]:
         # "200 OK" -> 200; a malformed status is the server's to reject, not ours.
-        self._status = int(status[:3]) if status[:3].isdigit() else 0
+        self._status = _STANDARD_STATUS_CODES.get(status) or _status_code(status)
         if self._middleware._keeps_response_headers:
             self._response_headers = headers
         self._server_write = (
@@ -146,8 +152,8 @@ class _Exchange:
         # holding the server's environ keeps its input stream, socket and every object
         # they reference alive until the writer takes it, which tripled the garbage
         # collector's work under gunicorn.  Values of text only are never tracked by it.
-        keys = self._middleware._header_keys
-        headers = environ if keys is None else dict(zip(keys, map(environ.get, keys), strict=True))
+        pick_headers = self._middleware._pick_headers
+        headers = environ if pick_headers is None else pick_headers(environ)
         # WSGI strings are bytes decoded as latin-1; encoding them back recovers the
         # bytes the client sent.
         return (  # type: ignore[return-value]
@@ -158,3 +164,25 @@ class _Exchange:
             environ.get("SERVER_PROTOCOL", "HTTP/1.0"), self._status, self._sent,
             headers, self._response_headers,
         )  # fmt: skip
+
+
+def _status_code(status: str) -> int:
+    """The code of a WSGI status line such as ``"200 OK"``; 0 if it starts with none."""
+    return _STANDARD_STATUS_CODES.get(status) or (int(status[:3]) if status[:3].isdigit() else 0)
+
+
+def _header_picker(names: Sequence[bytes]) -> HeaderPicker:
+    """A function that copies the environ variables of header fields ``names``.
+
+    One or two fields (the combined format reads Referer and User-Agent) get a dict
+    display of their own: it costs a fifth of ``dict(zip(keys, map(environ.get, keys)))``
+    (~140 ns against ~710 with ``strict=True``) and half a comprehension.
+    """
+    keys = tuple(map(environ_key, names))
+    if len(keys) == 1:
+        (only,) = keys
+        return lambda environ: {only: environ.get(only)}
+    if len(keys) == 2:
+        first, second = keys
+        return lambda environ: {first: environ.get(first), second: environ.get(second)}
+    return lambda environ: {key: environ.get(key) for key in keys}
