@@ -44,7 +44,7 @@ from ._formats import FORMATS
 from ._log import AccessLog
 from ._record import Headers, Record
 from ._templates import Template
-from .wsgi import _status_code
+from .wsgi import _STANDARD_STATUS_CODES, _status_code
 
 POLICY_VARIABLE = "BOUNDLOG_POLICY"
 MAX_QUEUE_VARIABLE = "BOUNDLOG_MAX_QUEUE"
@@ -138,7 +138,10 @@ class Logger(GunicornLogger):  # type: ignore[misc]
         if log is None:
             super().access(resp, req, environ, request_time)
             return
-        log.submit(_record(resp, req, environ, request_time, log.reads_response_headers))
+        record = _record(resp, req, environ, request_time, log.reads_response_headers)
+        # The lock-free offer first: submit applies the policy when the queue is full.
+        if not log.offer(record):
+            log.submit(record)
 
     def reopen_files(self) -> None:
         """Reopen gunicorn's files, then boundlog's (on ``SIGUSR1``)."""
@@ -192,7 +195,7 @@ def _record(
     duration = request_time.seconds + request_time.microseconds / 1_000_000
     status = resp.status
     if isinstance(status, str):
-        status = _status_code(status)
+        status = _STANDARD_STATUS_CODES.get(status) or _status_code(status)
     elif status is None:
         # The application raised before start_response; gunicorn answers 500.
         status = 500

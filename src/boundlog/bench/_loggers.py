@@ -10,13 +10,16 @@ standard output, which the harness points at the sink.
 * ``capture-only``: what any access log in a middleware must do before it can log, and
   nothing more: capture the status and count the body bytes, built as lean as boundlog's
   own capture; no record, no line.  Its cost is the floor under every middleware-based
-  logger, boundlog included.
+  logger, boundlog's ASGI middleware included.
 * ``naive``: one combined-format line formatted and written synchronously per request,
   with a flush, the way most hand-written logging middleware does it.
 * ``stdlib-queue``: the same line through ``logging.handlers.QueueHandler`` and a
   ``QueueListener`` thread, the standard library's recipe for logging off the request
   path.
-* ``boundlog-drop`` / ``boundlog-wait``: boundlog's middleware with that policy.
+* ``boundlog-drop`` / ``boundlog-wait``: boundlog with that policy, through the
+  integration a user of the server deploys: the ASGI middleware under uvicorn and
+  granian, the logger class under gunicorn (see ``_gunicorn``), the handler mixin under
+  http.server.
 """
 
 from __future__ import annotations

@@ -29,6 +29,8 @@ _READY_TIMEOUT = 30.0
 _REQUEST_TIMEOUT = 30.0
 _ASGI_APP = "boundlog.bench._asgi:create_app"
 _WSGI_APP = "boundlog.bench._wsgi:create_app()"
+# boundlog runs in gunicorn as the logger class a gunicorn user deploys (see _gunicorn).
+_GUNICORN_LOGGER = "boundlog.bench._gunicorn.BenchLogger"
 # Python modules each server needs, checked before a run starts.
 REQUIREMENTS = {
     "uvicorn": ("uvicorn", "httptools", "uvloop"),
@@ -49,6 +51,7 @@ def _gunicorn_without_control_socket() -> list[str]:
 def server_command(server: str, logger: str, port: int, *, gunicorn_threads: int) -> list[str]:
     """The command line that starts ``server`` with its own access log on or off."""
     own_log = logger == "default"
+    boundlog = logger.startswith("boundlog-")
     python = sys.executable
     if server == "uvicorn":
         return [
@@ -61,7 +64,8 @@ def server_command(server: str, logger: str, port: int, *, gunicorn_threads: int
             python, "-m", "gunicorn", "--worker-class", "gthread", "--workers", "1",
             "--threads", str(gunicorn_threads), "--bind", f"{HOST}:{port}",
             *_gunicorn_without_control_socket(), "--graceful-timeout", "5",
-            *(["--access-logfile", "-"] if own_log else []), _WSGI_APP,
+            *(["--access-logfile", "-"] if own_log or boundlog else []),
+            *(["--logger-class", _GUNICORN_LOGGER] if boundlog else []), _WSGI_APP,
         ]  # fmt: skip
     if server == "granian":
         return [

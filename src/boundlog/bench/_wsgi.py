@@ -1,14 +1,17 @@
 """The WSGI benchmark application, served by gunicorn's gthread workers.
 
 gunicorn imports ``create_app()`` in its worker process, after the fork, so each worker
-builds its own logger (and boundlog its own writer thread) from the environment.
+builds its own logger from the environment.  boundlog is the exception: it runs as
+gunicorn's logger class (see ``_gunicorn``), whose log the master opened and the worker
+inherited with a writer thread of its own.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from ..wsgi import AccessLogMiddleware, Environ, ExcInfo, Headers, StartResponse, WSGIApp
+from ..wsgi import Environ, ExcInfo, Headers, StartResponse, WSGIApp
+from . import _gunicorn
 from ._loggers import (
     BODY,
     Emit,
@@ -102,10 +105,13 @@ def create_app() -> WSGIApp:
         emit, _ = queue_emitter()  # its listener is stopped (and drained) at exit
         return LineLoggingMiddleware(fixed_body_app, emit)
     if config.logger in ("boundlog-drop", "boundlog-wait"):
-        middleware = AccessLogMiddleware(
-            fixed_body_app, sink="stdout", policy=config.policy, max_queue=config.max_queue
-        )
-        final_stats_writer(middleware.log.close, config.stats_file)
-        serve_stats(middleware.log, config.stats_socket)
-        return middleware
+        log = _gunicorn.opened
+        if log is None:
+            raise RuntimeError(
+                "the boundlog loggers run as gunicorn's logger class: start gunicorn with "
+                "--logger-class boundlog.bench._gunicorn.BenchLogger --access-logfile -"
+            )
+        final_stats_writer(log.close, config.stats_file)
+        serve_stats(log, config.stats_socket)
+        return fixed_body_app
     raise ValueError(f"unknown logger {config.logger!r}")
