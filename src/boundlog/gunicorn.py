@@ -34,7 +34,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from time import time
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
 from gunicorn.config import AccessLogFormat  # type: ignore[import-untyped]
 from gunicorn.glogging import Logger as GunicornLogger  # type: ignore[import-untyped]
@@ -42,7 +42,7 @@ from gunicorn.glogging import Logger as GunicornLogger  # type: ignore[import-un
 from ._errors import AccessLogError, ConfigurationError
 from ._formats import FORMATS
 from ._log import AccessLog
-from ._record import Headers, Record
+from ._record import Record
 from ._templates import Template
 from .wsgi import _STANDARD_STATUS_CODES, _status_code
 
@@ -131,14 +131,42 @@ class Logger(GunicornLogger):  # type: ignore[misc]
         return options
 
     def access(
-        self, resp: _Response, req: object, environ: Mapping[str, Any], request_time: _Elapsed
+        self, resp: _Response, req: Any, environ: Mapping[str, Any], request_time: _Elapsed
     ) -> None:
         """Hand the finished request to boundlog (to gunicorn's access log when it has none)."""
         log = self.boundlog
         if log is None:
             super().access(resp, req, environ, request_time)
             return
-        record = _record(resp, req, environ, request_time, log.reads_response_headers)
+        # Runs in the request's thread once per request: no formatting, no I/O, no lock.
+        # Built from the environ, as gunicorn's own atoms are: every worker class passes
+        # one.  Built here rather than in a function of its own, which cost 8% more
+        # (callgrind: 11.1k instructions a request against 10.2k).
+        duration = request_time.seconds + request_time.microseconds / 1_000_000
+        status = resp.status
+        if isinstance(status, str):
+            status = _STANDARD_STATUS_CODES.get(status) or _status_code(status)
+        elif status is None:
+            # The application raised before start_response; gunicorn answers 500.
+            status = 500
+        # RAW_URI is the request target as the client sent it (PATH_INFO is decoded).
+        target = environ.get("RAW_URI")
+        if target is None:
+            path, query = environ.get("PATH_INFO", ""), environ.get("QUERY_STRING", "")
+        else:
+            path, _, query = target.partition("?")
+        # A plain tuple in Record's field order (the NamedTuple constructor is a Python
+        # call).  WSGI strings are the bytes on the wire decoded as latin-1.  The
+        # request's headers are gunicorn's own pairs, which its atoms read (the environ
+        # of a request that failed has no HTTP_ variables); some workers pass the pairs
+        # in place of the request.
+        record: Record = (  # type: ignore[assignment]
+            time() - duration, duration, environ.get("REMOTE_ADDR") or None,
+            environ.get("REQUEST_METHOD", "-"), path.encode("latin-1"), query.encode("latin-1"),
+            environ.get("SERVER_PROTOCOL", "HTTP/1.0"), status, resp.sent or 0,
+            getattr(req, "headers", req),
+            getattr(resp, "headers", ()) if log.reads_response_headers else (),
+        )  # fmt: skip
         # The lock-free offer first: submit applies the policy when the queue is full.
         if not log.offer(record):
             log.submit(record)
@@ -181,39 +209,3 @@ def _number(variable: str, text: str, kind: type[int] | type[float]) -> int | fl
 
 def _list(text: str) -> list[str]:
     return [entry.strip() for entry in text.split(",") if entry.strip()]
-
-
-def _record(
-    resp: _Response,
-    req: object,
-    environ: Mapping[str, Any],
-    request_time: _Elapsed,
-    keeps_response_headers: bool,
-) -> Record:
-    # Runs in the request's thread once per request: no formatting, no I/O, no lock.
-    # Built from the environ, as gunicorn's own atoms are: every worker class passes one.
-    duration = request_time.seconds + request_time.microseconds / 1_000_000
-    status = resp.status
-    if isinstance(status, str):
-        status = _STANDARD_STATUS_CODES.get(status) or _status_code(status)
-    elif status is None:
-        # The application raised before start_response; gunicorn answers 500.
-        status = 500
-    # RAW_URI is the request target as the client sent it (PATH_INFO is decoded).
-    target = environ.get("RAW_URI")
-    if target is None:
-        path, query = environ.get("PATH_INFO", ""), environ.get("QUERY_STRING", "")
-    else:
-        path, _, query = target.partition("?")
-    # A plain tuple in Record's field order (the NamedTuple constructor is a Python
-    # call).  WSGI strings are the bytes on the wire decoded as latin-1.  The request's
-    # headers are gunicorn's own pairs, which its atoms read (the environ of a request
-    # that failed has no HTTP_ variables); some workers pass the pairs in place of the
-    # request.
-    return (  # type: ignore[return-value]
-        time() - duration, duration, environ.get("REMOTE_ADDR") or None,
-        environ.get("REQUEST_METHOD", "-"), path.encode("latin-1"), query.encode("latin-1"),
-        environ.get("SERVER_PROTOCOL", "HTTP/1.0"), status, resp.sent or 0,
-        cast("Headers", getattr(req, "headers", req)),
-        getattr(resp, "headers", ()) if keeps_response_headers else (),
-    )  # fmt: skip
