@@ -19,8 +19,9 @@ The ways of logging (``--modes``):
   what the benchmark's boundlog cells run under gunicorn;
 * ``default``: gunicorn's own ``--access-logfile -``.
 
-Lines go to files in a temporary folder.  CPU is the worker's utime + stime from
-/proc over each slice (10 ms ticks: ~1% at 2 s slices).  Needs wrk and the bench extra;
+Lines go to files in a temporary folder.  CPU is the utime + stime of each server's
+process tree over its slice, read from /proc as the benchmark reads it (10 ms ticks:
+~1% at 2 s slices); servers, wrk and the readings are the benchmark's own.  Needs wrk and the bench extra;
 run from the repository: ``python benchmarks/gunicorn_pairs.py`` (about 2 minutes).
 This file is also the application gunicorn serves (``create_app``).
 """
@@ -29,20 +30,23 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
+
+from boundlog.bench._procstat import tree_cpu_seconds
+from boundlog.bench._servers import HOST, free_port, probe, wait_until_ready
+from boundlog.bench._spawn import spawn, stop
+from boundlog.bench._wrk import find_wrk, run_wrk, write_script
 
 MODES = ("none", "capture-only", "middleware", "logger-class", "default")
 _MODE_ENV = "BOUNDLOG_PAIRS_MODE"
 _HERE = Path(__file__).resolve().parent
-_REQUESTS = re.compile(rb"(\d+) requests in ")
+_SERVER_CPU = 0
+_LOAD_CPU = 1
 
 
 def create_app() -> Any:
@@ -58,63 +62,24 @@ def create_app() -> Any:
     return fixed_body_app
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def _start(mode: str, threads: int, folder: Path) -> tuple[subprocess.Popen[bytes], int]:
-    port = _free_port()
+    port = free_port()
     logging = {
         "logger-class": ["--logger-class", "boundlog.gunicorn.Logger", "--access-logfile", "-"],
         "default": ["--access-logfile", "-"],
     }.get(mode, [])
-    with (folder / f"{mode}.log").open("wb") as sink:
-        server = subprocess.Popen(
-            ["taskset", "-c", "0", sys.executable, "-m", "gunicorn", "--worker-class", "gthread",
-             "--workers", "1", "--threads", str(threads), "--bind", f"127.0.0.1:{port}",
-             "--no-control-socket", "--pythonpath", str(_HERE), *logging,
-             "gunicorn_pairs:create_app()"],
-            env={**os.environ, _MODE_ENV: mode}, stdout=sink, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
+    command = [
+        sys.executable, "-m", "gunicorn", "--worker-class", "gthread", "--workers", "1",
+        "--threads", str(threads), "--bind", f"{HOST}:{port}", "--no-control-socket",
+        "--pythonpath", str(_HERE), *logging, "gunicorn_pairs:create_app()",
+    ]  # fmt: skip
+    with (folder / f"{mode}.log").open("wb") as sink, (folder / f"{mode}.err").open("wb") as err:
+        server = spawn(
+            command, _SERVER_CPU, env={**os.environ, _MODE_ENV: mode}, stdout=sink, stderr=err
+        )
+    wait_until_ready(server, port, folder / f"{mode}.err")
+    probe(port)
     return server, port
-
-
-def _worker(server: subprocess.Popen[bytes], port: int) -> int:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            raise SystemExit(f"gunicorn exited with status {server.returncode}")
-        children = Path(f"/proc/{server.pid}/task/{server.pid}/children").read_text().split()
-        if children:
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=1):
-                    return int(children[0])
-            except OSError:
-                pass
-        time.sleep(0.1)
-    raise SystemExit("gunicorn did not start within 30 s")
-
-
-def _cpu_ticks(pid: int) -> int:
-    ticks = 0
-    for task in os.listdir(f"/proc/{pid}/task"):
-        # The fields after the parenthesised name: utime and stime are the 12th and 13th.
-        fields = Path(f"/proc/{pid}/task/{task}/stat").read_text().rpartition(")")[2].split()
-        ticks += int(fields[11]) + int(fields[12])
-    return ticks
-
-
-def _load(port: int, seconds: int) -> int:
-    output = subprocess.run(
-        ["taskset", "-c", "1", "wrk", "-t1", "-c64", f"-d{seconds}s", f"http://127.0.0.1:{port}/"],
-        capture_output=True, check=True,
-    ).stdout  # fmt: skip
-    found = _REQUESTS.search(output)
-    if found is None:
-        raise SystemExit(f"wrk printed no request count:\n{output.decode()}")
-    return int(found.group(1))
 
 
 def main() -> None:
@@ -127,25 +92,34 @@ def main() -> None:
     modes = args.modes.split(",")
     if modes[0] != "none" or not set(modes) <= set(MODES):
         parser.error(f"--modes: start with none, then any of {', '.join(MODES[1:])}")
-    tick_us = 1e6 / os.sysconf("SC_CLK_TCK")
+    wrk = find_wrk("wrk")
     per_request: dict[str, list[float]] = {mode: [] for mode in modes}
-    with tempfile.TemporaryDirectory() as folder:
-        servers = {mode: _start(mode, args.threads, Path(folder)) for mode in modes}
+    with tempfile.TemporaryDirectory() as name:
+        folder = Path(name)
+        script = write_script(folder)
+        servers: dict[str, tuple[subprocess.Popen[bytes], int]] = {}
         try:
-            workers = {mode: _worker(*servers[mode]) for mode in modes}
             for mode in modes:
-                _load(servers[mode][1], 1)  # warm-up
+                servers[mode] = _start(mode, args.threads, folder)
+
+            def load(mode: str, seconds: int) -> float:
+                """CPU µs a request of ``mode``'s server over ``seconds`` of load."""
+                server, port = servers[mode]
+                before = tree_cpu_seconds(server.pid)
+                result = run_wrk(
+                    wrk, f"http://{HOST}:{port}/", seconds=seconds, connections=64,
+                    script=script, cpu=_LOAD_CPU,
+                )  # fmt: skip
+                return (tree_cpu_seconds(server.pid) - before) * 1e6 / result.requests
+
+            for mode in modes:
+                load(mode, 1)  # warm-up
             for index in range(args.slices):
                 for mode in modes if index % 2 == 0 else modes[::-1]:
-                    before = _cpu_ticks(workers[mode])
-                    requests = _load(servers[mode][1], args.seconds)
-                    ticks = _cpu_ticks(workers[mode]) - before
-                    per_request[mode].append(ticks * tick_us / requests)
+                    per_request[mode].append(load(mode, args.seconds))
         finally:
             for server, _ in servers.values():
-                server.terminate()
-            for server, _ in servers.values():
-                server.wait()
+                stop(server, 10)
     print(f"gunicorn gthread, {args.threads} threads; CPU µs per request in each slice:")
     for mode in modes:
         values = " ".join(f"{value:.0f}" for value in per_request[mode])

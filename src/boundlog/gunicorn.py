@@ -44,7 +44,7 @@ from ._formats import FORMATS
 from ._log import AccessLog
 from ._record import Record
 from ._templates import Template
-from .wsgi import _STANDARD_STATUS_CODES, _status_code
+from .wsgi import _STANDARD_STATUS_CODES, _parsed_status_code
 
 POLICY_VARIABLE = "BOUNDLOG_POLICY"
 MAX_QUEUE_VARIABLE = "BOUNDLOG_MAX_QUEUE"
@@ -145,7 +145,7 @@ class Logger(GunicornLogger):  # type: ignore[misc]
         duration = request_time.seconds + request_time.microseconds / 1_000_000
         status = resp.status
         if isinstance(status, str):
-            status = _STANDARD_STATUS_CODES.get(status) or _status_code(status)
+            status = _STANDARD_STATUS_CODES.get(status) or _parsed_status_code(status)
         elif status is None:
             # The application raised before start_response; gunicorn answers 500.
             status = 500
