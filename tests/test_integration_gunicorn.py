@@ -51,10 +51,12 @@ APP = "tests.apps.bare_wsgi:app"
 POLICY_ENVIRONMENT = {"BOUNDLOG_SKIP_PATHS": "/healthz", "BOUNDLOG_TRUSTED_PROXIES": "127.0.0.1"}
 
 
-def gunicorn_command(*options: str) -> Callable[[int], list[str]]:
+def gunicorn_command(
+    *options: str, logger_class: str = "boundlog.gunicorn.Logger"
+) -> Callable[[int], list[str]]:
     def command(port: int) -> list[str]:
         return [
-            PYTHON, "-m", "gunicorn", "--logger-class", "boundlog.gunicorn.Logger",
+            PYTHON, "-m", "gunicorn", "--logger-class", logger_class,
             "-b", f"{LOOPBACK}:{port}", "-w", "2", "--graceful-timeout", "10",
             "--log-level", "warning", *options, APP,
         ]  # fmt: skip
@@ -225,6 +227,29 @@ def test_custom_atom_template_writes_header_atoms_escaped(tmp_path: Path) -> Non
             b'127.0.0.1 "HEAD /bytes/7 HTTP/1.1" 200 0 - "-" "7" "t/1"',
         ]
     )
+
+
+@pytest.mark.parametrize(
+    "log_format",
+    [Config().access_log_format, '%(t)s "%(r)s" %(s)s'],
+    ids=["gunicorn-default", "template"],
+)
+def test_utc_asked_by_a_subclass_applies_to_templates_too(tmp_path: Path, log_format: str) -> None:
+    """A subclass whose log_options ask for UTC gets UTC times whether the format is
+    gunicorn's default or a template of atoms, in a server whose local zone is not UTC."""
+    log_path = tmp_path / "access.log"
+    command = gunicorn_command(
+        "--access-logfile", str(log_path), "--access-logformat", log_format,
+        logger_class="tests.apps.utc_gunicorn_logger.UtcLogger",
+    )  # fmt: skip
+    with running_server(command, {"TZ": SERVER_TZ}, tmp_path / "gunicorn.out") as server:
+        with httpx.Client(base_url=server.base_url, timeout=CLIENT_TIMEOUT) as client:
+            client.get("/bytes/3")
+        stop_gracefully(server)
+    [line] = read_log_lines(log_path)
+    assert re.search(
+        rb"\[\d\d/\w{3}/\d{4}:\d\d:\d\d:\d\d \+0000\] \"GET /bytes/3 HTTP/1.1\" 200", line
+    ), line
 
 
 def test_without_access_logfile_no_access_line_is_written(tmp_path: Path) -> None:

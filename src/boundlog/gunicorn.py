@@ -98,8 +98,11 @@ class Logger(GunicornLogger):  # type: ignore[misc]
 
     def _open(self, cfg: Any) -> AccessLog:
         try:
-            log_format = _format_for(cfg.access_log_format)
-            return AccessLog(cfg.accesslog, log_format, **self.log_options(cfg))
+            options = self.log_options(cfg)
+            # A template is built here, so it takes the log's time zone here: AccessLog
+            # keeps a format object's own options.
+            log_format = _format_for(cfg.access_log_format, utc=options.get("utc", False))
+            return AccessLog(cfg.accesslog, log_format, **options)
         except AccessLogError as error:
             # gunicorn prints a RuntimeError from its startup as one line and exits.
             raise RuntimeError(f"boundlog: {error}") from error
@@ -181,7 +184,7 @@ class Logger(GunicornLogger):  # type: ignore[misc]
             log.request_reopen()
 
 
-def _format_for(template: str) -> str | Template:
+def _format_for(template: str, *, utc: bool) -> str | Template:
     """The boundlog format an ``--access-logformat`` value asks for, or a ConfigurationError."""
     if template in FORMATS:
         return template
@@ -193,7 +196,7 @@ def _format_for(template: str) -> str | Template:
             "nor a template of gunicorn atoms such as '%(h)s \"%(r)s\" %(s)s %(D)s'"
         )
     try:
-        return Template(template)
+        return Template(template, utc=utc)
     except ConfigurationError as error:
         raise ConfigurationError(f"--access-logformat: {error}") from None
 
