@@ -21,8 +21,9 @@ The ways of logging (``--modes``):
 
 Lines go to files in a temporary folder.  CPU is the utime + stime of each server's
 process tree over its slice, read from /proc as the benchmark reads it (10 ms ticks:
-~1% at 2 s slices); servers, wrk and the readings are the benchmark's own.  Needs wrk and the bench extra;
-run from the repository: ``python benchmarks/gunicorn_pairs.py`` (about 2 minutes).
+~1% at 2 s slices); servers, wrk and the readings are the benchmark's own.  Needs wrk
+and the bench extra; run from the repository: ``python benchmarks/gunicorn_pairs.py``
+(about 2 minutes).
 This file is also the application gunicorn serves (``create_app``).
 """
 
