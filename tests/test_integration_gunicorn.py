@@ -274,11 +274,33 @@ def test_without_access_logfile_no_access_line_is_written(tmp_path: Path) -> Non
             "--access-logformat: unknown atom %(x)s at position 14",
         ),
         (["--access-logformat", "apache"], "is neither a format name"),
-        (["--env", "BOUNDLOG_MAX_QUEUE=lots"], "BOUNDLOG_MAX_QUEUE='lots' is not a number"),
-        (["--env", "BOUNDLOG_POLICY=block"], "unknown policy 'block'"),
+        (
+            ["--env", "BOUNDLOG_MAX_QUEUE=lots"],
+            "BOUNDLOG_MAX_QUEUE='lots' is not a whole number: e.g. BOUNDLOG_MAX_QUEUE=10000",
+        ),
+        (
+            ["--env", "BOUNDLOG_MAX_QUEUE=0"],
+            "BOUNDLOG_MAX_QUEUE must be a whole number >= 1, not 0: e.g. BOUNDLOG_MAX_QUEUE=10000",
+        ),
+        (
+            ["--env", "BOUNDLOG_FLUSH_INTERVAL=inf"],
+            "BOUNDLOG_FLUSH_INTERVAL must be a number of seconds from 0 to 3600, not inf: "
+            "e.g. BOUNDLOG_FLUSH_INTERVAL=0.01",
+        ),
+        (
+            ["--env", "BOUNDLOG_FLUSH_INTERVAL=nan"],
+            "BOUNDLOG_FLUSH_INTERVAL must be a number of seconds from 0 to 3600, not nan",
+        ),
+        (
+            ["--env", "BOUNDLOG_MAXQUEUE=100"],
+            "unknown setting BOUNDLOG_MAXQUEUE (did you mean BOUNDLOG_MAX_QUEUE?): the "
+            "BOUNDLOG_* variables are BOUNDLOG_BATCH_SIZE, BOUNDLOG_FLUSH_INTERVAL,",
+        ),
+        (["--env", "BOUNDLOG_POLICY=block"], "unknown BOUNDLOG_POLICY 'block': choose one of"),
         (
             ["--env", "BOUNDLOG_TRUSTED_PROXIES=10.0.0.0/8,proxy.local"],
-            "trusted_proxies entry 'proxy.local' is not an IP address or network",
+            "BOUNDLOG_TRUSTED_PROXIES='10.0.0.0/8,proxy.local': trusted_proxies entry "
+            "'proxy.local' is not an IP address or network",
         ),
         (
             ["--env", "BOUNDLOG_PROXY_HEADER=X-Real-IP"],
@@ -289,6 +311,10 @@ def test_without_access_logfile_no_access_line_is_written(tmp_path: Path) -> Non
         "unknown-atom",
         "unknown-name",
         "bad-max-queue",
+        "zero-max-queue",
+        "infinite-flush-interval",
+        "nan-flush-interval",
+        "misspelt-variable",
         "bad-policy",
         "bad-trusted-proxy",
         "bad-proxy-header",

@@ -111,7 +111,10 @@ def test_close_timeout_counts_unwritten_records_as_failed(blocked_pipe: BlockedP
         ({"policy": "block"}, "unknown policy 'block': choose one of drop, wait"),
         ({"max_queue": 0}, "max_queue must be a whole number >= 1, not 0"),
         ({"batch_size": 2.5}, "batch_size must be a whole number >= 1, not 2.5"),
-        ({"flush_interval": -1}, "flush_interval must be a number of seconds >= 0, not -1"),
+        (
+            {"flush_interval": -1},
+            "flush_interval must be a number of seconds from 0 to 3600, not -1",
+        ),
         ({"sink": 3.5}, "cannot log to 3.5: a sink is 'stdout'"),
         ({"sink": True}, "cannot log to True: a sink is 'stdout'"),
     ],

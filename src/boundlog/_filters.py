@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
 
 from ._errors import ConfigurationError
+from ._options import entries, fraction, seconds
 from ._proxies import PROXY_HEADERS, TrustedProxies
 from ._record import Record
 from ._redaction import DEFAULT_REDACTED_QUERY, QueryRedaction
@@ -163,18 +163,18 @@ def make_select(
     """
     exact, prefixes = _paths(skip_paths)
     statuses = _statuses(skip_status)
-    _check_fraction_or_seconds("min_duration", min_duration, upper=None)
-    _check_fraction_or_seconds("sample", sample, upper=1.0)
+    min_duration = seconds("min_duration", min_duration, example=0.5)
+    sample = fraction("sample", sample, example=0.1)
     if keep is not None and not callable(keep):
         raise ConfigurationError(
             f"keep must be a function taking a Record and returning whether to log it, not {keep!r}"
         )
     rewrites: list[Rewrite] = []
-    proxies = TrustedProxies(_entries("trusted_proxies", trusted_proxies), header=proxy_header)
+    proxies = TrustedProxies(entries("trusted_proxies", trusted_proxies), header=proxy_header)
     if proxies:
         rewrites.append(proxies)
     # After the client is known, so that both see the record as the server gave it.
-    redaction = QueryRedaction(_entries("redact_query", redact_query))
+    redaction = QueryRedaction(entries("redact_query", redact_query))
     if redaction:
         rewrites.append(redaction)
     if not (exact or prefixes or statuses or min_duration or sample < 1.0 or keep or rewrites):
@@ -183,27 +183,18 @@ def make_select(
         skip_paths=exact,
         path_prefixes=prefixes,
         skip_status=statuses,
-        min_duration=float(min_duration),
-        sample=float(sample),
+        min_duration=min_duration,
+        sample=sample,
         keep=keep,
         rewrites=rewrites,
         header_names=proxies.request_header_names if proxies else frozenset(),
     )
 
 
-def _entries(option: str, value: object) -> list[Any]:
-    # A lone string is one entry, never a sequence of one-character entries.
-    if isinstance(value, str | bytes | int | range):
-        return [value]
-    if not isinstance(value, Iterable):
-        raise ConfigurationError(f"{option} must be a list, not {value!r}")
-    return list(value)
-
-
 def _paths(skip_paths: object) -> tuple[frozenset[bytes], tuple[bytes, ...]]:
     exact: set[bytes] = set()
     prefixes: list[bytes] = []
-    for entry in _entries("skip_paths", skip_paths):
+    for entry in entries("skip_paths", skip_paths):
         path = entry.encode("utf-8") if isinstance(entry, str) else entry
         if not isinstance(path, bytes) or not path.startswith(b"/") or b"*" in path[:-1]:
             raise ConfigurationError(
@@ -219,7 +210,7 @@ def _paths(skip_paths: object) -> tuple[frozenset[bytes], tuple[bytes, ...]]:
 
 def _statuses(skip_status: object) -> frozenset[int]:
     statuses: set[int] = set()
-    for entry in _entries("skip_status", skip_status):
+    for entry in entries("skip_status", skip_status):
         codes = entry if isinstance(entry, range) else [entry]
         if not all(type(code) is int and code in _STATUS_CODES for code in codes) or not codes:
             raise ConfigurationError(
@@ -228,15 +219,3 @@ def _statuses(skip_status: object) -> frozenset[int]:
             )
         statuses.update(codes)
     return frozenset(statuses)
-
-
-def _check_fraction_or_seconds(option: str, value: object, upper: float | None) -> None:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not value >= 0
-        or (upper is not None and not value <= upper)
-        or value == float("inf")
-    ):
-        wanted = "a fraction from 0 to 1" if upper is not None else "a number of seconds >= 0"
-        raise ConfigurationError(f"{option} must be {wanted}, not {value!r}")

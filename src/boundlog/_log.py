@@ -4,19 +4,20 @@ from __future__ import annotations
 
 import atexit
 import os
-import signal
 import threading
 from collections.abc import Callable, Coroutine, Iterable
-from types import FrameType, TracebackType
+from types import TracebackType
 from typing import Any
 
 from ._dev import DevFormat
 from ._errors import ConfigurationError
 from ._filters import make_select
 from ._formats import Format, make_format
+from ._options import flag, one_of, seconds, seconds_to_wait, signal_to_catch, whole_number
 from ._queue import POLICIES, Admission, Policy
 from ._record import Record
 from ._redaction import DEFAULT_REDACTED_QUERY
+from ._signals import ReopenSignal
 from ._sinks import SinkSpec, open_sink
 from ._stats import Stats
 from ._writer import Writer
@@ -33,6 +34,9 @@ DEFAULT_BATCH_SIZE = 512
 DEFAULT_FLUSH_INTERVAL = 0.01
 # - close() and the exit backstop give a stuck sink this long before giving up.
 DEFAULT_CLOSE_TIMEOUT = 5.0
+# The longest flush_interval: a line held longer than an hour is a line not logged.  A
+# test or a batch job that wants lines only at flush() or close() asks for this.
+MAX_FLUSH_INTERVAL = 3600.0
 
 
 class AccessLog:
@@ -78,20 +82,32 @@ class AccessLog:
         trusted_proxies: Iterable[str] = (),
         proxy_header: str = "x-forwarded-for",
     ) -> None:
-        if policy not in POLICIES:
-            raise ConfigurationError(
-                f"unknown policy {policy!r}: choose one of {', '.join(POLICIES)}"
-            )
-        _check_count("max_queue", max_queue)
-        _check_count("batch_size", batch_size)
-        _check_seconds("flush_interval", flush_interval)
-        _check_seconds("close_timeout", close_timeout)
-        if reopen_signal is not None and threading.current_thread() is not threading.main_thread():
-            raise ConfigurationError(
-                f"cannot install reopen_signal={reopen_signal!r} from a thread other than "
-                "the main thread: create the log there, or call log.reopen() yourself"
-            )
-        fmt = make_format(format, utc=utc)
+        # Every option is checked before the sink is opened: a log that cannot be
+        # built must leave no descriptor (and no signal handler) behind.
+        self._policy: Policy = one_of("policy", policy, POLICIES)
+        max_queue = whole_number("max_queue", max_queue, example=DEFAULT_MAX_QUEUE)
+        batch_size = whole_number("batch_size", batch_size, example=DEFAULT_BATCH_SIZE)
+        flush_interval = seconds(
+            "flush_interval",
+            flush_interval,
+            example=DEFAULT_FLUSH_INTERVAL,
+            maximum=MAX_FLUSH_INTERVAL,
+        )
+        self._close_timeout = seconds_to_wait(
+            "close_timeout", close_timeout, example=DEFAULT_CLOSE_TIMEOUT
+        )
+        reopen_on = None
+        if reopen_signal is not None:
+            reopen_number = signal_to_catch("reopen_signal", reopen_signal)
+            if threading.current_thread() is not threading.main_thread():
+                raise ConfigurationError(
+                    f"cannot install reopen_signal={reopen_signal!r} from a thread other "
+                    "than the main thread: create the log there, or call log.reopen() yourself"
+                )
+            reopen_on = ReopenSignal(reopen_number, self.request_reopen)
+        self._reopen_on = reopen_on
+        watch = flag("watch", watch)
+        fmt = make_format(format, utc=flag("utc", utc))
         select = make_select(
             skip_paths=skip_paths,
             skip_status=skip_status,
@@ -125,8 +141,6 @@ class AccessLog:
         self.reads_response_headers: bool = (
             response_names is None or select_names is None or bool(response_names)
         )
-        self._policy: Policy = policy
-        self._close_timeout = close_timeout
         self._admission = Admission(max_queue=max_queue, batch_size=batch_size, policy=self._policy)
         self._writer = Writer(
             self._admission,
@@ -134,7 +148,7 @@ class AccessLog:
             fmt,
             window=flush_interval,
             watch=watch,
-            lost_signal=None if reopen_signal is None else self._reopen_on(reopen_signal),
+            lost_signal=None if reopen_on is None else reopen_on.lost,
             select=select,
         )
         self._close_lock = threading.Lock()
@@ -147,7 +161,18 @@ class AccessLog:
         self.submit_async = self._admission.submit_async
         self.offer = self._admission.offer
         _open_logs.add(self)
-        self._writer.thread.start()
+        try:
+            # Once the writer exists: a signal may come at once.
+            if reopen_on is not None:
+                reopen_on.install()
+            self._writer.thread.start()
+        except BaseException:
+            # No thread to be had, or an interrupt: leave nothing behind.
+            _open_logs.discard(self)
+            if reopen_on is not None:
+                reopen_on.cancel()
+            self._sink.close()
+            raise
 
     @property
     def policy(self) -> str:
@@ -183,9 +208,7 @@ class AccessLog:
         if self._final is not None:
             return True
         target = self._admission.hurry()
-        return self._writer.wait_settled(
-            target, self._close_timeout if timeout is None else timeout
-        )
+        return self._writer.wait_settled(target, self._wait_limit(timeout))
 
     def reopen(self, timeout: float | None = None) -> bool:
         """Reopen a file sink by its path, as log rotation needs; False on timeout.
@@ -199,9 +222,7 @@ class AccessLog:
             return True
         target = self.request_reopen()
         self._admission.hurry()
-        return self._writer.wait_reopened(
-            target, self._close_timeout if timeout is None else timeout
-        )
+        return self._writer.wait_reopened(target, self._wait_limit(timeout))
 
     def request_reopen(self) -> int:
         """Ask the writer to reopen, and return at once: safe in a signal handler.
@@ -212,19 +233,6 @@ class AccessLog:
         """
         self._writer.reopens_requested += 1
         return self._writer.reopens_requested
-
-    def _reopen_on(self, signum: int) -> Callable[[], str | None]:
-        """Install the handler; return a check naming the signal once it was replaced."""
-        previous = signal.getsignal(signum)
-
-        def request_reopen(number: int, frame: FrameType | None) -> None:
-            self.request_reopen()
-            if callable(previous):
-                previous(number, frame)
-
-        signal.signal(signum, request_reopen)
-        name = signal.Signals(signum).name
-        return lambda: None if signal.getsignal(signum) is request_reopen else name
 
     def close(self, timeout: float | None = None) -> Stats:
         """Stop accepting, write every accepted record, close the sink, return the stats.
@@ -238,16 +246,24 @@ class AccessLog:
                 return self._snapshot()
             self._admission.close()
             thread = self._writer.thread
-            thread.join(self._close_timeout if timeout is None else timeout)
+            thread.join(self._wait_limit(timeout))
             if thread.is_alive():
                 delivered, lost = self._writer.abandon()
                 self._delivered_on_timeout = delivered
                 self._lost_on_timeout = lost + self._admission.abandon()
             else:
                 self._sink.close()
+            if self._reopen_on is not None:
+                self._reopen_on.cancel()
             self._final = self._snapshot()
             _open_logs.discard(self)
             return self._final
+
+    def _wait_limit(self, timeout: object) -> float | None:
+        """How long to wait as threading takes it (None: for ever); ``close_timeout`` by default."""
+        if timeout is None:
+            return self._close_timeout
+        return seconds_to_wait("timeout", timeout, example=DEFAULT_CLOSE_TIMEOUT)
 
     def _restart_after_fork(self) -> None:
         self._close_lock = threading.Lock()
@@ -280,16 +296,6 @@ def log_for_middleware(log: AccessLog | None, options: dict[str, Any]) -> tuple[
             f"got log and {', '.join(sorted(options))}"
         )
     return log, False
-
-
-def _check_count(name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigurationError(f"{name} must be a whole number >= 1, not {value!r}")
-
-
-def _check_seconds(name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
-        raise ConfigurationError(f"{name} must be a number of seconds >= 0, not {value!r}")
 
 
 # Logs not yet closed, held strongly: a log its owner forgot still gets drained at exit.

@@ -20,8 +20,9 @@ and ``BOUNDLOG_FLUSH_INTERVAL``; what is logged from ``BOUNDLOG_SKIP_PATHS`` and
 ``BOUNDLOG_TRUSTED_PROXIES`` (comma-separated lists), ``BOUNDLOG_PROXY_HEADER`` (the
 one header those proxies set: ``x-forwarded-for``, the default, or ``forwarded``) and
 ``BOUNDLOG_REDACT_QUERY`` (comma-separated names, replacing the default list; empty
-turns redaction off).  A subclass may override :meth:`Logger.log_options`, e.g. to pass
-``keep``.
+turns redaction off).  A bad value, or a ``BOUNDLOG_*`` variable that is none of these
+(``BOUNDLOG_MAXQUEUE``), stops gunicorn at startup with an error naming the variable.
+A subclass may override :meth:`Logger.log_options`, e.g. to pass ``keep``.
 
 The master builds the log, so each worker inherits it through ``fork`` and gets a writer
 thread of its own (boundlog restarts its logs in a forked child).  A worker that exits
@@ -32,7 +33,7 @@ reopens the file, as it does gunicorn's.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from time import time
 from typing import Any, Protocol
 
@@ -40,8 +41,24 @@ from gunicorn.config import AccessLogFormat  # type: ignore[import-untyped]
 from gunicorn.glogging import Logger as GunicornLogger  # type: ignore[import-untyped]
 
 from ._errors import AccessLogError, ConfigurationError
+from ._filters import make_select
 from ._formats import FORMATS
-from ._log import AccessLog
+from ._log import (
+    DEFAULT_BATCH_SIZE,
+    DEFAULT_FLUSH_INTERVAL,
+    DEFAULT_MAX_QUEUE,
+    MAX_FLUSH_INTERVAL,
+    AccessLog,
+)
+from ._options import (
+    check_variable_names,
+    list_in_environment,
+    number_in_environment,
+    one_of,
+    seconds,
+    whole_number,
+)
+from ._queue import POLICIES
 from ._record import Record
 from ._templates import Template
 from .wsgi import _STANDARD_STATUS_CODES, _parsed_status_code
@@ -108,29 +125,19 @@ class Logger(GunicornLogger):  # type: ignore[misc]
             raise RuntimeError(f"boundlog: {error}") from error
 
     def log_options(self, cfg: Any) -> dict[str, Any]:
-        """The AccessLog options besides sink and format: from the environment by default."""
+        """The AccessLog options besides sink and format: from the environment by default.
+
+        Each variable is checked by its option's rule, and an error names the variable;
+        a ``BOUNDLOG_*`` variable that is no setting (a misspelt one) is an error too.
+        """
         environment = {**os.environ, **cfg.env}
+        check_variable_names(
+            environment, prefix="BOUNDLOG_", known=_VARIABLES, others=_NOT_SETTINGS
+        )
         options: dict[str, Any] = {}
-        for variable, option in (
-            (POLICY_VARIABLE, "policy"),
-            (PROXY_HEADER_VARIABLE, "proxy_header"),
-        ):
+        for variable, (option, read) in _VARIABLES.items():
             if variable in environment:
-                options[option] = environment[variable]
-        for variable, option, kind in (
-            (MAX_QUEUE_VARIABLE, "max_queue", int),
-            (BATCH_SIZE_VARIABLE, "batch_size", int),
-            (FLUSH_INTERVAL_VARIABLE, "flush_interval", float),
-        ):
-            if variable in environment:
-                options[option] = _number(variable, environment[variable], kind)
-        for variable, option in (
-            (SKIP_PATHS_VARIABLE, "skip_paths"),
-            (TRUSTED_PROXIES_VARIABLE, "trusted_proxies"),
-            (REDACT_QUERY_VARIABLE, "redact_query"),
-        ):
-            if variable in environment:
-                options[option] = _list(environment[variable])
+                options[option] = read(variable, environment[variable])
         return options
 
     def access(
@@ -201,14 +208,57 @@ def _format_for(template: str, *, utc: bool) -> str | Template:
         raise ConfigurationError(f"--access-logformat: {error}") from None
 
 
-def _number(variable: str, text: str, kind: type[int] | type[float]) -> int | float:
-    try:
-        return kind(text)
-    except ValueError:
-        raise ConfigurationError(
-            f"{variable}={text!r} is not a number ({kind.__name__} expected)"
-        ) from None
+def _policy(variable: str, text: str) -> str:
+    return one_of(variable, text, POLICIES)
 
 
-def _list(text: str) -> list[str]:
-    return [entry.strip() for entry in text.split(",") if entry.strip()]
+def _whole_number(example: int) -> Callable[[str, str], int]:
+    def read(variable: str, text: str) -> int:
+        number = number_in_environment(variable, text, int, example=example)
+        return whole_number(variable, number, example=example)
+
+    return read
+
+
+def _flush_interval(variable: str, text: str) -> float:
+    example = DEFAULT_FLUSH_INTERVAL
+    number = number_in_environment(variable, text, float, example=example)
+    return seconds(variable, number, example=example, maximum=MAX_FLUSH_INTERVAL)
+
+
+def _selection(option: str, example: str) -> tuple[str, Callable[[str, str], Any]]:
+    """One of make_select's options, and how to read it; its errors name the variable."""
+
+    def read(variable: str, text: str) -> Any:
+        value: Any = text if option == "proxy_header" else list_in_environment(text)
+        try:
+            make_select(**{option: value})
+        except ConfigurationError as error:
+            raise ConfigurationError(
+                f"{variable}={text!r}: {error} (in the environment: {variable}={example})"
+            ) from None
+        return value
+
+    return option, read
+
+
+# Each variable, the option it sets, and how its text is read and checked.
+_VARIABLES: dict[str, tuple[str, Callable[[str, str], Any]]] = {
+    POLICY_VARIABLE: ("policy", _policy),
+    MAX_QUEUE_VARIABLE: ("max_queue", _whole_number(DEFAULT_MAX_QUEUE)),
+    BATCH_SIZE_VARIABLE: ("batch_size", _whole_number(DEFAULT_BATCH_SIZE)),
+    FLUSH_INTERVAL_VARIABLE: ("flush_interval", _flush_interval),
+    SKIP_PATHS_VARIABLE: _selection("skip_paths", "/healthz,/static/*"),
+    TRUSTED_PROXIES_VARIABLE: _selection("trusted_proxies", "127.0.0.1,10.0.0.0/8"),
+    PROXY_HEADER_VARIABLE: _selection("proxy_header", "forwarded"),
+    REDACT_QUERY_VARIABLE: _selection("redact_query", "token,password"),
+}
+# BOUNDLOG_* variables that are not settings: those of boundlog's benchmark
+# (boundlog.bench), of the scripts in benchmarks/, and of the tests' servers.
+_NOT_SETTINGS = (
+    "BOUNDLOG_BENCH_",
+    "BOUNDLOG_PAIRS_",
+    "BOUNDLOG_INSTRUCTIONS_",
+    "BOUNDLOG_E2E_",
+    "BOUNDLOG_FAULT_",
+)

@@ -1,0 +1,101 @@
+"""``reopen_signal``: one handler per signal, shared by every log that asks for it.
+
+The first log to ask for a signal installs boundlog's handler, which remembers the
+handler it replaced and calls it after asking each of its logs to reopen.  Later logs
+join that handler rather than stack one of their own on top of it: a handler per log,
+each calling the one before, made a chain one frame deeper per log ever created, and
+after about 1,500 logs the signal raised RecursionError.  Logs may close in any order;
+the last one to leave puts back the handler that was there before the first, unless
+someone installed another handler since (a server's own, which must stay), or the last
+close ran outside the main thread (where Python cannot install handlers): then the
+handler stays, calling only the one it replaced, and the next log for that signal
+joins it again.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from collections.abc import Callable
+from types import FrameType
+from typing import Any
+
+from ._options import signal_name
+
+
+class _Handler:
+    """boundlog's handler for one signal: what is installed with ``signal.signal``."""
+
+    def __init__(self, number: int, previous: Any) -> None:
+        self.number = number
+        # What signal.getsignal returned: a function, SIG_DFL, SIG_IGN, or None for a
+        # handler not installed from Python, which cannot be put back.
+        self.previous = previous
+        # Replaced whole, never changed in place: the handler reads it without a lock,
+        # because it runs between two bytecodes of the main thread, which may hold
+        # the lock at that moment.
+        self.callbacks: tuple[Callable[[], object], ...] = ()
+
+    def __call__(self, number: int, frame: FrameType | None) -> None:
+        for callback in self.callbacks:
+            callback()
+        if callable(self.previous):
+            self.previous(number, frame)
+
+
+class ReopenSignal:
+    """One log's share of its signal's handler: installed, checked, and given back."""
+
+    def __init__(self, number: int, callback: Callable[[], object]) -> None:
+        self.number = number
+        # Runs in a signal handler: it must not block or take a lock.
+        self._callback = callback
+        self._handler: _Handler | None = None
+
+    def install(self) -> None:
+        """Call the callback on each delivery of the signal; from the main thread only."""
+        with _lock:
+            installed = signal.getsignal(self.number)
+            if isinstance(installed, _Handler):
+                handler = installed
+            else:
+                handler = _Handler(self.number, installed)
+                signal.signal(self.number, handler)
+            handler.callbacks = (*handler.callbacks, self._callback)
+            self._handler = handler
+
+    def lost(self) -> str | None:
+        """The signal's name once another handler replaced boundlog's; None before that."""
+        if signal.getsignal(self.number) is self._handler:
+            return None
+        return signal_name(self.number)
+
+    def cancel(self) -> None:
+        """Stop calling the callback; the last to leave puts the old handler back."""
+        with _lock:
+            handler, self._handler = self._handler, None
+            if handler is None:
+                return
+            handler.callbacks = tuple(c for c in handler.callbacks if c is not self._callback)
+            previous = handler.previous
+            if (
+                not handler.callbacks
+                and previous is not None
+                and threading.current_thread() is threading.main_thread()
+                and signal.getsignal(self.number) is handler
+            ):
+                signal.signal(self.number, previous)
+
+
+# Guards the handlers' callbacks against two closes in two threads at once.
+_lock = threading.Lock()
+
+
+def _fresh_lock_in_child() -> None:
+    # A thread of the parent may have held it at fork, and will never release it here.
+    global _lock
+    _lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_fresh_lock_in_child)
