@@ -14,8 +14,10 @@ which settings leave the decision to boundlog.
 from __future__ import annotations
 
 import json
+import signal
 from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 import httpx
 import pytest
@@ -40,37 +42,68 @@ SOCKET_NAME = "s"
 LOG_NAME = "access.log"
 
 
-def gunicorn_logger_class(directory: Path) -> Callable[[int], list[str]]:
-    def command(port: int) -> list[str]:
-        return [
-            PYTHON, "-m", "gunicorn", "--logger-class", "boundlog.gunicorn.Logger",
-            "--access-logfile", str(directory / LOG_NAME),
-            "-b", f"unix:{directory / SOCKET_NAME}", "-w", "1", "--log-level", "warning",
-            "tests.apps.bare_wsgi:app",
-        ]  # fmt: skip
+class UnixServer(NamedTuple):
+    """A server on a Unix socket: its command for a test directory, how it stops, and
+    what it reports as the peer (logged when nothing replaces it)."""
 
-    return command
+    command: Callable[[Path], list[str]]
+    peer: bytes = b"-"
+    stop_signal: signal.Signals = signal.SIGTERM
+    clean_exits: tuple[int, ...] = (0,)
 
 
-def gunicorn_middleware(directory: Path) -> Callable[[int], list[str]]:
-    def command(port: int) -> list[str]:
-        return [
-            PYTHON, "-m", "gunicorn", "-k", "gthread", "--threads", "2", "-w", "1",
-            "-b", f"unix:{directory / SOCKET_NAME}", "--log-level", "warning", "tests.apps.wsgi_app:app",
-        ]  # fmt: skip
-
-    return command
+def gunicorn_logger(directory: Path) -> list[str]:
+    return [
+        PYTHON, "-m", "gunicorn", "--logger-class", "boundlog.gunicorn.Logger",
+        "--access-logfile", str(directory / LOG_NAME), "-b", f"unix:{directory / SOCKET_NAME}",
+        "-w", "1", "--log-level", "warning", "tests.apps.bare_wsgi:app",
+    ]  # fmt: skip
 
 
-def uvicorn_uds(directory: Path) -> Callable[[int], list[str]]:
-    def command(port: int) -> list[str]:
-        return [
-            PYTHON, "-m", "uvicorn", "tests.apps.asgi_app:app",
-            "--uds", str(directory / SOCKET_NAME),
-            "--no-access-log", "--lifespan", "on", "--log-level", "warning",
-        ]  # fmt: skip
+def gunicorn_wsgi(directory: Path) -> list[str]:
+    return [
+        PYTHON, "-m", "gunicorn", "-k", "gthread", "--threads", "2", "-w", "1",
+        "-b", f"unix:{directory / SOCKET_NAME}", "--log-level", "warning",
+        "tests.apps.wsgi_app:app",
+    ]  # fmt: skip
 
-    return command
+
+def uvicorn(directory: Path) -> list[str]:
+    return [
+        PYTHON, "-m", "uvicorn", "tests.apps.asgi_app:app", "--uds", str(directory / SOCKET_NAME),
+        "--no-access-log", "--lifespan", "on", "--log-level", "warning",
+    ]  # fmt: skip
+
+
+def hypercorn(directory: Path) -> list[str]:
+    return [
+        PYTHON, "-m", "hypercorn", "--bind", f"unix:{directory / SOCKET_NAME}", "--workers", "1",
+        "--log-level", "warning", "tests.apps.asgi_app:app",
+    ]  # fmt: skip
+
+
+def granian(directory: Path) -> list[str]:
+    return [
+        PYTHON, "-m", "granian", "--interface", "asgi", "--uds", str(directory / SOCKET_NAME),
+        "--workers", "1", "--no-access-log", "--log-level", "warning", "tests.apps.asgi_app:app",
+    ]  # fmt: skip
+
+
+def waitress(directory: Path) -> list[str]:
+    return [
+        PYTHON, "-m", "waitress", f"--unix-socket={directory / SOCKET_NAME}",
+        "--no-clear-untrusted-proxy-headers", "tests.apps.wsgi_app:app",
+    ]  # fmt: skip
+
+
+GUNICORN_LOGGER = UnixServer(gunicorn_logger)
+GUNICORN_WSGI = UnixServer(gunicorn_wsgi)
+UVICORN = UnixServer(uvicorn, clean_exits=UVICORN_CLEAN_EXITS)
+HYPERCORN = UnixServer(hypercorn)
+GRANIAN = UnixServer(granian)
+# waitress reports a Unix-socket peer as "localhost", and stops gracefully on SIGINT.
+WAITRESS = UnixServer(waitress, peer=b"localhost", stop_signal=signal.SIGINT)
+TRUST_UNIX = {OPTIONS_VARIABLE: json.dumps({"trusted_proxies": ["unix"]})}
 
 
 def uvicorn_tcp(*options: str) -> Callable[[int], list[str]]:
@@ -90,80 +123,79 @@ def logged_clients(log_path: Path) -> list[bytes]:
 
 def serve_over_unix_socket(
     tmp_path: Path,
-    command: Callable[[Path], Callable[[int], list[str]]],
+    server: UnixServer,
     environment: dict[str, str],
-    clean_exits: tuple[int, ...] = (0,),
+    forwarding_headers: dict[str, str],
 ) -> list[bytes]:
-    """Send one request with and one without X-Forwarded-For over the server's socket;
-    the clients logged."""
+    """Send one request with and one without ``forwarding_headers`` over the server's
+    socket; the clients logged."""
     log_path = tmp_path / LOG_NAME
     socket_path = tmp_path / SOCKET_NAME
     environment = {**server_environment(log_path, "combined", "0.01"), **environment}
     with running_server(
-        command(tmp_path), environment, tmp_path / "server.out", unix_socket=socket_path
-    ) as server:
+        lambda port: server.command(tmp_path),
+        environment,
+        tmp_path / "server.out",
+        unix_socket=socket_path,
+    ) as running:
         transport = httpx.HTTPTransport(uds=str(socket_path))
         with httpx.Client(transport=transport, timeout=CLIENT_TIMEOUT) as client:
-            forwarded = client.get(
-                "http://proxy/bytes/1", headers={"x-forwarded-for": FORWARDED_FOR}
-            )
+            forwarded = client.get("http://proxy/bytes/1", headers=forwarding_headers)
             direct = client.get("http://proxy/bytes/2")
         assert (forwarded.status_code, direct.status_code) == (200, 200)
-        stop_gracefully(server, clean_exits)
+        status = running.stop(stop_signal=server.stop_signal)
+        assert status in server.clean_exits, running.output()
+        assert "boundlog:" not in running.output(), running.output()
     return logged_clients(log_path)
 
 
 @pytest.mark.parametrize(
-    ("command", "environment", "clean_exits"),
+    ("server", "environment"),
     [
-        pytest.param(
-            gunicorn_logger_class, {"BOUNDLOG_TRUSTED_PROXIES": "unix"}, (0,), id="gunicorn-logger"
-        ),
-        pytest.param(
-            gunicorn_middleware,
-            {OPTIONS_VARIABLE: json.dumps({"trusted_proxies": ["unix"]})},
-            (0,),
-            id="gunicorn-wsgi",
-        ),
-        pytest.param(
-            uvicorn_uds,
-            {OPTIONS_VARIABLE: json.dumps({"trusted_proxies": ["unix"]})},
-            UVICORN_CLEAN_EXITS,
-            id="uvicorn-asgi",
-        ),
+        pytest.param(GUNICORN_LOGGER, {"BOUNDLOG_TRUSTED_PROXIES": "unix"}, id="gunicorn-logger"),
+        pytest.param(GUNICORN_WSGI, TRUST_UNIX, id="gunicorn-wsgi"),
+        pytest.param(UVICORN, TRUST_UNIX, id="uvicorn"),
+        pytest.param(HYPERCORN, TRUST_UNIX, id="hypercorn"),
+        pytest.param(GRANIAN, TRUST_UNIX, id="granian"),
+        pytest.param(WAITRESS, TRUST_UNIX, id="waitress"),
     ],
 )
 def test_a_trusted_unix_socket_proxy_gives_the_client_it_forwarded_for(
-    tmp_path: Path,
-    command: Callable[[Path], Callable[[int], list[str]]],
-    environment: dict[str, str],
-    clean_exits: tuple[int, ...],
+    tmp_path: Path, server: UnixServer, environment: dict[str, str]
 ) -> None:
     """With ``"unix"`` trusted, a request over the socket logs the right-most forwarded
-    address; one without the header logs the peer as the server reports it, ``-``."""
-    assert serve_over_unix_socket(tmp_path, command, environment, clean_exits) == [CLIENT, b"-"]
+    address; one without the header logs the peer as the server reports it."""
+    headers = {"x-forwarded-for": FORWARDED_FOR}
+    assert serve_over_unix_socket(tmp_path, server, environment, headers) == [CLIENT, server.peer]
 
 
 @pytest.mark.parametrize(
-    ("command", "environment", "clean_exits"),
+    ("server", "environment"),
     [
         pytest.param(
-            gunicorn_logger_class,
-            {"BOUNDLOG_TRUSTED_PROXIES": "127.0.0.1"},
-            (0,),
-            id="gunicorn-logger",
+            GUNICORN_LOGGER, {"BOUNDLOG_TRUSTED_PROXIES": "127.0.0.1"}, id="gunicorn-logger"
         ),
-        pytest.param(uvicorn_uds, {}, UVICORN_CLEAN_EXITS, id="uvicorn-asgi"),
+        pytest.param(UVICORN, {}, id="uvicorn"),
+        pytest.param(WAITRESS, {}, id="waitress"),
     ],
 )
 def test_an_untrusted_unix_socket_peer_is_not_replaced(
-    tmp_path: Path,
-    command: Callable[[Path], Callable[[int], list[str]]],
-    environment: dict[str, str],
-    clean_exits: tuple[int, ...],
+    tmp_path: Path, server: UnixServer, environment: dict[str, str]
 ) -> None:
-    """Without ``"unix"`` (only 127.0.0.1 trusted), the socket's peer is logged, as ``-``."""
-    assert serve_over_unix_socket(tmp_path, command, environment, clean_exits) == [b"-", b"-"]
+    """Without ``"unix"`` (only 127.0.0.1 trusted), the socket's peer is logged."""
+    headers = {"x-forwarded-for": FORWARDED_FOR}
+    assert serve_over_unix_socket(tmp_path, server, environment, headers) == [server.peer] * 2
+
+
+def test_a_malformed_forwarded_from_the_client_leaves_the_address_its_proxy_appended(
+    tmp_path: Path,
+) -> None:
+    """``proxy_header="forwarded"`` behind a Unix-socket proxy: the client's own
+    malformed element, left of the one the proxy appended, changes nothing."""
+    options = {"trusted_proxies": ["unix"], "proxy_header": "forwarded"}
+    headers = {"forwarded": 'x, for="[::1, for="203.0.113.5:4711";proto=https'}
+    environment = {OPTIONS_VARIABLE: json.dumps(options)}
+    assert serve_over_unix_socket(tmp_path, UVICORN, environment, headers) == [CLIENT, b"-"]
 
 
 @pytest.mark.parametrize(
