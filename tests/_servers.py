@@ -70,10 +70,17 @@ PORT_ATTEMPTS = 3
 class Server:
     """A server process started by ``running_server``."""
 
-    def __init__(self, process: subprocess.Popen[bytes], port: int, output_path: Path) -> None:
+    def __init__(
+        self,
+        process: subprocess.Popen[bytes],
+        port: int,
+        output_path: Path,
+        unix_socket: Path | None = None,
+    ) -> None:
         self.process = process
         self.port = port
         self.output_path = output_path
+        self.unix_socket = unix_socket
 
     @property
     def base_url(self) -> str:
@@ -112,10 +119,17 @@ class Server:
         self.process.wait()
 
     def _wait_until_accepting(self, deadline: float) -> bool:
-        """Poll the port until it accepts a connection; False if the process exited."""
+        """Poll the port (or Unix socket) until it accepts a connection; False if the
+        process exited."""
         while time.monotonic() < deadline:
             try:
-                with socket.create_connection((LOOPBACK, self.port), timeout=1.0):
+                if self.unix_socket is None:
+                    probe = socket.create_connection((LOOPBACK, self.port), timeout=1.0)
+                else:
+                    probe = socket.socket(socket.AF_UNIX)
+                    probe.settimeout(1.0)
+                    probe.connect(str(self.unix_socket))
+                with probe:
                     return self.process.poll() is None
             except OSError:
                 pass
@@ -144,8 +158,11 @@ def running_server(
     output_path: Path,
     *,
     stdout: int | None = None,
+    unix_socket: Path | None = None,
 ) -> Iterator[Server]:
     """Run ``command(port)`` from the repository root until the block ends.
+
+    A server told to listen on ``unix_socket`` is waited for there instead of the port.
 
     The server's stdout and stderr go to ``output_path``, or its stdout to the
     descriptor ``stdout`` when one is given.  Another process may take the free port
@@ -166,7 +183,7 @@ def running_server(
                 stderr=subprocess.STDOUT if stdout is None else output,
                 start_new_session=True,
             )
-        server = Server(process, port, output_path)
+        server = Server(process, port, output_path, unix_socket)
         if server._wait_until_accepting(time.monotonic() + START_TIMEOUT):
             break
         server.kill()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ from hypothesis import strategies as st
 
 from _records import make_record
 from boundlog import AccessLog, ConfigurationError, Record
-from boundlog._proxies import TrustedProxies
+from boundlog._proxies import MAX_HOPS, TrustedProxies
 
 TRUSTED = ["127.0.0.1", "10.0.0.0/8", "fd00::/8"]
 PROXIES = TrustedProxies(TRUSTED)
@@ -24,8 +25,8 @@ def logged_client(peer: str | None, headers: Any, proxies: TrustedProxies = PROX
     """The client the rewrite gives a record from ``peer`` with these request headers."""
     batch = [make_record(client=peer, request_headers=headers)]
     proxies(batch)
-    # Rewritten records are plain tuples, as the integrations hand them over.
-    return Record._make(batch[0]).client
+    assert type(batch[0]) is Record
+    return batch[0].client
 
 
 @pytest.mark.parametrize(
@@ -87,8 +88,10 @@ def test_a_trusted_peer_is_replaced_by_the_client_it_forwarded_for(
         ([(b"forwarded", b'for="\\[bad"')], "127.0.0.1"),
         # A proxy that did not say who its peer was ends the walk.
         ([(b"forwarded", b"for=6.6.6.6, proto=https")], "127.0.0.1"),
-        # A malformed Forwarded leaves the peer.
+        # A malformed element a trusted proxy appended ends the walk at that proxy.
         ([(b"forwarded", b"for==")], "127.0.0.1"),
+        ([(b"forwarded", b"x, for=10.0.0.7")], "10.0.0.7"),
+        ([(b"forwarded", b'for="10.0.0.8, for=10.0.0.7')], "10.0.0.7"),
         ([(b"forwarded", b"")], "127.0.0.1"),
         # X-Forwarded-For beside it is not read.
         ([(b"forwarded", b"for=203.0.113.5"), (b"x-forwarded-for", b"6.6.6.6")], "203.0.113.5"),
@@ -223,11 +226,20 @@ def test_an_unknown_proxy_header_names_the_two_choices(header: Any) -> None:
         TrustedProxies([], header=header)
 
 
-def test_host_bits_in_a_network_are_accepted() -> None:
-    """``10.0.0.1/8`` means ``10.0.0.0/8``, as nginx reads it."""
-    proxies = TrustedProxies(["10.0.0.1/8"])
-    assert proxies.trusts("10.255.0.1")
-    assert not proxies.trusts("11.0.0.1")
+@pytest.mark.parametrize(
+    ("entry", "network", "address"),
+    [("10.0.0.1/8", "10.0.0.0/8", "10.0.0.1"), ("fd00::1/8", "fd00::/8", "fd00::1")],
+)
+def test_host_bits_in_a_network_are_refused_with_both_readings(
+    entry: str, network: str, address: str
+) -> None:
+    """``10.0.0.1/8`` may mean the network or the one address: the error offers both."""
+    with pytest.raises(ConfigurationError) as raised:
+        AccessLog("stdout", trusted_proxies=[entry])
+    assert str(raised.value) == (
+        f"trusted_proxies entry {entry!r} has host bits set: write the network "
+        f"{network!r} or the single address {address!r}"
+    )
 
 
 @pytest.mark.parametrize(
@@ -251,3 +263,129 @@ def test_forwarded_clients_reach_the_file(
     assert clients == [b"203.0.113.5", b"198.51.100.3"]
     stats = log.stats()
     assert (stats.submitted, stats.written, stats.filtered) == (2, 2, 0)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        b"x, for=203.0.113.5",
+        b"for==, for=203.0.113.5",
+        b'for=", for=203.0.113.5',
+        b'for="\\", for=203.0.113.5',
+        b";;;, for=203.0.113.5;proto=https",
+        b'for="[::1, for="203.0.113.5:80"',
+        b"for=6.6.6.6;for, for=203.0.113.5, for=10.0.0.1",
+    ],
+)
+def test_a_malformed_element_from_the_client_cannot_erase_its_address(value: bytes) -> None:
+    """Only the elements the trusted proxies appended are judged: a client's malformed
+    ``Forwarded`` to the left of the first untrusted hop changes nothing."""
+    assert logged_client("127.0.0.1", [(b"forwarded", value)], FORWARDED_PROXIES) == "203.0.113.5"
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    sent=st.binary(max_size=200),
+    client=st.ip_addresses().map(str).filter(lambda a: not PROXIES.trusts(a)),
+    proxies=st.sampled_from([PROXIES, FORWARDED_PROXIES]),
+)
+def test_whatever_a_client_sends_the_address_its_proxy_appended_is_logged(
+    sent: bytes, client: str, proxies: TrustedProxies
+) -> None:
+    """Any bytes a client sends in the header, followed by what a trusted proxy appends."""
+    if proxies is FORWARDED_PROXIES:
+        appended = f'for="[{client}]"' if ":" in client else f"for={client}"
+        name = b"forwarded"
+    else:
+        appended, name = client, b"x-forwarded-for"
+    headers = [(name, sent + b", " + appended.encode())]
+    assert logged_client("10.9.9.9", headers, proxies) == str(ipaddress.ip_address(client))
+
+
+@pytest.mark.parametrize(
+    "proxies", [PROXIES, FORWARDED_PROXIES], ids=["x-forwarded-for", "forwarded"]
+)
+def test_reading_a_huge_header_touches_only_its_right_end(proxies: TrustedProxies) -> None:
+    """A 60 KiB header costs what its right-most element does: no copy of the value,
+    no piece per element."""
+    prefix = b"for=6.6.6.6" if proxies is FORWARDED_PROXIES else b"6.6.6.6"
+    value = b", ".join([prefix] * 6000) + b", " + prefix.replace(b"6.6.6.6", b"203.0.113.5")
+    headers = [(b"forwarded" if proxies is FORWARDED_PROXIES else b"x-forwarded-for", value)]
+    tracemalloc.start()
+    try:
+        client = proxies.client("127.0.0.1", headers)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert client == "203.0.113.5"
+    assert peak < len(value) // 8
+
+
+@pytest.mark.parametrize(
+    "proxies", [PROXIES, FORWARDED_PROXIES], ids=["x-forwarded-for", "forwarded"]
+)
+def test_a_chain_of_trusted_proxies_is_read_no_further_than_max_hops(
+    proxies: TrustedProxies,
+) -> None:
+    """A peer inside the trusted range sending thousands of trusted addresses: the walk
+    stops after MAX_HOPS elements, at the last one it read."""
+    addresses = [f"10.0.{n // 256}.{n % 256}" for n in range(5000)]
+    if proxies is FORWARDED_PROXIES:
+        value = ", ".join(f"for={address}" for address in addresses)
+    else:
+        value = ", ".join(addresses)
+    name = b"forwarded" if proxies is FORWARDED_PROXIES else b"x-forwarded-for"
+    assert logged_client("10.9.9.9", [(name, value.encode())], proxies) == addresses[-MAX_HOPS]
+
+
+def test_many_large_unique_values_leave_the_cache_small() -> None:
+    """Clients sending a new 64 KiB X-Forwarded-For each: what the log keeps stays small
+    (no value that long is kept as a cache key)."""
+    proxies = TrustedProxies(TRUSTED)
+    tracemalloc.start()
+    try:
+        for n in range(500):
+            value = b"%d, " % n + b"6" * 65536 + b", 203.0.113.5"
+            assert proxies.client("127.0.0.1", [(b"x-forwarded-for", value)]) == "203.0.113.5"
+            del value
+        kept = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert kept < 65536
+
+
+@pytest.mark.parametrize(
+    "peer",
+    [
+        pytest.param(None, id="uvicorn-hypercorn"),
+        pytest.param("", id="gunicorn-granian-aiohttp"),
+        pytest.param("localhost", id="waitress"),
+    ],
+)
+def test_a_unix_entry_trusts_a_unix_socket_peer(peer: str | None) -> None:
+    """What each server reports for a Unix-socket peer is trusted by ``"unix"`` alone."""
+    headers = [(b"x-forwarded-for", b"6.6.6.6, 203.0.113.5")]
+    assert logged_client(peer, headers, TrustedProxies(["unix"])) == "203.0.113.5"
+    assert logged_client(peer, headers, TrustedProxies([" UNIX ", "10.0.0.0/8"])) == "203.0.113.5"
+    assert logged_client(peer, headers, TrustedProxies(["127.0.0.1"])) == peer
+    forwarded = [(b"forwarded", b"for=203.0.113.5")]
+    assert logged_client(peer, forwarded, TrustedProxies(["unix"], header="forwarded")) == (
+        "203.0.113.5"
+    )
+
+
+@pytest.mark.parametrize("peer", ["127.0.0.1", "::1", "203.0.113.9", "/run/app.sock"])
+def test_a_unix_entry_trusts_no_address(peer: str) -> None:
+    """``"unix"`` trusts no TCP peer, loopback included."""
+    proxies = TrustedProxies(["unix"])
+    assert proxies
+    assert logged_client(peer, [(b"x-forwarded-for", b"203.0.113.5")], proxies) == peer
+
+
+def test_a_unix_entry_keeps_the_peer_without_a_forwarding_header(tmp_path: Path) -> None:
+    """Through a real log: a trusted Unix peer without the header is logged as ``-``."""
+    path = tmp_path / "access.log"
+    with AccessLog(str(path), "common", trusted_proxies=["unix"]) as log:
+        log.submit(make_record(client=None))
+        log.submit(make_record(client=None, request_headers=[(b"x-forwarded-for", b"::1")]))
+    assert [line.split(b" ")[0] for line in path.read_bytes().splitlines()] == [b"-", b"::1"]

@@ -30,6 +30,16 @@ DEFAULT = QueryRedaction(DEFAULT_REDACTED_QUERY)
         (b"a=1;token=t;b=2", b"a=1;token=[redacted];b=2"),
         (b"token=a&token=b", b"token=[redacted]&token=[redacted]"),
         (b"X-Amz-Signature=abc&X-Amz-Date=1", b"X-Amz-Signature=[redacted]&X-Amz-Date=1"),
+        # Names nested in brackets, as PHP, Rails and qs send forms, plain or escaped.
+        (b"password[]=x&password[]=y", b"password[]=[redacted]&password[]=[redacted]"),
+        (b"user[name]=ann&user[password]=x", b"user[name]=ann&user[password]=[redacted]"),
+        (b"a[b][Token]=x&a[0]=1", b"a[b][Token]=[redacted]&a[0]=1"),
+        (b"password[0]=x", b"password[0]=[redacted]"),
+        (b"user%5Bpassword%5D=x", b"user%5Bpassword%5D=[redacted]"),
+        (
+            b"user[passwords]=x&tokens[]=y&filter[status]=z",
+            b"user[passwords]=x&tokens[]=y&filter[status]=z",
+        ),
         # The value's own '=' and escapes go with it.
         (b"token=a=b%20c&x=1", b"token=[redacted]&x=1"),
         # Not listed, or no value to hide: unchanged.
@@ -131,3 +141,43 @@ def test_sensitive_headers_stay_masked_next_to_the_query() -> None:
         REDACTED,
     )
     assert Record._make(batch[0]).query == b"token=" + REDACTED
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    name=st.sampled_from(DEFAULT_REDACTED_QUERY),
+    secret=SECRET,
+    outer=st.lists(st.sampled_from([b"user", b"a", b"0", b""]), max_size=2),
+    inner=st.lists(st.sampled_from([b"", b"0", b"x"]), max_size=2),
+    escape=st.booleans(),
+)
+def test_a_listed_name_in_brackets_never_leaks(
+    name: str, secret: bytes, outer: list[bytes], inner: list[bytes], escape: bool
+) -> None:
+    """``user[password]``, ``password[]``, ``a[b][token][0]``: the secret is gone."""
+    parts = [*outer, name.encode(), *inner]
+    raw = parts[0] + b"".join(b"[" + part + b"]" for part in parts[1:])
+    if escape:
+        raw = raw.replace(b"[", b"%5B").replace(b"]", b"%5D")
+    batch = [make_record(query=b"q=1&" + raw + b"=" + secret)]
+    DEFAULT(batch)
+    assert Record._make(batch[0]).query == b"q=1&" + raw + b"=[redacted]"
+
+
+@pytest.mark.timeout(20)
+@pytest.mark.parametrize(
+    "query",
+    [
+        pytest.param(b"%" * 262144, id="escapes"),
+        pytest.param(b"a" + b"%a" * 131072, id="escaped-name-without-value"),
+        pytest.param(b"a" + b"[token" * 43690, id="unclosed-brackets"),
+        pytest.param(b"a" + b"[x]" * 87381 + b"=1", id="brackets"),
+    ],
+)
+def test_a_hostile_query_costs_linear_work(query: bytes) -> None:
+    """Queries built to make a backtracking search quadratic (hours for these 256 KiB),
+    next to a secret in the same batch so that every query is searched, take one pass:
+    the guard only catches a hang, the work takes milliseconds."""
+    batch = [make_record(query=b"token=1"), make_record(query=query)]
+    DEFAULT(batch)
+    assert [Record._make(record).query for record in batch] == [b"token=[redacted]", query]

@@ -4,8 +4,11 @@ The writer replaces the value of every query parameter whose name is listed with
 ``[redacted]`` (the marker sensitive headers get, see ``_headers``), in the record
 itself, so every format shows the same redacted query.  Names compare
 case-insensitively after percent-decoding, as the application sees them:
-``pass%77ord=x`` is a password too.  Parameters are separated by ``&`` or ``;`` (some
-frameworks still split on both, so both are treated as boundaries).
+``pass%77ord=x`` is a password too.  A name nested in brackets, as PHP, Rails and
+JavaScript's ``qs`` send forms (``password[]``, ``user[password]``,
+``a[b][token]``), is listed when any of its parts is.  Parameters are separated by
+``&`` or ``;`` (some frameworks still split on both, so both are treated as
+boundaries).
 
 Sensitive *headers* (Authorization, Cookie, Set-Cookie, Proxy-Authorization) are
 masked separately, by ``_headers.HeaderReader``, whenever a format reads them.
@@ -16,7 +19,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from operator import itemgetter
-from typing import cast
 from urllib.parse import unquote_to_bytes
 
 from ._errors import ConfigurationError
@@ -53,9 +55,11 @@ DEFAULT_REDACTED_QUERY = (
 
 _SEPARATOR = re.compile(rb"([&;])")
 # A percent escape followed by "=" with no separator between: an escaped name, or
-# (rarely) a value with "=" after an escape.
-_ESCAPED_NAME = re.compile(rb"%[^&;=]*=")
+# (rarely) a value with "=" after an escape.  Each try ends at the next escape, so the
+# search is linear even in a query of nothing but "%".
+_ESCAPED_NAME = re.compile(rb"%[^&;=%]*+=")
 _BOUNDARY = b"&"
+_BRACKET = re.compile(rb"[\[\]]")
 _query = itemgetter(5)
 
 
@@ -72,11 +76,15 @@ class QueryRedaction:
         self._needles = tuple(
             name for name in self._names if not any(n in name for n in self._names - {name})
         )
-        # A query that may need redacting: a listed name as it stands, or any name with
-        # a percent escape (decoded in ``redact``), followed by a value.
+        # A query that may need redacting: a listed name as it stands, before brackets
+        # or in them, or any name with a percent escape (decoded in ``redact``).  Each
+        # alternative starts only where a parameter does and never backtracks over what
+        # it consumed (possessive repeats): the search is linear in what a client sent.
         listed = b"|".join(map(re.escape, sorted(self._names, key=len, reverse=True)))
+        as_it_stands = rb"(?:%s)[=\[]" % listed
+        in_brackets_or_escaped = rb"[^&;=\[%%]*+(?:%%|\[(?:[^&;=\]]*+\]\[)*?(?:%s)\])" % listed
         self._candidate = re.compile(
-            rb"(?:^|[&;])(?:(?:" + listed + rb")|[^&;=]*%[^&;=]*)=", re.IGNORECASE
+            rb"(?:^|[&;])(?:%s|%s)" % (as_it_stands, in_brackets_or_escaped), re.IGNORECASE
         )
 
     def __bool__(self) -> bool:
@@ -99,15 +107,22 @@ class QueryRedaction:
             if query and search(query):
                 redacted = self.redact(query)
                 if redacted != query:
-                    batch[index] = cast(Record, (*record[:5], redacted, *record[6:]))
+                    batch[index] = Record._make((*record[:5], redacted, *record[6:]))
 
     def redact(self, query: bytes) -> bytes:
         """``query`` with the values of the listed parameters replaced by ``[redacted]``."""
+        names = self._names
         parts = _SEPARATOR.split(query)
         # Separators sit at the odd indexes.
         for index in range(0, len(parts), 2):
             name, equals, value = parts[index].partition(b"=")
-            if value and unquote_to_bytes(name).lower() in self._names:
+            if not value:
+                continue
+            decoded = unquote_to_bytes(name).lower()
+            # The name itself, or any of its parts in brackets.
+            if decoded in names or (
+                b"[" in decoded and not names.isdisjoint(_BRACKET.split(decoded))
+            ):
                 parts[index] = name + equals + REDACTED
         return b"".join(parts)
 
