@@ -18,6 +18,7 @@ from _servers import (
     CLIENT_TIMEOUT,
     HOLD_UNTIL_CLOSE,
     LOOPBACK,
+    NAMED_FIELDS,
     PYTHON,
     Exchange,
     Server,
@@ -74,13 +75,13 @@ def serve(tmp_path: Path, log_format: str, log_as: str) -> AbstractContextManage
     )
 
 
-def send_requests(port: int) -> list[Exchange]:
-    """Send REQUESTS and POLICY_EXCHANGES in order, checking each status; return what the
-    log must show."""
+def send_requests(port: int, *, policy: bool = True) -> list[Exchange]:
+    """Send REQUESTS, then POLICY_EXCHANGES unless ``policy`` is false, in order,
+    checking each status; return what the log must show."""
     exchanges = [
         Exchange(method, *target.partition(b"?")[::2], protocol, referer, agent, b"", status, 0)
         for method, target, protocol, referer, agent, status in REQUESTS
-    ] + POLICY_EXCHANGES
+    ] + (POLICY_EXCHANGES if policy else [])
     sent = []
     with http_client(port) as client:
         for exchange in exchanges:
@@ -118,3 +119,17 @@ def test_every_request_is_logged_once_with_exact_fields(
     assert "RuntimeError: the test handler raises" in output, output
     assert output.count("Traceback") == 1, output
     assert '"GET /hello.txt HTTP/1.1" 200' not in output, output
+
+
+def test_a_custom_format_reads_every_record_by_name(tmp_path: Path) -> None:
+    """A format of the user's own, reading ``record.status``, ``record.path`` and the
+    other fields by name, gets a Record for every request."""
+    log_path = tmp_path / "access.log"
+    with serve(tmp_path, NAMED_FIELDS, "options") as server:
+        started = time.time()
+        # The policy's exchanges are left out: the rewrites build records of their own.
+        expected = send_requests(server.port, policy=False)
+        expected.append(raise_before_responding(server.port))
+        finished = time.time()
+        stop_gracefully(server)
+    check_log(read_log_lines(log_path), expected, NAMED_FIELDS, started, finished)
