@@ -184,6 +184,37 @@ def running_server(
             server.kill()
 
 
+def run_until_exit(
+    command: Callable[[int], list[str]], environment: dict[str, str], output_path: Path
+) -> tuple[int, str]:
+    """Run ``command(port)`` from the repository root, for a server that must stop by
+    itself at startup; return its exit status and output (stdout and stderr)."""
+    env = {**os.environ, "PYTHONFAULTHANDLER": "1", **environment}
+    with output_path.open("wb") as output:
+        process = subprocess.Popen(
+            command(free_port()),
+            cwd=REPO_ROOT,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    server = Server(process, 0, output_path)
+    try:
+        status = process.wait(START_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        raise AssertionError(
+            f"server still running {START_TIMEOUT} s after starting; output:\n{server.output()}"
+        ) from None
+    finally:
+        # A master that exited may leave workers behind.
+        with suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+    return status, server.output()
+
+
 # uvicorn ends a graceful shutdown by re-raising the SIGTERM it caught, so a clean exit
 # is a death by SIGTERM (older versions exited with 0).
 UVICORN_CLEAN_EXITS = (0, -signal.SIGTERM)
