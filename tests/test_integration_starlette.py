@@ -8,6 +8,7 @@ shutdown by re-raising SIGTERM on itself, which skips the exit handlers.
 
 from __future__ import annotations
 
+import re
 from functools import partial
 from pathlib import Path
 
@@ -68,16 +69,13 @@ DEFAULT_SERVERS = {
         "--port", str(port), app,
     ],
 }  # fmt: skip
-# (options the log cannot be built with, what the server must print).
+# (options the log cannot be built with, what the reason the server prints must say).
 UNUSABLE_LOGS = {
     "missing-directory": (
         {SINK_VARIABLE: "/no/such/directory/access.log"},
-        "boundlog: cannot open /no/such/directory/access.log: No such file or directory",
+        "/no/such/directory/access.log: No such file or directory",
     ),
-    "misspelt-format": (
-        {FORMAT_VARIABLE: "combind"},
-        "boundlog: unknown format 'combind': choose one of combined",
-    ),
+    "misspelt-format": ({FORMAT_VARIABLE: "combind"}, "unknown format 'combind'"),
 }
 
 
@@ -101,7 +99,7 @@ def test_a_log_that_cannot_be_built_stops_the_server_at_startup_with_the_reason(
     variables, reason = unusable
     environment = {**server_environment(tmp_path / "access.log", "combined", "0.01"), **variables}
     status, output = run_until_exit(DEFAULT_SERVERS[server](app), environment, tmp_path / "out")
-    assert reason in output, output
+    assert re.search("boundlog: .*" + re.escape(reason), output), output
     if server == "hypercorn":
         # hypercorn 0.18 loses its worker's exit status and exits 0 whatever it was
         # (pgjones/hypercorn#269): it stops all the same, with the reason in the

@@ -189,7 +189,8 @@ def _file_size(response: Message, message: Message) -> int:
             break
     try:
         return os.stat(message["path"]).st_size
-    except (OSError, KeyError, TypeError, ValueError):
+    except (OSError, ValueError):
+        # ValueError: a path with a NUL byte.
         return 0
 
 
