@@ -25,6 +25,8 @@ _REREADABLE = frozenset({list, tuple, dict})
 
 
 class _Fields(NamedTuple):
+    """The fields of a :class:`Record`, in order."""
+
     #: Wall-clock time (seconds since the epoch) when the request was received.
     time: float
     #: Seconds from receiving the request to handing over the last body byte, measured
@@ -55,9 +57,9 @@ class Record(_Fields):
     """One completed HTTP exchange: a named tuple of the fields above, in that order.
 
     Every format, ``keep`` predicate and rewrite sees records of this type, and may read
-    them by name (``record.status``) or by position (the index constants below).  A
-    header list given as an iterator (a generator, ``map(...)``) is read into a tuple
-    here, because the writer may read a record's headers more than once.
+    them by name (``record.status``) or by position, in the order above.  A header list
+    given as an iterator (a generator, ``map(...)``) is read into a tuple here, because
+    the writer may read a record's headers more than once.
     """
 
     __slots__ = ()
