@@ -69,7 +69,7 @@ class _Response(Protocol):
 
 
 class _Elapsed(Protocol):
-    """A ``datetime.timedelta``, or the ASGI worker's lighter stand-in for one."""
+    """The ASGI worker's lighter stand-in for a ``datetime.timedelta``."""
 
     seconds: int
     microseconds: int
