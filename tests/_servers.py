@@ -201,6 +201,37 @@ def running_server(
             server.kill()
 
 
+def run_until_exit(
+    command: Callable[[int], list[str]], environment: dict[str, str], output_path: Path
+) -> tuple[int, str]:
+    """Run ``command(port)`` from the repository root, for a server that must stop by
+    itself at startup; return its exit status and output (stdout and stderr)."""
+    env = {**os.environ, "PYTHONFAULTHANDLER": "1", **environment}
+    with output_path.open("wb") as output:
+        process = subprocess.Popen(
+            command(free_port()),
+            cwd=REPO_ROOT,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    server = Server(process, 0, output_path)
+    try:
+        status = process.wait(START_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        raise AssertionError(
+            f"server still running {START_TIMEOUT} s after starting; output:\n{server.output()}"
+        ) from None
+    finally:
+        # A master that exited may leave workers behind.
+        with suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+    return status, server.output()
+
+
 # uvicorn ends a graceful shutdown by re-raising the SIGTERM it caught, so a clean exit
 # is a death by SIGTERM (older versions exited with 0).
 UVICORN_CLEAN_EXITS = (0, -signal.SIGTERM)
@@ -618,13 +649,57 @@ def expected_json(exchange: Exchange) -> LoggedExchange:
     )
 
 
+# The format of tests/apps/named_fields.py, which reads records only by name.
+NAMED_FIELDS = "named-fields"
+_NAMED_FIELDS_KEYS = [
+    "time", "duration", "client", "method", "path", "query", "protocol", "status", "bytes_sent",
+]  # fmt: skip
+
+
+def parse_named_fields_line(line: bytes) -> tuple[LoggedExchange, float]:
+    """Check one line of the named-fields format; return its fields and its time."""
+    entry: dict[str, Any] = json.loads(line)
+    assert list(entry) == _NAMED_FIELDS_KEYS, line
+    assert type(entry["time"]) is float, line
+    assert type(entry["duration"]) is float, line
+    assert entry["duration"] >= 0, line
+    target = entry["path"].encode("latin-1")
+    if entry["query"]:
+        target += b"?" + entry["query"].encode("latin-1")
+    fields = LoggedExchange(
+        entry["method"], target, entry["protocol"], entry["status"], entry["bytes_sent"],
+        None, None, entry["client"],
+    )  # fmt: skip
+    return fields, entry["time"]
+
+
+def expected_named_fields(exchange: Exchange) -> LoggedExchange:
+    """The fields a named-fields line must show (it writes no header field)."""
+    return expected_json(exchange)._replace(referer=None, user_agent=None)
+
+
+def unrewritten_exchanges(count: int) -> list[Exchange]:
+    """Exchanges whose records reach the format as the integration built them.
+
+    None carries a forwarding header or a credential in its query, which the rewrites
+    (trusted proxies, query redaction) replace with records of their own.
+    """
+    return [
+        exchange._replace(forwarded=None, client=LOOPBACK)
+        for exchange in build_exchanges(count)
+        if exchange.logged_target == exchange.target
+    ]
+
+
 PARSERS: dict[str, Callable[[bytes], tuple[LoggedExchange, float]]] = {
     "combined": parse_combined_line,
     "json": parse_json_line,
+    NAMED_FIELDS: parse_named_fields_line,
 }
 EXPECTATIONS: dict[str, Callable[[Exchange], LoggedExchange]] = {
     "combined": expected_combined,
     "json": expected_json,
+    NAMED_FIELDS: expected_named_fields,
 }
 
 

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
+import traceback
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from _records import CapturingFormat, make_record
-from boundlog import AccessLog, ConfigurationError
+from boundlog import AccessLog, ConfigurationError, SinkError
 from boundlog.asgi import AccessLogMiddleware
 from conftest import BlockedPipe, wait_until
 
@@ -272,3 +274,139 @@ def test_a_record_keeps_the_response_headers_only_for_a_log_that_reads_them(
     [record] = capture.records
     assert record.request_headers is scope["headers"]
     assert record.response_headers == (headers if kept else ())
+
+
+def pathsend_app(headers: list[tuple[bytes, bytes]], path: Path) -> Any:
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.pathsend", "path": str(path)})
+
+    return app
+
+
+@pytest.mark.parametrize(
+    ("content_length", "logged"),
+    [(b"12", 12), (b"12, 12", 12), (b" 12 ,12", 12), (b"12, 13", 5), (b"twelve", 5), (b"", 5)],
+    ids=["one", "repeated", "repeated-spaced", "conflicting", "not-a-number", "empty"],
+)
+def test_pathsend_logs_the_content_length_or_else_the_file_size(
+    tmp_path: Path, content_length: bytes, logged: int
+) -> None:
+    """A Content-Length the response states is logged (RFC 9110 lets identical repeats
+    stand for one); one that states no single number neither raises into the request
+    nor is guessed at: the file's size is logged."""
+    sent = tmp_path / "file.txt"
+    sent.write_bytes(b"12345")
+    app = pathsend_app([(b"content-length", content_length)], sent)
+    capture = CapturingFormat(frozenset())
+    with AccessLog(str(tmp_path / "access.log"), format=capture) as log:
+        messages = asyncio.run(call(AccessLogMiddleware(app, log=log), http_scope()))
+    assert messages[-1]["type"] == "http.response.pathsend"
+    assert [record.bytes_sent for record in capture.records] == [logged]
+
+
+def test_the_duration_never_depends_on_the_wall_clock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A wall clock stepped back an hour during the request changes neither the duration,
+    which the monotonic clock measures, nor its sign; the record's time is the wall clock's."""
+    import boundlog.asgi
+
+    readings = iter([1_700_003_600.0, 1_700_000_000.0])
+    monkeypatch.setattr(boundlog.asgi, "time", lambda: next(readings, 1_700_000_000.0))
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await send(start(200))
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    capture = CapturingFormat(frozenset())
+    with AccessLog(str(tmp_path / "access.log"), format=capture) as log:
+        asyncio.run(call(AccessLogMiddleware(app, log=log), http_scope()))
+    [record] = capture.records
+    assert 0 <= record.duration < 60
+    assert 1_700_000_000.0 - 60 < record.time <= 1_700_003_600.0
+
+
+def lifespan_startup(app: Any) -> list[Message]:
+    """Run the lifespan startup through ``app``; the messages it sends back."""
+    sent: list[Message] = []
+
+    async def receive() -> Message:
+        return {"type": "lifespan.startup"}
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    asyncio.run(app({"type": "lifespan", "asgi": {"version": "3.0"}}, receive, send))
+    return sent
+
+
+async def inner_app(scope: Any, receive: Any, send: Any) -> None:
+    if scope["type"] == "lifespan":
+        await receive()
+        await send({"type": "lifespan.startup.complete"})
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "reason"),
+    [
+        ({"sink": "/no/such/directory/access.log"}, SinkError, "/no/such/directory"),
+        ({"format": "combind"}, ConfigurationError, "unknown format 'combind'"),
+    ],
+    ids=["missing-directory", "misspelt-format"],
+)
+def test_a_log_that_cannot_be_built_in_a_running_loop_fails_the_lifespan_startup(
+    options: dict[str, Any], error: type[Exception], reason: str
+) -> None:
+    """Made inside the server's first call, as Starlette's add_middleware does, the
+    middleware answers the lifespan startup with the reason (which stops every ASGI
+    server), and fails each request with the error instead of logging nothing."""
+
+    class LazyApp:
+        """Builds the middleware on the first call, as Starlette does."""
+
+        middleware: Any = None
+
+        async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+            if self.middleware is None:
+                self.middleware = AccessLogMiddleware(inner_app, **options)
+            await self.middleware(scope, receive, send)
+
+    lazy = LazyApp()
+    [failed] = lifespan_startup(lazy)
+    assert failed["type"] == "lifespan.startup.failed"
+    assert failed["message"].startswith("boundlog: ")
+    assert reason in failed["message"]
+    for _ in range(2):
+        with pytest.raises(error, match=re.escape(reason)) as raised:
+            asyncio.run(call(lazy, http_scope()))
+        assert raised.value.__traceback__ is not None
+        assert len(traceback.extract_tb(raised.value.__traceback__)) < 10
+
+
+def test_a_log_that_cannot_be_built_outside_a_loop_raises_at_once() -> None:
+    """Made at import time, the middleware raises as the application module loads."""
+    with pytest.raises(ConfigurationError, match="unknown format 'combind'"):
+        AccessLogMiddleware(inner_app, format="combind")
+    with pytest.raises(SinkError, match="/no/such/directory"):
+        AccessLogMiddleware(inner_app, sink="/no/such/directory/access.log")
+
+
+def test_a_log_built_in_a_running_loop_starts_as_usual(tmp_path: Path) -> None:
+    """The lazy case with a usable log: the application's own startup answers."""
+
+    async def scenario() -> list[Message]:
+        middleware = AccessLogMiddleware(inner_app, sink=str(tmp_path / "access.log"))
+        sent: list[Message] = []
+
+        async def receive() -> Message:
+            return {"type": "lifespan.startup"}
+
+        async def send(message: Message) -> None:
+            sent.append(message)
+
+        await middleware({"type": "lifespan"}, receive, send)
+        middleware.log.close()
+        return sent
+
+    assert asyncio.run(scenario()) == [{"type": "lifespan.startup.complete"}]

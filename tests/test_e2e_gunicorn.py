@@ -20,6 +20,7 @@ import pytest
 from _servers import (
     CLIENT_TIMEOUT,
     LOOPBACK,
+    NAMED_FIELDS,
     PYTHON,
     Server,
     build_exchanges,
@@ -29,6 +30,7 @@ from _servers import (
     running_server,
     server_environment,
     stop_gracefully,
+    unrewritten_exchanges,
 )
 
 REQUESTS = 200
@@ -53,6 +55,13 @@ def gunicorn(
 def test_every_request_is_logged_once_with_exact_fields(tmp_path: Path, log_format: str) -> None:
     """N mixed requests leave exactly N correct lines, all written by the worker's exit drain."""
     check_drained_on_stop(tmp_path, gunicorn_command, build_exchanges(REQUESTS), log_format)
+
+
+def test_a_custom_format_reads_every_record_by_name(tmp_path: Path) -> None:
+    """A format of the user's own, reading ``record.status``, ``record.path`` and the
+    other fields by name, gets a Record for every request."""
+    exchanges = unrewritten_exchanges(REQUESTS)
+    check_drained_on_stop(tmp_path, gunicorn_command, exchanges, NAMED_FIELDS)
 
 
 def test_exception_before_response_is_logged_as_500_and_server_keeps_serving(

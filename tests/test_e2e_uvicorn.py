@@ -19,6 +19,7 @@ import pytest
 from _servers import (
     CLIENT_TIMEOUT,
     LOOPBACK,
+    NAMED_FIELDS,
     OPTIONS_VARIABLE,
     PYTHON,
     UVICORN_CLEAN_EXITS,
@@ -29,6 +30,7 @@ from _servers import (
     read_log_lines,
     running_server,
     server_environment,
+    unrewritten_exchanges,
 )
 from _servers import stop_gracefully as stop_server_gracefully
 
@@ -64,6 +66,13 @@ def test_every_request_is_logged_once_with_exact_fields(tmp_path: Path, log_form
     """N mixed requests leave exactly N correct lines, all written by the SIGTERM drain."""
     exchanges = build_exchanges(REQUESTS)
     check_drained_on_stop(tmp_path, uvicorn_command, exchanges, log_format, stop_gracefully)
+
+
+def test_a_custom_format_reads_every_record_by_name(tmp_path: Path) -> None:
+    """A format of the user's own, reading ``record.status``, ``record.path`` and the
+    other fields by name, gets a Record for every request."""
+    exchanges = unrewritten_exchanges(REQUESTS)
+    check_drained_on_stop(tmp_path, uvicorn_command, exchanges, NAMED_FIELDS, stop_gracefully)
 
 
 def test_exception_before_response_is_logged_as_500_and_server_keeps_serving(

@@ -19,6 +19,7 @@ from aiohttp import web
 from _servers import (
     CLIENT_TIMEOUT,
     HOLD_UNTIL_CLOSE,
+    NAMED_FIELDS,
     PYTHON,
     REPO_ROOT,
     Exchange,
@@ -33,6 +34,7 @@ from _servers import (
     send_http10,
     server_environment,
     stop_gracefully,
+    unrewritten_exchanges,
 )
 from boundlog import AccessLog, ConfigurationError
 from boundlog.aiohttp import AccessLogger, access_logger
@@ -85,11 +87,20 @@ def on_the_wire(exchange: Exchange, error_page: int) -> Exchange:
     return exchange
 
 
-@pytest.mark.parametrize("log_format", ["combined", "json"])
+@pytest.mark.parametrize(
+    ("log_format", "make_exchanges"),
+    [
+        ("combined", build_exchanges),
+        ("json", build_exchanges),
+        (NAMED_FIELDS, unrewritten_exchanges),
+    ],
+    ids=["combined", "json", "custom-format-by-name"],
+)
 def test_run_app_with_access_logger_logs_every_request_once(
-    tmp_path: Path, log_format: str
+    tmp_path: Path, log_format: str, make_exchanges: Callable[[int], list[Exchange]]
 ) -> None:
-    """Under run_app, N requests leave N exact lines, written when cleanup closes the log."""
+    """Under run_app, N requests leave N exact lines, written when cleanup closes the log;
+    a format of the user's own reading the records' fields by name gets Records."""
     log_path = tmp_path / "access.log"
     environment = server_environment(log_path, log_format, HOLD_UNTIL_CLOSE)
     with running_server(
@@ -98,7 +109,7 @@ def test_run_app_with_access_logger_logs_every_request_once(
         tmp_path / "aiohttp.out",
     ) as server:
         started = time.time()
-        expected = send_traffic(server.port, build_exchanges(REQUESTS))
+        expected = send_traffic(server.port, make_exchanges(REQUESTS))
         finished = time.time()
         assert log_path.read_bytes() == b"", "the writer should hold the lines until close"
         stop_gracefully(server)

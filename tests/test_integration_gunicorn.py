@@ -26,6 +26,7 @@ from _servers import (
     CLIENT_TIMEOUT,
     HOLD_UNTIL_CLOSE,
     LOOPBACK,
+    NAMED_FIELDS,
     PYTHON,
     SERVER_TZ,
     STOP_TIMEOUT,
@@ -39,6 +40,7 @@ from _servers import (
     running_server_with_stdout,
     send_exchanges,
     stop_gracefully,
+    unrewritten_exchanges,
 )
 from boundlog.gunicorn import Logger
 
@@ -111,6 +113,20 @@ def test_every_request_is_logged_once_with_exact_fields(
     environment = {"BOUNDLOG_FLUSH_INTERVAL": HOLD_UNTIL_CLOSE, **POLICY_ENVIRONMENT}
     check_drained_on_stop(
         tmp_path, gunicorn_command(*options), exchanges, log_format, environment=environment
+    )
+
+
+def test_a_custom_format_from_a_subclass_reads_every_record_by_name(tmp_path: Path) -> None:
+    """A format object a Logger subclass passes through log_options, reading
+    ``record.status``, ``record.path`` and the other fields by name, gets a Record for
+    every request."""
+    options = ["--access-logfile", str(tmp_path / "access.log")]
+    command = gunicorn_command(
+        *options, logger_class="tests.apps.named_fields_gunicorn_logger.NamedFieldsLogger"
+    )
+    environment = {"BOUNDLOG_FLUSH_INTERVAL": HOLD_UNTIL_CLOSE, **POLICY_ENVIRONMENT}
+    check_drained_on_stop(
+        tmp_path, command, unrewritten_exchanges(REQUESTS), NAMED_FIELDS, environment=environment
     )
 
 

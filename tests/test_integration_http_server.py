@@ -7,17 +7,22 @@ because the error pages and the directory listing are http.server's own.
 
 from __future__ import annotations
 
+import http.client
 import socket
+import threading
 import time
 from contextlib import AbstractContextManager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
+from _records import CapturingFormat
 from _servers import (
     CLIENT_TIMEOUT,
     HOLD_UNTIL_CLOSE,
     LOOPBACK,
+    NAMED_FIELDS,
     PYTHON,
     Exchange,
     Server,
@@ -30,6 +35,8 @@ from _servers import (
     server_environment,
     stop_gracefully,
 )
+from boundlog import AccessLog
+from boundlog.http_server import AccessLogMixin
 
 HELLO = b"hello, world\n" * 300
 AGENT = 'agent "quoted" \\ ✓'.encode()
@@ -74,13 +81,13 @@ def serve(tmp_path: Path, log_format: str, log_as: str) -> AbstractContextManage
     )
 
 
-def send_requests(port: int) -> list[Exchange]:
-    """Send REQUESTS and POLICY_EXCHANGES in order, checking each status; return what the
-    log must show."""
+def send_requests(port: int, *, policy: bool = True) -> list[Exchange]:
+    """Send REQUESTS, then POLICY_EXCHANGES unless ``policy`` is false, in order,
+    checking each status; return what the log must show."""
     exchanges = [
         Exchange(method, *target.partition(b"?")[::2], protocol, referer, agent, b"", status, 0)
         for method, target, protocol, referer, agent, status in REQUESTS
-    ] + POLICY_EXCHANGES
+    ] + (POLICY_EXCHANGES if policy else [])
     sent = []
     with http_client(port) as client:
         for exchange in exchanges:
@@ -118,3 +125,54 @@ def test_every_request_is_logged_once_with_exact_fields(
     assert "RuntimeError: the test handler raises" in output, output
     assert output.count("Traceback") == 1, output
     assert '"GET /hello.txt HTTP/1.1" 200' not in output, output
+
+
+def test_a_custom_format_reads_every_record_by_name(tmp_path: Path) -> None:
+    """A format of the user's own, reading ``record.status``, ``record.path`` and the
+    other fields by name, gets a Record for every request."""
+    log_path = tmp_path / "access.log"
+    with serve(tmp_path, NAMED_FIELDS, "options") as server:
+        started = time.time()
+        # The policy's exchanges are left out: the rewrites build records of their own.
+        expected = send_requests(server.port, policy=False)
+        expected.append(raise_before_responding(server.port))
+        finished = time.time()
+        stop_gracefully(server)
+    check_log(read_log_lines(log_path), expected, NAMED_FIELDS, started, finished)
+
+
+def test_a_clock_step_back_during_a_request_logs_no_negative_duration(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The mixin measures the duration by the monotonic clock: a wall clock stepped back
+    an hour while the handler runs changes neither its size nor its sign."""
+    import boundlog.http_server
+
+    readings = iter([1_700_003_600.0, 1_700_000_000.0])
+    monkeypatch.setattr(boundlog.http_server, "time", lambda: next(readings, 1_700_000_000.0))
+    capture = CapturingFormat(frozenset())
+
+    class Handler(AccessLogMixin, BaseHTTPRequestHandler):
+        access_log = AccessLog(str(tmp_path / "access.log"), format=capture)
+
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"ok")
+
+    with ThreadingHTTPServer((LOOPBACK, 0), Handler) as server:
+        serving = threading.Thread(target=server.serve_forever)
+        serving.start()
+        try:
+            connection = http.client.HTTPConnection(LOOPBACK, server.server_port)
+            connection.request("GET", "/")
+            assert connection.getresponse().read() == b"ok"
+            connection.close()
+        finally:
+            server.shutdown()
+            serving.join()
+    Handler.access_log.close()
+    [record] = capture.records
+    assert 0 <= record.duration < 60
+    assert record.bytes_sent == 2

@@ -8,17 +8,22 @@ shutdown by re-raising SIGTERM on itself, which skips the exit handlers.
 
 from __future__ import annotations
 
+import re
 from functools import partial
 from pathlib import Path
 
 import pytest
 
 from _servers import (
+    FORMAT_VARIABLE,
     LOOPBACK,
     PYTHON,
+    SINK_VARIABLE,
     UVICORN_CLEAN_EXITS,
     build_exchanges,
     check_drained_on_stop,
+    run_until_exit,
+    server_environment,
     stop_gracefully,
 )
 
@@ -49,3 +54,56 @@ def test_every_request_is_logged_once_with_exact_fields(tmp_path: Path, log_form
         log_format,
         stop=partial(stop_gracefully, clean_exits=UVICORN_CLEAN_EXITS),
     )
+
+
+# An ASGI server started the way its documentation says, with nothing about lifespan.
+DEFAULT_SERVERS = {
+    "uvicorn": lambda app: lambda port: [
+        PYTHON, "-m", "uvicorn", app, "--host", LOOPBACK, "--port", str(port),
+    ],
+    "hypercorn": lambda app: lambda port: [
+        PYTHON, "-m", "hypercorn", app, "--bind", f"{LOOPBACK}:{port}",
+    ],
+    "granian": lambda app: lambda port: [
+        PYTHON, "-m", "granian", "--interface", "asgi", "--host", LOOPBACK,
+        "--port", str(port), app,
+    ],
+}  # fmt: skip
+# (options the log cannot be built with, what the reason the server prints must say).
+UNUSABLE_LOGS = {
+    "missing-directory": (
+        {SINK_VARIABLE: "/no/such/directory/access.log"},
+        "/no/such/directory/access.log: No such file or directory",
+    ),
+    "misspelt-format": ({FORMAT_VARIABLE: "combind"}, "unknown format 'combind'"),
+}
+
+
+@pytest.mark.parametrize("unusable", UNUSABLE_LOGS.values(), ids=UNUSABLE_LOGS.keys())
+@pytest.mark.parametrize(
+    ("server", "app"),
+    [
+        ("uvicorn", "tests.apps.starlette_app:app"),
+        ("hypercorn", "tests.apps.starlette_app:app"),
+        ("granian", "tests.apps.starlette_app:app"),
+        ("uvicorn", "tests.apps.fastapi_app:app"),
+    ],
+    ids=["uvicorn-starlette", "hypercorn-starlette", "granian-starlette", "uvicorn-fastapi"],
+)
+def test_a_log_that_cannot_be_built_stops_the_server_at_startup_with_the_reason(
+    tmp_path: Path, server: str, app: str, unusable: tuple[dict[str, str], str]
+) -> None:
+    """add_middleware builds the middleware inside the lifespan startup, where uvicorn's
+    default lifespan "auto" took an exception for "lifespan unsupported" and served 500
+    to every request; the startup now fails with the reason, and the server stops."""
+    variables, reason = unusable
+    environment = {**server_environment(tmp_path / "access.log", "combined", "0.01"), **variables}
+    status, output = run_until_exit(DEFAULT_SERVERS[server](app), environment, tmp_path / "out")
+    assert re.search("boundlog: .*" + re.escape(reason), output), output
+    if server == "hypercorn":
+        # hypercorn 0.18 loses its worker's exit status and exits 0 whatever it was
+        # (pgjones/hypercorn#269): it stops all the same, with the reason in the
+        # traceback of the worker's LifespanFailureError.
+        return
+    assert status != 0, output
+    assert "Traceback" not in output, output

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import http.client
 import json
+import re
 import threading
 from collections.abc import Callable, Iterable, Iterator
+from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 from wsgiref.simple_server import WSGIRequestHandler, make_server
 from wsgiref.util import setup_testing_defaults
 from wsgiref.validate import validator
@@ -16,6 +18,7 @@ import pytest
 
 from _records import CapturingFormat
 from boundlog import AccessLog
+from boundlog._record import CLIENT, REQUEST_HEADERS
 from boundlog.wsgi import AccessLogMiddleware
 
 StartResponse = Callable[..., Any]
@@ -293,3 +296,117 @@ def test_a_record_keeps_only_the_header_fields_the_log_reads(
         assert record.request_headers is env
     else:
         assert record.request_headers == expected
+
+
+class GunicornResponse:
+    """What gunicorn's workers hand its logger as ``resp``."""
+
+    status = "200 OK"
+    sent = 3
+    headers: ClassVar[list[tuple[str, str]]] = []
+
+
+class GunicornRequest:
+    """What gunicorn's workers hand its logger as ``req``."""
+
+    headers: ClassVar[list[tuple[str, str]]] = []
+
+
+# Environs as servers fill them, each with one thing missing or unusual.
+ENVIRONS = {
+    "plain": {"PATH_INFO": "/a", "QUERY_STRING": "x=1"},
+    "no-method": {"REQUEST_METHOD": None, "PATH_INFO": "/a"},
+    "empty-method": {"REQUEST_METHOD": "", "PATH_INFO": "/a"},
+    "empty-remote-addr": {"REMOTE_ADDR": "", "PATH_INFO": "/a"},
+    "no-remote-addr": {"REMOTE_ADDR": None, "PATH_INFO": "/a"},
+    "script-name": {"SCRIPT_NAME": "/app", "PATH_INFO": "/b", "QUERY_STRING": "y=2"},
+    "raw-uri": {"RAW_URI": "/raw%20p?q=%22", "PATH_INFO": "/raw p", "QUERY_STRING": "q=%22"},
+    "request-uri": {"REQUEST_URI": "/app/u?z", "SCRIPT_NAME": "/app", "PATH_INFO": "/u"},
+    "empty-raw-uri": {"RAW_URI": "", "PATH_INFO": "/p", "QUERY_STRING": "k"},
+    "no-protocol": {"SERVER_PROTOCOL": None, "PATH_INFO": "/a"},
+    "latin-1-path": {"PATH_INFO": "/caf\xe9"},
+}
+
+
+def server_environ(overrides: dict[str, str | None]) -> dict[str, Any]:
+    env: dict[str, Any] = {
+        "REQUEST_METHOD": "GET",
+        "SCRIPT_NAME": "",
+        "QUERY_STRING": "",
+        "REMOTE_ADDR": "192.0.2.7",
+        "SERVER_PROTOCOL": "HTTP/1.1",
+        **overrides,
+    }
+    return {name: value for name, value in env.items() if value is not None}
+
+
+@pytest.mark.parametrize("overrides", ENVIRONS.values(), ids=ENVIRONS.keys())
+def test_the_wsgi_middleware_and_the_gunicorn_logger_log_an_environ_alike(
+    tmp_path: Path, overrides: dict[str, str | None]
+) -> None:
+    """The same environ gives the same record fields through both, and the same line."""
+    from gunicorn.config import Config
+
+    from boundlog.gunicorn import Logger
+
+    env = server_environ(overrides)
+    capture = CapturingFormat(frozenset())
+    with AccessLog(str(tmp_path / "wsgi.log"), format=capture) as log:
+
+        def app(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+            start_response("200 OK", [])
+            return [b"abc"]
+
+        run(AccessLogMiddleware(app, log=log), dict(env))
+        logger = Logger(Config())
+        logger.boundlog = log
+        logger.access(GunicornResponse(), GunicornRequest(), dict(env), timedelta(milliseconds=3))
+    through_wsgi, through_gunicorn = capture.records
+    assert through_wsgi[CLIENT:REQUEST_HEADERS] == through_gunicorn[CLIENT:REQUEST_HEADERS]
+    assert through_wsgi.bytes_sent == 3
+    lines_path = tmp_path / "lines.log"
+    with AccessLog(str(lines_path), format="common") as lines_log:
+        for record in capture.records:
+            lines_log.submit(record._replace(time=0.0))
+    lines = lines_path.read_bytes().splitlines(keepends=True)
+    assert lines[0] == lines[1]
+    assert re.fullmatch(rb'\S+ - - \[[^]]+\] "\S+ \S+ \S+" 200 3\n', lines[0]), lines[0]
+
+
+def test_a_clock_step_back_during_a_request_logs_no_negative_duration(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The middleware measures the duration by the monotonic clock: a wall clock stepped
+    back an hour between the request and its close changes neither its size nor sign."""
+    import boundlog.wsgi
+
+    readings = iter([1_700_003_600.0, 1_700_000_000.0])
+    monkeypatch.setattr(boundlog.wsgi, "time", lambda: next(readings, 1_700_000_000.0))
+    capture = CapturingFormat(frozenset())
+    with AccessLog(str(tmp_path / "access.log"), format=capture) as log:
+        run(AccessLogMiddleware(hello, log=log), environ())
+    [record] = capture.records
+    assert 0 <= record.duration < 60
+
+
+@pytest.mark.parametrize(
+    ("elapsed", "duration"),
+    [(timedelta(milliseconds=1500), 1.5), (timedelta(days=1, seconds=2), 86_402.0),
+     (timedelta(seconds=-1), 0.0), (timedelta(microseconds=-1), 0.0)],
+    ids=["1.5s", "over-a-day", "clock-step-back", "a-microsecond-back"],
+)  # fmt: skip
+def test_the_gunicorn_logger_reads_the_whole_timedelta(
+    tmp_path: Path, elapsed: timedelta, duration: float
+) -> None:
+    """gunicorn's workers time a request by the wall clock: a step back gives a negative
+    timedelta, logged as 0 rather than as the day minus the step that ``seconds`` holds."""
+    from gunicorn.config import Config
+
+    from boundlog.gunicorn import Logger
+
+    capture = CapturingFormat(frozenset())
+    with AccessLog(str(tmp_path / "access.log"), format=capture) as log:
+        logger = Logger(Config())
+        logger.boundlog = log
+        logger.access(GunicornResponse(), GunicornRequest(), server_environ({}), elapsed)
+    assert [record.duration for record in capture.records] == [duration]

@@ -12,7 +12,7 @@ from __future__ import annotations
 from ._dev import DevFormat
 from ._errors import AccessLogError, ConfigurationError, SinkError
 from ._escape import escape, unescape
-from ._formats import FORMATS
+from ._formats import FORMATS, Format
 from ._json import JsonFormat
 from ._log import AccessLog
 from ._queue import POLICIES
@@ -29,6 +29,7 @@ __all__ = [
     "DEFAULT_REDACTED_QUERY",
     "DevFormat",
     "FORMATS",
+    "Format",
     "JsonFormat",
     "POLICIES",
     "Record",

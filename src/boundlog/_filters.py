@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Sequence
 from ._errors import ConfigurationError
 from ._options import entries, fraction, seconds
 from ._proxies import PROXY_HEADERS, TrustedProxies
-from ._record import Record
+from ._record import DURATION, PATH, STATUS, Record
 from ._redaction import DEFAULT_REDACTED_QUERY, QueryRedaction
 
 #: Rewrites the records of a batch in place (the writer owns the list).
@@ -104,19 +104,19 @@ class Select:
     def _select(self, batch: list[Record], report: Report) -> list[Record]:
         if self._exact_paths or self._path_prefixes:
             exact, prefixes = self._exact_paths, self._path_prefixes
-            batch = [r for r in batch if r[4] not in exact and not r[4].startswith(prefixes)]
+            batch = [r for r in batch if r[PATH] not in exact and not r[PATH].startswith(prefixes)]
         if self._skip_status:
             skip = self._skip_status
-            batch = [r for r in batch if r[7] not in skip]
+            batch = [r for r in batch if r[STATUS] not in skip]
         if self._min_duration:
             # Fast errors are skipped too: a slow-request log (nginx users know it as
             # such) must mean slow, and mixing in errors would make both hard to read.
             # Errors belong in a log of their own: skip_status=range(100, 500).
             fastest_kept = self._min_duration
-            batch = [r for r in batch if r[1] >= fastest_kept]
+            batch = [r for r in batch if r[DURATION] >= fastest_kept]
         if self._sample < 1.0:
             draw, sample = self._random.random, self._sample
-            batch = [r for r in batch if r[7] >= 400 or draw() < sample]
+            batch = [r for r in batch if r[STATUS] >= 400 or draw() < sample]
         for rewrite in self._rewrites:
             if batch:
                 rewrite(batch)
@@ -132,8 +132,10 @@ class Select:
         first_error: Exception | None = None
         for record in batch:
             try:
-                # Integrations hand plain tuples; the predicate gets named fields.
-                if not keep(Record._make(record)):
+                # Integrations hand Records; one submitted by hand, or rebuilt by a
+                # rewrite, may be a plain tuple, and the predicate reads fields by name.
+                named = record if type(record) is Record else Record._make(record)
+                if not keep(named):
                     continue
             except Exception as error:
                 # Log rather than lose: a broken predicate must not empty the log.

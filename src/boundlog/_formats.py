@@ -44,7 +44,11 @@ from ._timestamps import ClfClock
 
 
 class Format(Protocol):
-    """What the writer needs from a format.
+    """What the writer needs from a format: give any object with this method as
+    ``AccessLog(format=...)`` to write lines of your own.
+
+    The writer thread calls ``format_batch`` with each batch of :class:`Record` s (read
+    them by name, ``record.status``, or by position), never on the request path.
 
     A format may also say which header fields it reads, as ``request_header_names``
     and ``response_header_names`` attributes (frozensets of lower-case bytes):

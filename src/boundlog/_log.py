@@ -58,7 +58,9 @@ class AccessLog:
 
     submit: Callable[[Record], bool]
     submit_async: Callable[[Record], Coroutine[Any, Any, bool]]
-    offer: Callable[[Record], bool]
+    # For the integrations' request path: accepts a record if there is room now, and
+    # refuses without counting otherwise, so a refusal must go on to submit.
+    _offer: Callable[[Record], bool]
 
     def __init__(
         self,
@@ -159,7 +161,7 @@ class AccessLog:
         # Bound once so integrations call the admission directly, without a hop here.
         self.submit = self._admission.submit
         self.submit_async = self._admission.submit_async
-        self.offer = self._admission.offer
+        self._offer = self._admission.offer
         _open_logs.add(self)
         try:
             # Once the writer exists: a signal may come at once.

@@ -9,8 +9,8 @@ so is finding a header field (see ``_headers``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any, NamedTuple, TypeAlias
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any, Final, NamedTuple, TypeAlias, cast
 
 #: A message's header fields as a server holds them: ``(name, value)`` pairs of bytes
 #: (ASGI, aiohttp's raw headers) or of latin-1 text (WSGI's response headers, gunicorn),
@@ -20,18 +20,17 @@ from typing import Any, NamedTuple, TypeAlias
 Headers: TypeAlias = Iterable[tuple[bytes | str, bytes | str]] | Mapping[str, Any]
 
 
-class Record(NamedTuple):
-    """One completed HTTP exchange.
+# The header containers records hold most often, none of them an iterator.
+_REREADABLE = frozenset({list, tuple, dict})
 
-    The integrations hand plain tuples in this field order to the queue, because the
-    generated ``Record(...)`` constructor is a Python-level call that costs three times
-    as much on the request path; the formats read fields by position.  The field order
-    is therefore part of the contract between the integrations and the formats.
-    """
+
+class _Fields(NamedTuple):
+    """The fields of a :class:`Record`, in order."""
 
     #: Wall-clock time (seconds since the epoch) when the request was received.
     time: float
-    #: Seconds from receiving the request to handing over the last body byte.
+    #: Seconds from receiving the request to handing over the last body byte, measured
+    #: with a monotonic clock: never negative, whatever the wall clock does meanwhile.
     duration: float
     #: The client's address (IP or socket path) as the server reported it, or None.
     client: str | None
@@ -52,3 +51,58 @@ class Record(NamedTuple):
     request_headers: Headers = ()
     #: The response's header fields, as the application gave them to the server.
     response_headers: Headers = ()
+
+
+class Record(_Fields):
+    """One completed HTTP exchange: a named tuple of the fields above, in that order.
+
+    Every format, ``keep`` predicate and rewrite sees records of this type, and may read
+    them by name (``record.status``) or by position, in the order above.  A header list
+    given as an iterator (a generator, ``map(...)``) is read into a tuple here, because
+    the writer may read a record's headers more than once.
+    """
+
+    __slots__ = ()
+
+    def __new__(
+        cls,
+        time: float,
+        duration: float,
+        client: str | None,
+        method: str,
+        path: bytes,
+        query: bytes,
+        protocol: str,
+        status: int,
+        bytes_sent: int,
+        request_headers: Headers = (),
+        response_headers: Headers = (),
+    ) -> Record:
+        # The type test first: the ABC's isinstance costs ten times as much.
+        if type(request_headers) not in _REREADABLE and isinstance(request_headers, Iterator):
+            request_headers = tuple(request_headers)
+        if type(response_headers) not in _REREADABLE and isinstance(response_headers, Iterator):
+            response_headers = tuple(response_headers)
+        return tuple.__new__(cls, (time, duration, client, method, path, query, protocol,
+                                   status, bytes_sent, request_headers, response_headers))  # fmt: skip
+
+
+#: ``new_record(Record, (time, duration, ..., response_headers))``: a Record from its
+#: fields in order, for the integrations' request path.  It skips the checks of
+#: ``Record(...)``, a Python-level call that costs twice as much; integrations never hand
+#: over iterators.
+new_record = cast(Callable[[type[Record], tuple[Any, ...]], Record], tuple.__new__)
+
+# The position of each field, for code that reads records by index in a hot loop
+# (Final, so that type checkers know the field type each one selects).
+TIME: Final = 0
+DURATION: Final = 1
+CLIENT: Final = 2
+METHOD: Final = 3
+PATH: Final = 4
+QUERY: Final = 5
+PROTOCOL: Final = 6
+STATUS: Final = 7
+BYTES_SENT: Final = 8
+REQUEST_HEADERS: Final = 9
+RESPONSE_HEADERS: Final = 10

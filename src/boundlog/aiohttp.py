@@ -33,7 +33,7 @@ from aiohttp.abc import AbstractAccessLogger
 from ._errors import ConfigurationError
 from ._formats import FORMATS
 from ._log import AccessLog
-from ._record import Record
+from ._record import Record, new_record
 
 # aiohttp's default template, '%a %t "%r" %s %b "%{Referer}i" "%{User-Agent}i"', is the
 # combined format without its ident and user fields.
@@ -137,19 +137,14 @@ def _record(
     # encoding them back the same way recovers the bytes the client sent.
     path, _, query = request.raw_path.partition("?")
     version = request.version
-    return Record(
-        time=time() - duration,
-        duration=duration,
-        client=request.remote,
-        method=request.method,
-        path=path.encode("utf-8", "surrogateescape"),
-        query=query.encode("utf-8", "surrogateescape"),
-        protocol=f"HTTP/{version.major}.{version.minor}",
-        status=response.status,
-        bytes_sent=_body_bytes(request, response),
-        request_headers=request.raw_headers,
-        response_headers=response.headers if keeps_response_headers else (),
-    )
+    # aiohttp measures the duration by its event loop's monotonic clock.
+    return new_record(Record, (
+        time() - duration, duration, request.remote, request.method,
+        path.encode("utf-8", "surrogateescape"), query.encode("utf-8", "surrogateescape"),
+        f"HTTP/{version.major}.{version.minor}", response.status,
+        _body_bytes(request, response), request.raw_headers,
+        response.headers if keeps_response_headers else (),
+    ))  # fmt: skip
 
 
 def _body_bytes(request: web.BaseRequest, response: web.StreamResponse) -> int:

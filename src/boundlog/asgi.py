@@ -16,6 +16,15 @@ A record is completed at the first of:
 Lifespan and websocket scopes go to the application untouched, but the middleware
 watches the lifespan shutdown: before the server hears that shutdown is complete, an
 owned log is closed and a borrowed one flushed (see ``_draining_on_shutdown``).
+
+A log that cannot be built (a missing directory, a misspelt format) raises at once when
+the middleware is made at import time.  Frameworks that build their middleware lazily
+(Starlette and FastAPI's ``add_middleware``) make it inside the server's first call, the
+lifespan startup, where an exception reads to uvicorn's default ``--lifespan auto`` as
+"lifespan unsupported": the server would go on answering 500 to every request.  Made
+inside a running event loop, the middleware therefore keeps the error, answers the
+lifespan startup with ``lifespan.startup.failed`` and the reason, which stops the
+server, and raises the error for any request a server without lifespan sends it.
 """
 
 from __future__ import annotations
@@ -23,11 +32,12 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Awaitable, Callable, MutableMapping
-from time import time
+from time import perf_counter, time
 from typing import Any
 
+from ._errors import AccessLogError
 from ._log import AccessLog, log_for_middleware
-from ._record import Record
+from ._record import Record, new_record
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -53,8 +63,17 @@ class AccessLogMiddleware:
 
     def __init__(self, app: ASGIApp, log: AccessLog | None = None, **options: Any) -> None:
         self.app = app
-        self.log, self.owns_log = log_for_middleware(log, options)
-        self._offer = self.log.offer
+        try:
+            self.log, self.owns_log = log_for_middleware(log, options)
+        except AccessLogError as error:
+            if not _inside_event_loop():
+                raise
+            # Made lazily by a framework, inside the server's first call: see the module
+            # docstring.  A class of its own keeps the check off every request's path.
+            self.__class__ = _UnusableLogMiddleware
+            self.error = error
+            return
+        self._offer = self.log._offer
         self._submit_async = self.log.submit_async
         self._keeps_response_headers = self.log.reads_response_headers
 
@@ -65,7 +84,7 @@ class AccessLogMiddleware:
             await self.app(scope, receive, send)
             return
 
-        received = time()
+        started = perf_counter()
         status = 0
         sent = 0
         # The start message, until the record is handed over; then _FINISHED.
@@ -92,7 +111,7 @@ class AccessLogMiddleware:
                 sent = _file_size(response, message)
             else:
                 return send(message)
-            entry = _record(scope, received, status, sent, response, self._keeps_response_headers)
+            entry = _record(scope, started, status, sent, response, self._keeps_response_headers)
             response = _FINISHED
             if self._offer(entry):
                 return send(message)
@@ -105,7 +124,7 @@ class AccessLogMiddleware:
                 # The response never finished: the app raised, or returned early because
                 # the client left.  A server answers 500 when no response had started.
                 entry = _record(
-                    scope, received, status or 500, sent, response, self._keeps_response_headers
+                    scope, started, status or 500, sent, response, self._keeps_response_headers
                 )
                 await self._submit_async(entry)
 
@@ -135,7 +154,7 @@ class AccessLogMiddleware:
 
 def _record(
     scope: Scope,
-    received: float,
+    started: float,
     status: int,
     sent: int,
     response: Message,
@@ -143,12 +162,11 @@ def _record(
 ) -> Record:
     client = scope.get("client")
     version = scope["http_version"]
-    # The wall clock measures the duration too: one clock read fewer per request, at
-    # the price of a wrong duration in the rare request that spans a clock step.
-    # A plain tuple in Record's field order: the NamedTuple constructor would cost a
-    # Python-level call per request, and the writer reads fields by position anyway.
-    return (  # type: ignore[return-value]
-        received, time() - received, client[0] if client else None,
+    # The duration by the monotonic clock, which no clock step can make negative; the
+    # time the request was received by the wall clock, as lines show it.
+    duration = perf_counter() - started
+    return new_record(Record, (
+        time() - duration, duration, client[0] if client else None,
         scope["method"], scope.get("raw_path") or scope["path"].encode(),
         scope.get("query_string", b""), _PROTOCOLS.get(version) or "HTTP/" + version,
         # The request's header list goes as it is: picking out the fields the log
@@ -157,16 +175,63 @@ def _record(
         # a log that reads it, not to keep an application's list alive for nothing.
         status, sent, scope["headers"],
         response.get("headers", ()) if keeps_response_headers else (),
-    )  # fmt: skip
+    ))  # fmt: skip
 
 
 def _file_size(response: Message, message: Message) -> int:
     # pathsend hands the server a file instead of body bytes: the response carries its
-    # Content-Length when the application set one, else the whole file.
+    # Content-Length when the application set one, else the whole file is sent.
     for name, value in response.get("headers", ()):
         if name.lower() == _CONTENT_LENGTH:
-            return int(value)
+            length = _content_length(value)
+            if length is not None:
+                return length
+            break
     try:
         return os.stat(message["path"]).st_size
-    except OSError:
+    except (OSError, ValueError):
+        # ValueError: a path with a NUL byte.
         return 0
+
+
+def _content_length(value: object) -> int | None:
+    """The length a Content-Length value states, or None for a value that states none.
+
+    RFC 9110 8.6 lets a recipient take a list of identical lengths (``12, 12``) as one.
+    """
+    if not isinstance(value, bytes):
+        return None
+    lengths = set(map(bytes.strip, value.split(b",")))
+    if len(lengths) != 1:
+        return None
+    [length] = lengths
+    return int(length) if length.isdigit() else None
+
+
+def _inside_event_loop() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+class _UnusableLogMiddleware(AccessLogMiddleware):
+    """The middleware whose log could not be built inside a running event loop."""
+
+    #: Why the log could not be built.
+    error: AccessLogError
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        reason = f"boundlog: {self.error}"
+        if scope["type"] == "lifespan":
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                # Every ASGI server stops when its application's startup fails, and
+                # prints the message.
+                await send({"type": "lifespan.startup.failed", "message": reason})
+                return
+        # A server without lifespan support: each request fails, with the reason.  A
+        # copy each time, because raising one instance again and again chains the
+        # tracebacks of all the requests onto it.
+        raise type(self.error)(*self.error.args) from None

@@ -22,7 +22,9 @@ one header those proxies set: ``x-forwarded-for``, the default, or ``forwarded``
 ``BOUNDLOG_REDACT_QUERY`` (comma-separated names, replacing the default list; empty
 turns redaction off).  A bad value, or a ``BOUNDLOG_*`` variable that is none of these
 (``BOUNDLOG_MAXQUEUE``), stops gunicorn at startup with an error naming the variable.
-A subclass may override :meth:`Logger.log_options`, e.g. to pass ``keep``.
+A subclass may override :meth:`Logger.log_options`, e.g. to pass ``keep``, or a
+``format`` object (see :class:`~boundlog.Format`), which then replaces
+``--access-logformat``.
 
 The master builds the log, so each worker inherits it through ``fork`` and gets a writer
 thread of its own (boundlog restarts its logs in a forked child).  A worker that exits
@@ -34,12 +36,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
+from datetime import timedelta
 from time import time
 from typing import Any, Protocol
 
 from gunicorn.config import AccessLogFormat  # type: ignore[import-untyped]
 from gunicorn.glogging import Logger as GunicornLogger  # type: ignore[import-untyped]
 
+from ._environ import environ_record
 from ._errors import AccessLogError, ConfigurationError
 from ._filters import make_select
 from ._formats import FORMATS
@@ -59,7 +63,6 @@ from ._options import (
     whole_number,
 )
 from ._queue import POLICIES
-from ._record import Record
 from ._templates import Template
 from .wsgi import _STANDARD_STATUS_CODES, _parsed_status_code
 
@@ -84,7 +87,7 @@ class _Response(Protocol):
 
 
 class _Elapsed(Protocol):
-    """A ``datetime.timedelta``, or the ASGI worker's lighter stand-in for one."""
+    """The ASGI worker's lighter stand-in for a ``datetime.timedelta``."""
 
     seconds: int
     microseconds: int
@@ -116,9 +119,12 @@ class Logger(GunicornLogger):  # type: ignore[misc]
     def _open(self, cfg: Any) -> AccessLog:
         try:
             options = self.log_options(cfg)
-            # A template is built here, so it takes the log's time zone here: AccessLog
-            # keeps a format object's own options.
-            log_format = _format_for(cfg.access_log_format, utc=options.get("utc", False))
+            # A format object from a subclass (see log_options) has no name gunicorn's
+            # command line could give.  A template is built here, so it takes the log's
+            # time zone here: AccessLog keeps a format object's own options.
+            log_format = options.pop("format", None) or _format_for(
+                cfg.access_log_format, utc=options.get("utc", False)
+            )
             return AccessLog(cfg.accesslog, log_format, **options)
         except AccessLogError as error:
             # gunicorn prints a RuntimeError from its startup as one line and exits.
@@ -141,7 +147,11 @@ class Logger(GunicornLogger):  # type: ignore[misc]
         return options
 
     def access(
-        self, resp: _Response, req: Any, environ: Mapping[str, Any], request_time: _Elapsed
+        self,
+        resp: _Response,
+        req: Any,
+        environ: Mapping[str, Any],
+        request_time: timedelta | _Elapsed,
     ) -> None:
         """Hand the finished request to boundlog (to gunicorn's access log when it has none)."""
         log = self.boundlog
@@ -149,36 +159,33 @@ class Logger(GunicornLogger):  # type: ignore[misc]
             super().access(resp, req, environ, request_time)
             return
         # Runs in the request's thread once per request: no formatting, no I/O, no lock.
-        # Built from the environ, as gunicorn's own atoms are: every worker class passes
-        # one.  Built here rather than in a function of its own, which cost 8% more
-        # (callgrind: 11.1k instructions a request against 10.2k).
-        duration = request_time.seconds + request_time.microseconds / 1_000_000
+        # gunicorn's sync, gthread and async workers measure the request by the wall
+        # clock, and a timedelta keeps its sign in ``days``, which ``seconds`` leaves
+        # out: a clock step back during the request would read as a day minus the step.
+        if type(request_time) is timedelta:
+            duration = request_time.total_seconds()
+            if duration < 0.0:
+                duration = 0.0
+        else:
+            # The ASGI worker's stand-in, measured by the monotonic clock.
+            duration = request_time.seconds + request_time.microseconds / 1_000_000
         status = resp.status
         if isinstance(status, str):
             status = _STANDARD_STATUS_CODES.get(status) or _parsed_status_code(status)
         elif status is None:
             # The application raised before start_response; gunicorn answers 500.
             status = 500
-        # RAW_URI is the request target as the client sent it (PATH_INFO is decoded).
-        target = environ.get("RAW_URI")
-        if target is None:
-            path, query = environ.get("PATH_INFO", ""), environ.get("QUERY_STRING", "")
-        else:
-            path, _, query = target.partition("?")
-        # A plain tuple in Record's field order (the NamedTuple constructor is a Python
-        # call).  WSGI strings are the bytes on the wire decoded as latin-1.  The
-        # request's headers are gunicorn's own pairs, which its atoms read (the environ
-        # of a request that failed has no HTTP_ variables); some workers pass the pairs
-        # in place of the request.
-        record: Record = (  # type: ignore[assignment]
-            time() - duration, duration, environ.get("REMOTE_ADDR") or None,
-            environ.get("REQUEST_METHOD", "-"), path.encode("latin-1"), query.encode("latin-1"),
-            environ.get("SERVER_PROTOCOL", "HTTP/1.0"), status, resp.sent or 0,
+        # Built from the environ, as gunicorn's own atoms are: every worker class passes
+        # one.  The request's headers are gunicorn's own pairs, which its atoms read
+        # (the environ of a request that failed has no HTTP_ variables); some workers
+        # pass the pairs in place of the request.
+        record = environ_record(
+            environ, time() - duration, duration, status, resp.sent or 0,
             getattr(req, "headers", req),
             getattr(resp, "headers", ()) if log.reads_response_headers else (),
         )  # fmt: skip
         # The lock-free offer first: submit applies the policy when the queue is full.
-        if not log.offer(record):
+        if not log._offer(record):
             log.submit(record)
 
     def reopen_files(self) -> None:

@@ -22,11 +22,11 @@ import io
 import threading
 from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler
-from time import time
+from time import perf_counter, time
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ._log import AccessLog
-from ._record import Record
+from ._record import Record, new_record
 
 if TYPE_CHECKING:
     from _typeshed import ReadableBuffer
@@ -44,7 +44,8 @@ class AccessLogMixin(BaseHTTPRequestHandler):
 
     wfile: _CountingWriter
     _status: int
-    _received: float
+    # When the request was received, by the monotonic clock; 0.0 until then.
+    _started: float
     _body_start: int
     # The response's header fields, kept only for a log that reads them.
     _response_headers: list[tuple[str, str]] | None
@@ -66,13 +67,13 @@ class AccessLogMixin(BaseHTTPRequestHandler):
     def handle_one_request(self) -> None:
         log = self._log()
         self._status = 0
-        self._received = 0.0
+        self._started = 0.0
         self._body_start = self.wfile.count
         self._response_headers = [] if log.reads_response_headers else None
         try:
             super().handle_one_request()
         except Exception:
-            if not self._status and self._received:
+            if not self._status and self._started:
                 # The handler raised before responding: http.server drops the
                 # connection, which is logged as the 500 other servers would send.
                 self._status = 500
@@ -82,7 +83,7 @@ class AccessLogMixin(BaseHTTPRequestHandler):
                 log.submit(self._record())
 
     def parse_request(self) -> bool:
-        self._received = time()
+        self._started = perf_counter()
         return super().parse_request()
 
     def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
@@ -90,7 +91,7 @@ class AccessLogMixin(BaseHTTPRequestHandler):
         if isinstance(code, int):
             self._status = int(code)
             # A request line too long to read is answered before it is parsed.
-            self._received = self._received or time()
+            self._started = self._started or perf_counter()
 
     def send_header(self, keyword: str, value: str) -> None:
         super().send_header(keyword, value)
@@ -110,19 +111,15 @@ class AccessLogMixin(BaseHTTPRequestHandler):
         path, _, query = target.partition("?")
         headers = getattr(self, "headers", None)
         address = self.client_address
-        return Record(
-            time=self._received,
-            duration=time() - self._received,
-            client=address[0] if isinstance(address, tuple) else None,
-            method=self.command or "-",
-            path=path.encode("latin-1"),
-            query=query.encode("latin-1"),
-            protocol=self.request_version or "-",
-            status=self._status,
-            bytes_sent=self.wfile.count - self._body_start,
-            request_headers=() if headers is None else headers.items(),
-            response_headers=self._response_headers or (),
-        )
+        # The duration by the monotonic clock, which no clock step can make negative.
+        duration = perf_counter() - self._started
+        return new_record(Record, (
+            time() - duration, duration,
+            address[0] if isinstance(address, tuple) else None,
+            self.command or "-", path.encode("latin-1"), query.encode("latin-1"),
+            self.request_version or "-", self._status, self.wfile.count - self._body_start,
+            () if headers is None else headers.items(), self._response_headers or (),
+        ))  # fmt: skip
 
 
 class _CountingWriter(io.BufferedIOBase):

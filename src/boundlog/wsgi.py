@@ -16,10 +16,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from http import HTTPStatus
-from time import time
+from time import perf_counter, time
 from types import TracebackType
 from typing import Any
 
+from ._environ import environ_record
 from ._headers import environ_key
 from ._log import AccessLog, log_for_middleware
 from ._record import Record
@@ -70,11 +71,11 @@ class _Exchange:
         "_closed",
         "_environ",
         "_middleware",
-        "_received",
         "_response_headers",
         "_sent",
         "_server_write",
         "_start_response",
+        "_started",
         "_status",
         "body",
     )  # fmt: skip
@@ -82,7 +83,7 @@ class _Exchange:
     def __init__(
         self, environ: Environ, start_response: StartResponse, middleware: AccessLogMiddleware
     ) -> None:
-        self._received = time()
+        self._started = perf_counter()
         self._environ = environ
         self._middleware = middleware
         self._start_response = start_response
@@ -140,28 +141,16 @@ class _Exchange:
 
     def _record(self) -> Record:
         environ = self._environ
-        # The path as sent when the server keeps it (gunicorn's RAW_URI, uWSGI's
-        # REQUEST_URI); PATH_INFO is already percent-decoded.
-        target = environ.get("RAW_URI") or environ.get("REQUEST_URI")
-        path = (
-            target.partition("?")[0]
-            if target
-            else environ.get("SCRIPT_NAME", "") + environ.get("PATH_INFO", "")
-        )
         # The header fields the log reads, in an environ of their own: a queued record
         # holding the server's environ keeps its input stream, socket and every object
         # they reference alive until the writer takes it, which tripled the garbage
         # collector's work under gunicorn.  Values of text only are never tracked by it.
         pick_headers = self._middleware._pick_headers
         headers = environ if pick_headers is None else pick_headers(environ)
-        # WSGI strings are bytes decoded as latin-1; encoding them back recovers the
-        # bytes the client sent.
-        return (  # type: ignore[return-value]
-            self._received, time() - self._received, environ.get("REMOTE_ADDR"),
-            environ["REQUEST_METHOD"],
-            path.encode("latin-1"),
-            environ.get("QUERY_STRING", "").encode("latin-1"),
-            environ.get("SERVER_PROTOCOL", "HTTP/1.0"), self._status, self._sent,
+        # The duration by the monotonic clock, which no clock step can make negative.
+        duration = perf_counter() - self._started
+        return environ_record(
+            environ, time() - duration, duration, self._status, self._sent,
             headers, self._response_headers,
         )  # fmt: skip
 

@@ -28,6 +28,8 @@ FORMAT_VARIABLE = "BOUNDLOG_E2E_FORMAT"
 FLUSH_INTERVAL_VARIABLE = "BOUNDLOG_E2E_FLUSH_INTERVAL"
 # Further AccessLog options, as a JSON object (lists for the list options).
 OPTIONS_VARIABLE = "BOUNDLOG_E2E_OPTIONS"
+# The format name that gives the logs tests.apps.named_fields' format object.
+NAMED_FIELDS = "named-fields"
 
 NOT_FOUND_BODY = b"not found\n"
 HEALTH_CHECK = "/healthz"
@@ -54,9 +56,14 @@ def log_options() -> dict[str, Any]:
     Every server skips its health check and trusts the tests' loopback address as a
     proxy; queries are redacted by default.
     """
+    log_format: object = os.environ.get(FORMAT_VARIABLE, "combined")
+    if log_format == NAMED_FIELDS:
+        from .named_fields import NamedFieldsFormat
+
+        log_format = NamedFieldsFormat()
     return {
         "sink": os.environ[SINK_VARIABLE],
-        "format": os.environ.get(FORMAT_VARIABLE, "combined"),
+        "format": log_format,
         "flush_interval": float(os.environ.get(FLUSH_INTERVAL_VARIABLE, "0.01")),
         "skip_paths": [HEALTH_CHECK],
         "trusted_proxies": [TRUSTED_PROXY],

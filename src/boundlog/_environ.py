@@ -1,0 +1,42 @@
+"""A record from a WSGI environ: the one reading shared by the WSGI middleware and the
+gunicorn logger class, so that the same request gives the same line under both.
+
+PEP 3333 strings are the bytes on the wire decoded as latin-1: encoding them back
+recovers what the client sent.  A field the environ lacks, or leaves empty, is logged
+as missing (``-`` in the Apache formats), never as an empty field that would shift the
+fields after it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ._record import Headers, Record, new_record
+
+
+def environ_record(
+    environ: Mapping[str, Any],
+    received: float,
+    duration: float,
+    status: int,
+    sent: int,
+    request_headers: Headers,
+    response_headers: Headers,
+) -> Record:
+    """The record of the request ``environ`` describes, with the response's fields."""
+    # The target as sent when the server keeps it (gunicorn's RAW_URI, uWSGI's
+    # REQUEST_URI); PATH_INFO is already percent-decoded, and SCRIPT_NAME holds the
+    # part of the path the application is mounted at.
+    target = environ.get("RAW_URI") or environ.get("REQUEST_URI")
+    if target:
+        path, _, query = target.partition("?")
+    else:
+        path = environ.get("SCRIPT_NAME", "") + environ.get("PATH_INFO", "")
+        query = environ.get("QUERY_STRING", "")
+    return new_record(Record, (
+        received, duration, environ.get("REMOTE_ADDR") or None,
+        environ.get("REQUEST_METHOD") or "-", path.encode("latin-1"), query.encode("latin-1"),
+        environ.get("SERVER_PROTOCOL") or "HTTP/1.0", status, sent,
+        request_headers, response_headers,
+    ))  # fmt: skip
