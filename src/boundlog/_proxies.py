@@ -36,7 +36,7 @@ from operator import itemgetter
 
 from ._errors import ConfigurationError
 from ._headers import HeaderReader
-from ._record import Headers, Record
+from ._record import CLIENT, REQUEST_HEADERS, Headers, Record, new_record
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -70,7 +70,7 @@ _PARAMETER = re.compile(
 )
 _QUOTED_PAIR = re.compile(rb"\\(.)", re.DOTALL)
 _WHITESPACE = b" \t"
-_client = itemgetter(2)
+_client = itemgetter(CLIENT)
 
 #: The forwarding headers a log can read, the default first.
 PROXY_HEADERS = ("x-forwarded-for", "forwarded")
@@ -117,9 +117,11 @@ class TrustedProxies:
                     trusted = self._learn(peer)
             if trusted:
                 record = batch[index]
-                client = self.client(peer, record[9])
+                client = self.client(peer, record[REQUEST_HEADERS])
                 if client != peer:
-                    batch[index] = Record._make((*record[:2], client, *record[3:]))
+                    batch[index] = new_record(
+                        Record, (*record[:CLIENT], client, *record[CLIENT + 1 :])
+                    )
 
     def trusts(self, address: str) -> bool:
         """Whether ``address`` (an IP address as text) is one of the trusted proxies."""

@@ -23,7 +23,7 @@ from urllib.parse import unquote_to_bytes
 
 from ._errors import ConfigurationError
 from ._headers import REDACTED
-from ._record import Record
+from ._record import QUERY, Record, new_record
 
 #: Query parameters whose values are redacted unless ``redact_query`` says otherwise:
 #: names that carry a password, a bearer or API credential or a request signature in
@@ -60,7 +60,7 @@ _SEPARATOR = re.compile(rb"([&;])")
 _ESCAPED_NAME = re.compile(rb"%[^&;=%]*+=")
 _BOUNDARY = b"&"
 _BRACKET = re.compile(rb"[\[\]]")
-_query = itemgetter(5)
+_query = itemgetter(QUERY)
 
 
 class QueryRedaction:
@@ -103,11 +103,13 @@ class QueryRedaction:
             return
         search = self._candidate.search
         for index, record in enumerate(batch):
-            query = record[5]
+            query = record[QUERY]
             if query and search(query):
                 redacted = self.redact(query)
                 if redacted != query:
-                    batch[index] = Record._make((*record[:5], redacted, *record[6:]))
+                    batch[index] = new_record(
+                        Record, (*record[:QUERY], redacted, *record[QUERY + 1 :])
+                    )
 
     def redact(self, query: bytes) -> bytes:
         """``query`` with the values of the listed parameters replaced by ``[redacted]``."""
