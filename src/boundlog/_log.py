@@ -6,6 +6,7 @@ import atexit
 import os
 import signal
 import threading
+import time
 from collections.abc import Callable, Coroutine, Iterable
 from types import FrameType, TracebackType
 from typing import Any
@@ -298,8 +299,15 @@ _open_logs: set[AccessLog] = set()
 
 @atexit.register
 def _close_open_logs() -> None:
-    for log in list(_open_logs):
-        log.close()
+    # One deadline for all: every log stops accepting and starts draining at once, then
+    # each is waited for with what is left of the longest close_timeout, so that many
+    # stuck logs delay the exit by one close_timeout, not by one each.
+    logs = list(_open_logs)
+    for log in logs:
+        log._admission.close()
+    deadline = time.monotonic() + max((log._close_timeout for log in logs), default=0.0)
+    for log in logs:
+        log.close(timeout=max(0.0, deadline - time.monotonic()))
 
 
 def _restart_in_child() -> None:
