@@ -101,6 +101,10 @@ class Writer:
     def _serve(self) -> None:
         admission = self._admission
         while True:
+            # Read before the take: a take that found nothing after the queue closed is
+            # the last one.  Closed after the take, the queue may have got records
+            # (accepted before close) between the two, which the next take writes.
+            closed = admission.closed
             batch = admission.take(self._window)
             with self._accounting:
                 if self.abandoned:
@@ -125,7 +129,7 @@ class Writer:
                 if self.abandoned:
                     return
             if not batch:
-                if admission.closed:
+                if closed:
                     return
                 continue
             with self._settled_changed:
