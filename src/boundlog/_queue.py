@@ -181,9 +181,9 @@ class Admission:
     def _count_refused(self) -> None:
         with self._count_lock:
             self.refused += 1
-            if not self._closed:
+            if self.peak < self._max_queue and not self._closed:
                 # Refused while open: the queue was full when its bound was checked.
-                self.peak = max(self.peak, self._max_queue)
+                self.peak = self._max_queue
 
     def _saw_full(self) -> None:
         # A submitter waits for room: the queue is full.  Rare (the queue stays full
