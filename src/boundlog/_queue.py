@@ -198,15 +198,22 @@ class Admission:
         the writer's last look.  Whether the writer took the record decides what the
         submitter answers: taken, it will be written or failed (accepted); still
         queued, it is removed here and the caller counts it refused.  The record is
-        looked for by identity from the right, where it was appended a moment ago.
+        looked for by identity.  Only the writer removes from the left, and not while
+        this holds the count lock, so a position counted from the left stays right
+        however many records other stragglers append meanwhile; an append during the
+        search itself makes the iteration raise, and the search starts again.
         """
         with self._count_lock:
             pending = self._pending
-            for index, queued in enumerate(reversed(pending)):
-                if queued is record:
-                    del pending[len(pending) - 1 - index]
-                    return True
-        return False
+            while True:
+                try:
+                    for index, queued in enumerate(pending):
+                        if queued is record:
+                            del pending[index]
+                            return True
+                except RuntimeError:  # "deque mutated during iteration"
+                    continue
+                return False
 
     # -- writer side -------------------------------------------------------------------
 
