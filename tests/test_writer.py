@@ -212,27 +212,61 @@ def test_a_full_non_blocking_sink_past_descriptor_1023_is_waited_for(kind: str) 
         sink.close()
 
 
-def test_an_unforeseen_error_loses_one_batch_and_the_writer_goes_on(
+def _fails_once(original: Callable[..., Any]) -> Callable[..., Any]:
+    """A method that raises a defect on its first call, then does what it did before."""
+    calls = []
+
+    def method(*args: Any) -> Any:
+        calls.append(args)
+        if len(calls) == 1:
+            raise RuntimeError("a defect")
+        return original(*args)
+
+    return method
+
+
+def test_an_unforeseen_error_in_a_batch_loses_that_batch_and_the_writer_goes_on(
     tmp_path: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The last-resort guard: an error no narrower guard handles costs its batch, counted."""
     path = tmp_path / "access.log"
-    # With an hour-long window the writer takes nothing before flush() asks it to.
-    log = AccessLog(str(path), flush_interval=3600)
+    log = AccessLog(str(path), flush_interval=0)
     assert log.submit(make_record(path=b"/1"))
     assert log.flush(timeout=10)
-    # A defect in boundlog itself, standing for any the code does not foresee.
-    monkeypatch.setattr(Sink, "reopen", _raise(RuntimeError("a defect")))
-    log.request_reopen()
+    # A defect in boundlog's own code, standing for any the code does not foresee.
+    monkeypatch.setattr(Sink, "write", _fails_once(Sink.write))
     assert log.submit(make_record(path=b"/lost"))
     assert log.flush(timeout=10)
-    monkeypatch.undo()
     assert log.submit(make_record(path=b"/2"))
     stats = log.close()
     assert _adds_up(stats)
     assert (stats.submitted, stats.written, stats.failed) == (3, 2, 1)
     assert _paths(path) == [b"/1", b"/2"]
     assert "boundlog: lost 1 record(s) to an unexpected error: RuntimeError('a defect')" in (
+        capfd.readouterr().err
+    )
+
+
+def test_an_unforeseen_error_between_batches_loses_nothing(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A defect in a reopen is reported; the batch after it is still written, and
+    the next reopen works."""
+    path = tmp_path / "access.log"
+    # With an hour-long window the writer takes nothing before flush() asks it to.
+    log = AccessLog(str(path), flush_interval=3600)
+    monkeypatch.setattr(Sink, "reopen", _fails_once(Sink.reopen))
+    assert log.reopen(timeout=0) is False
+    assert log.submit(make_record(path=b"/1"))
+    assert log.flush(timeout=10)
+    rotated = tmp_path / "access.log.1"
+    path.rename(rotated)
+    assert log.reopen(timeout=10)
+    assert log.submit(make_record(path=b"/2"))
+    stats = log.close()
+    assert (stats.submitted, stats.written, stats.failed) == (2, 2, 0)
+    assert (_paths(rotated), _paths(path)) == ([b"/1"], [b"/2"])
+    assert "boundlog: unexpected error between two batches: RuntimeError('a defect')" in (
         capfd.readouterr().err
     )
 

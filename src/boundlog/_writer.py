@@ -110,19 +110,18 @@ class Writer:
                 if self.abandoned:
                     return
                 self.in_flight = len(batch)
+            # The last resorts, for what no narrower guard foresaw: an error between
+            # batches is reported and the batch still written; an error in a batch
+            # loses that batch, counted; either way the writer goes on.
             try:
-                # Between batches: the next batch goes to the reopened file, none after
-                # it to the old one.
-                if self.reopens_done != self.reopens_requested:
-                    self._reopen(self.reopens_requested)
-                elif batch and (self._watch or self._lost_signal is not None):
-                    self._look_around()
-                if batch:
-                    self._write_batch(batch)
+                self._between_batches(batch)
             except BaseException as error:
-                # The last resort, for what no narrower guard foresaw: the batch is lost
-                # and counted, and the writer goes on with the next one.
-                self._count_lost(error)
+                self._report(f"unexpected error between two batches: {describe(error)}")
+            if batch:
+                try:
+                    self._write_batch(batch)
+                except BaseException as error:
+                    self._count_lost(error)
             with self._accounting:
                 self.in_flight = 0
                 self._in_flight_data = None
@@ -135,6 +134,13 @@ class Writer:
             with self._settled_changed:
                 self.settled += len(batch)
                 self._settled_changed.notify_all()
+
+    def _between_batches(self, batch: list[Record]) -> None:
+        # The next batch goes to the reopened file, none after it to the old one.
+        if self.reopens_done != self.reopens_requested:
+            self._reopen(self.reopens_requested)
+        elif batch and (self._watch or self._lost_signal is not None):
+            self._look_around()
 
     def _count_lost(self, error: BaseException) -> None:
         with self._accounting:
