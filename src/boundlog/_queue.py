@@ -122,47 +122,47 @@ class Admission:
             self._count_refused()
             return False
         loop = asyncio.get_running_loop()
-        with self._refused_if_given_up():
-            while not self._closed:
-                room = loop.create_future()
-                with self._lock:
-                    if len(self._pending) >= self._max_queue and not self._closed:
-                        self._async_waiters.append((loop, room))
-                        self._wake_writer_locked()
-                        self._saw_full()
-                    else:
-                        room.cancel()
-                if not room.cancelled():
+        while not self._closed:
+            room = loop.create_future()
+            with self._lock:
+                if len(self._pending) >= self._max_queue and not self._closed:
+                    self._async_waiters.append((loop, room))
+                    self._wake_writer_locked()
+                    self._saw_full()
+                else:
+                    room.cancel()
+            if not room.cancelled():
+                with self._refused_if_given_up():
                     await room
-                if self.offer(record):
-                    return True
+            if self.offer(record):
+                return True
         self._count_refused()
         return False
 
     def _submit_blocking(self, record: Record) -> bool:
-        with self._refused_if_given_up():
-            while True:
-                with self._lock:
-                    while len(self._pending) >= self._max_queue and not self._closed:
-                        self._room_waiters += 1
-                        self._wake_writer_locked()
-                        self._saw_full()
-                        try:
-                            self._room.wait(_BACKSTOP_SECONDS)
-                        finally:
-                            self._room_waiters -= 1
-                if self._closed:
-                    break
-                if self.offer(record):
-                    return True
-        self._count_refused()
-        return False
+        while True:
+            with self._refused_if_given_up(), self._lock:
+                while len(self._pending) >= self._max_queue and not self._closed:
+                    self._room_waiters += 1
+                    self._wake_writer_locked()
+                    self._saw_full()
+                    try:
+                        self._room.wait(_BACKSTOP_SECONDS)
+                    finally:
+                        self._room_waiters -= 1
+            if self._closed:
+                self._count_refused()
+                return False
+            if self.offer(record):
+                return True
 
     @contextlib.contextmanager
     def _refused_if_given_up(self) -> Iterator[None]:
         # A submitter that stops waiting for room by an exception (a request cancelled
         # by a server's shutdown timeout, a signal handler raising in a waiting thread)
-        # had its record submitted: it is counted as refused before the exception goes on.
+        # had its record submitted: it is counted as refused before the exception goes
+        # on.  Only around the wait: the record is not in the queue then, so it cannot
+        # be both queued and refused.
         try:
             yield
         except BaseException:
