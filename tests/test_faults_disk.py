@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from _records import make_record
 from _servers import (
     Load,
     boundlog_warnings,
@@ -29,6 +30,7 @@ from _servers import (
     uvicorn_fault_command,
     wait_settled,
 )
+from boundlog import AccessLog
 
 DISK_SIZE = 64 * 1024
 # Deleted once the disk is full, to free this much space for the log again.
@@ -159,3 +161,31 @@ def test_dev_full_costs_no_request_and_warns_once_per_period(tmp_path: Path) -> 
     assert reported <= final["write_errors"], (warnings, final)
     assert final["write_errors"] > len(warnings), (warnings, final)
     assert "Traceback" not in server.output()
+
+
+def test_a_reopen_after_a_short_write_starts_the_new_file_with_a_whole_line(
+    small_disk: Path,
+) -> None:
+    """A full disk cuts a batch mid-line; rotation moves that file away.  The newline
+    that closes such a fragment belongs to the old file: the new one starts with a line."""
+    log_path = small_disk / "access.log"
+    log = AccessLog(str(log_path), flush_interval=3600, batch_size=1000)
+    # About 1.1 KiB a line: 100 lines are more than the disk holds.
+    for number in range(100):
+        assert log.submit(make_record(path=b"/%d" % number, user_agent=b"u" * 1000))
+    assert log.flush(timeout=10)
+    cut = log.stats()
+    assert cut.write_errors == 1, cut
+    assert cut.failed >= 1, cut
+    assert not log_path.read_bytes().endswith(b"\n"), "the disk should cut a line short"
+    rotated = small_disk / "access.log.1"
+    log_path.rename(rotated)
+    assert log.reopen(timeout=10)
+    # The old descriptor is closed: deleting the rotated file frees its space.
+    rotated.unlink()
+    assert log.submit(make_record(path=b"/after"))
+    stats = log.close()
+    assert stats.submitted == stats.written + stats.failed == 101, stats
+    (line,) = log_path.read_bytes().split(b"\n")[:-1]
+    assert line.startswith(RECORD_START), line[:100]
+    assert line.split(b'"')[1] == b"GET /after HTTP/1.1"

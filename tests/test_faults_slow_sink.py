@@ -10,6 +10,7 @@ its awaitable is awaited: a response must not go out before its record has room.
 
 from __future__ import annotations
 
+import re
 import signal
 from collections.abc import Callable
 from pathlib import Path
@@ -175,3 +176,42 @@ def test_a_stuck_sink_delays_a_graceful_stop_only_until_close_timeout(tmp_path: 
     # Lines that reached the pipe are written, not failed, even in the abandoned batch.
     logged = load_requests(pipe.lines())
     assert sum(logged.values()) == final["written"], final
+
+
+def test_requests_a_graceful_shutdown_cancels_while_waiting_are_counted_as_dropped(
+    tmp_path: Path,
+) -> None:
+    """uvicorn's --timeout-graceful-shutdown cancels the requests still waiting for room
+    behind a stuck sink: each one's record is counted as dropped, none vanishes."""
+    max_queue, clients = 4, 8
+    stats_dir = tmp_path / "stats"
+    stats_dir.mkdir()
+    options = {"sink": "stdout", "policy": "wait", "max_queue": max_queue, "close_timeout": 0.5}
+    environment = fault_environment(options, stats_dir)
+
+    def command(port: int) -> list[str]:
+        return [*uvicorn_fault_command(port), "--timeout-graceful-shutdown", "1"]
+
+    with (
+        PipeReader(PIPE_SIZE, paused=True) as pipe,
+        running_server_with_stdout(command, environment, tmp_path / "out", pipe.write_fd) as server,
+    ):
+        pipe.close_write_end()
+        with Load(server.port, clients, headers=lambda client: _user_agent(1024)) as load:
+            # The writer is stuck in a write and the queue is full: from here on every
+            # request waits for room, until the shutdown timeout cancels it.
+            poll_until(
+                lambda: fault_stats(server.port)["stats"]["queued"] == max_queue,
+                30,
+                "the queue fills",
+            )
+            assert server.stop() in CLEAN_EXITS, server.output()
+        pipe.wait_closed()
+
+    cancelled = re.search(r"Cancel (\d+) running task\(s\)", server.output())
+    assert cancelled, server.output()
+    (final,) = final_stats(stats_dir).values()
+    assert final["dropped"] == int(cancelled[1]) >= 1, (final, server.output())
+    assert final["submitted"] == load.total + final["dropped"], (final, load.total)
+    assert final["submitted"] == final["written"] + final["dropped"] + final["failed"], final
+    assert final["queued"] == 0, final

@@ -4,6 +4,9 @@ Every error is an :class:`AccessLogError`, so ``except boundlog.AccessLogError``
 anything this library raises on purpose.  The base class itself cannot be raised: an
 error must say which kind of problem it is, configuration or sink, because the fix is
 different (change an argument, or change the environment).
+
+It also holds how the writer names an error raised by user code (a format, a ``keep``
+predicate) in a report, which must not raise in turn.
 """
 
 from __future__ import annotations
@@ -26,3 +29,11 @@ class ConfigurationError(AccessLogError, ValueError):
 
 class SinkError(AccessLogError, OSError):
     """A log destination cannot be opened or reopened; the message has the path and cause."""
+
+
+def describe(error: BaseException) -> str:
+    """``repr(error)``, or its type's name when even that raises."""
+    try:
+        return repr(error)
+    except BaseException:  # a user's __repr__ may raise anything
+        return f"{type(error).__qualname__} (whose repr() raised)"

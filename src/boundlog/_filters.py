@@ -16,7 +16,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Iterable, Sequence
 
-from ._errors import ConfigurationError
+from ._errors import ConfigurationError, describe
 from ._options import entries, fraction, seconds
 from ._proxies import PROXY_HEADERS, TrustedProxies
 from ._record import DURATION, PATH, STATUS, Record
@@ -85,7 +85,9 @@ class Select:
             # A copy, because the rewrites work in place and a failure must leave the
             # records as they came for the second pass below.
             return self._select(batch.copy(), report)
-        except Exception as error:
+        except BaseException as error:
+            # BaseException too: the predicate is user code, and a SystemExit raised in
+            # it would otherwise end the writer thread without a word.
             first_error = error
         # A record the rewrites cannot handle (a server's odd header container) is
         # logged as it came rather than lost; the others are selected as usual.
@@ -94,11 +96,11 @@ class Select:
         for record in batch:
             try:
                 kept += self._select([record], report)
-            except Exception:
+            except BaseException:
                 unhandled += 1
                 kept.append(record)
         report(f"cannot filter or rewrite {unhandled} record(s), logged as they came: "
-               f"{first_error!r}")  # fmt: skip
+               f"{describe(first_error)}")  # fmt: skip
         return kept
 
     def _select(self, batch: list[Record], report: Report) -> list[Record]:
@@ -129,7 +131,7 @@ class Select:
     ) -> list[Record]:
         kept = []
         raised = 0
-        first_error: Exception | None = None
+        first_error: BaseException | None = None
         for record in batch:
             try:
                 # Integrations hand Records; one submitted by hand, or rebuilt by a
@@ -137,14 +139,15 @@ class Select:
                 named = record if type(record) is Record else Record._make(record)
                 if not keep(named):
                     continue
-            except Exception as error:
+            except BaseException as error:
                 # Log rather than lose: a broken predicate must not empty the log.
                 raised += 1
-                first_error = first_error or error
+                if first_error is None:
+                    first_error = error
             kept.append(record)
-        if raised:
+        if first_error is not None:
             report(f"the keep predicate raised for {raised} record(s), which were logged: "
-                   f"{first_error!r}")  # fmt: skip
+                   f"{describe(first_error)}")  # fmt: skip
         return kept
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import atexit
 import os
 import threading
+import time
 from collections.abc import Callable, Coroutine, Iterable
 from types import TracebackType
 from typing import Any
@@ -306,8 +307,18 @@ _open_logs: set[AccessLog] = set()
 
 @atexit.register
 def _close_open_logs() -> None:
-    for log in list(_open_logs):
-        log.close()
+    # One deadline for all: every log stops accepting and starts draining at once, then
+    # each is waited for with what is left of the longest close_timeout, so that many
+    # stuck logs delay the exit by one close_timeout, not by one each.
+    logs = list(_open_logs)
+    for log in logs:
+        log._admission.close()
+    # A close_timeout of None waits for ever; each such log then waits as long as it needs.
+    finite = [log._close_timeout for log in logs if log._close_timeout is not None]
+    deadline = time.monotonic() + max(finite, default=0.0)
+    for log in logs:
+        wait = None if log._close_timeout is None else max(0.0, deadline - time.monotonic())
+        log.close(timeout=wait)
 
 
 def _restart_in_child() -> None:

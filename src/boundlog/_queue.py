@@ -9,7 +9,11 @@ waking an idle writer, refusing a record, waiting for room.
 
 Counting follows the same split.  The writer counts what it takes, a lock counts what is
 refused, and ``submitted`` is derived (taken + waiting + refused), so accepting a record
-costs no counter at all.
+costs no counter at all.  A record is refused (counted) or accepted (then written or
+failed), never both: a submitter that finds the queue closed after its append takes its
+own record back if the writer has not taken it, and says so (see ``_withdraw``); and a
+submitter that gives up waiting for room (a cancelled request) counts its record as
+refused before the cancellation goes on.
 
 The bound is checked before the append, not atomically with it: when T threads submit
 at the same instant, up to T - 1 of them may pass a check that a neighbour's append
@@ -29,6 +33,7 @@ import asyncio
 import contextlib
 import threading
 from collections import deque
+from collections.abc import Iterator
 from typing import Literal
 
 from ._record import Record
@@ -58,7 +63,6 @@ class Admission:
         self._hurry = False
         # Records the last take left behind (it takes at most a batch).
         self._backlog = False
-        self._writer_done = False
         self._wake_at = _NEVER
         # Guards the sleep/wake protocol; the two conditions share it.
         self._lock = threading.Lock()
@@ -106,7 +110,7 @@ class Admission:
             if len(pending) >= self._wake_at:
                 self._wake_writer()
             if self._closed:
-                self._refuse_stragglers()
+                return not self._withdraw(record)
             return True
         return False
 
@@ -124,10 +128,12 @@ class Admission:
                 if len(self._pending) >= self._max_queue and not self._closed:
                     self._async_waiters.append((loop, room))
                     self._wake_writer_locked()
+                    self._saw_full()
                 else:
                     room.cancel()
             if not room.cancelled():
-                await room
+                with self._refused_if_given_up():
+                    await room
             if self.offer(record):
                 return True
         self._count_refused()
@@ -135,17 +141,33 @@ class Admission:
 
     def _submit_blocking(self, record: Record) -> bool:
         while True:
-            with self._lock:
+            with self._refused_if_given_up(), self._lock:
                 while len(self._pending) >= self._max_queue and not self._closed:
                     self._room_waiters += 1
                     self._wake_writer_locked()
-                    self._room.wait(_BACKSTOP_SECONDS)
-                    self._room_waiters -= 1
+                    self._saw_full()
+                    try:
+                        self._room.wait(_BACKSTOP_SECONDS)
+                    finally:
+                        self._room_waiters -= 1
             if self._closed:
                 self._count_refused()
                 return False
             if self.offer(record):
                 return True
+
+    @contextlib.contextmanager
+    def _refused_if_given_up(self) -> Iterator[None]:
+        # A submitter that stops waiting for room by an exception (a request cancelled
+        # by a server's shutdown timeout, a signal handler raising in a waiting thread)
+        # had its record submitted: it is counted as refused before the exception goes
+        # on.  Only around the wait: the record is not in the queue then, so it cannot
+        # be both queued and refused.
+        try:
+            yield
+        except BaseException:
+            self._count_refused()
+            raise
 
     def _wake_writer(self) -> None:
         with self._lock:
@@ -156,23 +178,42 @@ class Admission:
             self._wake_at = _NEVER
             self._work.notify()
 
-    def _count_refused(self, count: int = 1) -> None:
+    def _count_refused(self) -> None:
         with self._count_lock:
-            self.refused += count
+            self.refused += 1
+            if self.peak < self._max_queue and not self._closed:
+                # Refused while open: the queue was full when its bound was checked.
+                self.peak = self._max_queue
 
-    def _refuse_stragglers(self) -> None:
-        # A submit that passed the closed check just before close() may append after
-        # the writer's last look; once the writer is done, such records are refused
-        # like any record submitted after close.
-        if not self._writer_done:
-            return
+    def _saw_full(self) -> None:
+        # A submitter waits for room: the queue is full.  Rare (the queue stays full
+        # only behind a slow sink), so a lock costs nothing that matters.
         with self._count_lock:
+            self.peak = max(self.peak, len(self._pending))
+
+    def _withdraw(self, record: Record) -> bool:
+        """Take ``record`` back out of the queue unless the writer has taken it.
+
+        A submitter that passed the closed check just before close() may append after
+        the writer's last look.  Whether the writer took the record decides what the
+        submitter answers: taken, it will be written or failed (accepted); still
+        queued, it is removed here and the caller counts it refused.  The record is
+        looked for by identity.  Only the writer removes from the left, and not while
+        this holds the count lock, so a position counted from the left stays right
+        however many records other stragglers append meanwhile; an append during the
+        search itself makes the iteration raise, and the search starts again.
+        """
+        with self._count_lock:
+            pending = self._pending
             while True:
                 try:
-                    self._pending.popleft()
-                except IndexError:
-                    return
-                self.refused += 1
+                    for index, queued in enumerate(pending):
+                        if queued is record:
+                            del pending[index]
+                            return True
+                except RuntimeError:  # "deque mutated during iteration"
+                    continue
+                return False
 
     # -- writer side -------------------------------------------------------------------
 
@@ -245,14 +286,8 @@ class Admission:
             self._work.notify_all()
         self._announce_room()
 
-    def finish(self) -> None:
-        """Called by the writer after its last batch: nothing more will be taken."""
-        self._writer_done = True
-        self._refuse_stragglers()
-
     def abandon(self) -> int:
         """Remove and return the count of records the writer will never take."""
-        self._writer_done = True
         count = 0
         with self._count_lock:
             while True:
@@ -270,9 +305,16 @@ class Admission:
         return self._closed
 
     def counts(self) -> tuple[int, int, int, int]:
-        """``(taken, waiting, refused, peak)`` read together."""
+        """``(taken, waiting, refused, peak)`` read together.
+
+        The peak is at least what this snapshot sees: the writer updates it only when
+        it takes, and behind a stalled sink it takes nothing while the queue fills.
+        """
         with self._count_lock:
-            return self.taken, len(self._pending), self.refused, self.peak
+            waiting = len(self._pending)
+            if waiting > self.peak:
+                self.peak = waiting
+            return self.taken, waiting, self.refused, self.peak
 
 
 def _resolve(room: asyncio.Future[None]) -> None:

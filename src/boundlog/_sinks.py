@@ -22,6 +22,10 @@ PIPE_BUF = select.PIPE_BUF
 
 SinkSpec = str | int | BinaryIO
 
+# How long a write to a non-blocking descriptor waits for room before it looks whether
+# close() gave up on it.
+_WAIT_WRITABLE_MS = 1000
+
 
 class Sink:
     """An open descriptor and the rules for writing whole lines to it."""
@@ -66,6 +70,14 @@ class Sink:
             os.close(old)
         self._owns_fd = True
         return None
+
+    def identity(self) -> tuple[int, int] | None:
+        """The device and inode of the file being written; None if it cannot be told."""
+        try:
+            current = os.fstat(self.fd)
+        except OSError:
+            return None
+        return current.st_dev, current.st_ino
 
     def replaced(self) -> bool:
         """Whether the path no longer names the file being written (moved or removed)."""
@@ -113,10 +125,18 @@ class Sink:
                 self.delivered += written
             except BlockingIOError:
                 # Somebody made the descriptor non-blocking; wait instead of spinning.
-                select.select([], [self.fd], [])
+                self._wait_writable()
             except OSError as error:
                 return done, error
         return done, None
+
+    def _wait_writable(self) -> None:
+        # poll, not select: select cannot watch a descriptor >= FD_SETSIZE (1024), which
+        # a busy server's log easily gets.  A timeout, so that a writer close() gave up
+        # on sees ``stopped`` and ends.
+        poller = select.poll()
+        poller.register(self.fd, select.POLLOUT)
+        poller.poll(_WAIT_WRITABLE_MS)
 
     def close(self) -> None:
         """Close the descriptor if this sink opened it; leave borrowed ones open."""

@@ -2,7 +2,10 @@
 
 Everything slow about an access log happens here, off the request path: formatting,
 escaping, timestamps and the write system call.  The thread never dies of an error in
-any of them.  A failed write loses its batch (counted as ``failed``), is reported on
+any of them, nor of anything a format or a predicate does (returning something other
+than bytes, raising even a ``BaseException``, raising an error whose ``repr()`` raises):
+the affected records are counted (failed, or logged as they came for a predicate) and
+reported.  A failed write loses its batch (counted as ``failed``), is reported on
 stderr at most once per ``_REPORT_EVERY`` seconds, and the next batch tries the sink
 again, so logging resumes by itself when the disk has room or the reader comes back.
 """
@@ -14,6 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
+from ._errors import describe
 from ._filters import Select
 from ._formats import Format
 from ._queue import Admission
@@ -87,33 +91,82 @@ class Writer:
         self.thread.start()
 
     def _run(self) -> None:
+        try:
+            self._serve()
+        except BaseException as error:
+            # Only a defect in boundlog itself gets here: every call into user code and
+            # every batch is guarded in _serve.
+            self._stop(error)
+
+    def _serve(self) -> None:
         admission = self._admission
         while True:
+            # Read before the take: a take that found nothing after the queue closed is
+            # the last one.  Closed after the take, the queue may have got records
+            # (accepted before close) between the two, which the next take writes.
+            closed = admission.closed
             batch = admission.take(self._window)
-            # Between batches: the next batch goes to the reopened file, none after it to
-            # the old one.
-            if self.reopens_done != self.reopens_requested:
-                self._reopen(self.reopens_requested)
-            elif batch and (self._watch or self._lost_signal is not None):
-                self._look_around()
-            if not batch:
-                if admission.closed:
-                    admission.finish()
-                    return
-                continue
             with self._accounting:
                 if self.abandoned:
                     return
                 self.in_flight = len(batch)
-            self._write_batch(batch)
+            # The last resorts, for what no narrower guard foresaw: an error between
+            # batches is reported and the batch still written; an error in a batch
+            # loses that batch, counted; either way the writer goes on.
+            try:
+                self._between_batches(batch)
+            except BaseException as error:
+                self._report(f"unexpected error between two batches: {describe(error)}")
+            if batch:
+                try:
+                    self._write_batch(batch)
+                except BaseException as error:
+                    self._count_lost(error)
             with self._accounting:
                 self.in_flight = 0
                 self._in_flight_data = None
                 if self.abandoned:
                     return
+            if not batch:
+                if closed:
+                    return
+                continue
             with self._settled_changed:
                 self.settled += len(batch)
                 self._settled_changed.notify_all()
+
+    def _between_batches(self, batch: list[Record]) -> None:
+        # The next batch goes to the reopened file, none after it to the old one.
+        if self.reopens_done != self.reopens_requested:
+            self._reopen(self.reopens_requested)
+        elif batch and (self._watch or self._lost_signal is not None):
+            self._look_around()
+
+    def _count_lost(self, error: BaseException) -> None:
+        with self._accounting:
+            if self.abandoned:
+                return
+            lost, self.in_flight = self.in_flight, 0
+            self.failed += lost
+        self._report(f"lost {lost} record(s) to an unexpected error: {describe(error)}")
+
+    def _stop(self, error: BaseException) -> None:
+        # The thread is about to end: refuse records from now on, release every
+        # submitter waiting for room, and count what is left as failed, so that the
+        # counters still add up and no request waits for a writer that is gone.
+        admission = self._admission
+        admission.close()
+        left = admission.abandon()
+        with self._accounting:
+            if not self.abandoned:
+                left += self.in_flight
+                self.in_flight = 0
+                self.failed += left
+        with self._settled_changed:
+            self.settled += left
+            self._settled_changed.notify_all()
+        self._report(f"the writer thread stopped, the log refuses records from now on: "
+                     f"{describe(error)}")  # fmt: skip
 
     def abandon(self) -> tuple[int, int]:
         """Give up on a stuck sink: ``(lines delivered, lines lost)`` of the batch in flight.
@@ -142,14 +195,23 @@ class Writer:
             return self._settled_changed.wait_for(lambda: self.reopens_done >= target, timeout)
 
     def _reopen(self, request: int) -> None:
-        error = self._sink.reopen()
-        if error is not None:
-            self.write_errors += 1
-            self._report(f"cannot reopen {self._sink.name}, still writing to the old file: "
-                         f"{error.strerror or error}")  # fmt: skip
-        with self._settled_changed:
-            self.reopens_done = request
-            self._settled_changed.notify_all()
+        try:
+            before = self._sink.identity()
+            error = self._sink.reopen()
+            if self._sink.identity() != before:
+                # A line a failed write cut short stays in the old file: the new one
+                # starts with a whole line, not with the newline that would close it.
+                self._fragment_open = False
+            if error is not None:
+                self.write_errors += 1
+                self._report(f"cannot reopen {self._sink.name}, still writing to the old "
+                             f"file: {error.strerror or error}")  # fmt: skip
+        finally:
+            # Done even if it raised: a request that fails once is not retried before
+            # every batch, and nobody waits for it in vain.
+            with self._settled_changed:
+                self.reopens_done = request
+                self._settled_changed.notify_all()
 
     def _look_around(self) -> None:
         # At most once a second: a stat per batch would be cheap, but not free.
@@ -195,6 +257,7 @@ class Writer:
         with self._accounting:
             if self.abandoned:
                 return
+            self.in_flight = 0
             self.bytes_written += written
             if error is None:
                 self._fragment_open = False
@@ -210,20 +273,31 @@ class Writer:
         self._report(f"cannot write to {self._sink.name}: {error.strerror or error}")
 
     def _format_batch(self, batch: Sequence[Record]) -> tuple[bytes, int]:
+        # BaseException too: a format is user code, and a SystemExit raised in it would
+        # otherwise end this thread without a word.
         try:
-            return self._format.format_batch(batch), 0
-        except Exception as error:
+            return self._formatted(batch), 0
+        except BaseException as error:
             first_error = error
         # Isolate the records that cannot be formatted; keep the others.
         parts = []
         bad = 0
         for record in batch:
             try:
-                parts.append(self._format.format_batch((record,)))
-            except Exception:
+                parts.append(self._formatted((record,)))
+            except BaseException:
                 bad += 1
-        self._report(f"cannot format {bad} record(s): {first_error!r}")
+        self._report(f"cannot format {bad} record(s): {describe(first_error)}")
         return b"".join(parts), bad
+
+    def _formatted(self, records: Sequence[Record]) -> bytes:
+        data = self._format.format_batch(records)
+        if not isinstance(data, bytes):
+            raise TypeError(
+                f"{type(self._format).__name__}.format_batch() returned "
+                f"{type(data).__name__}, not bytes: it must return the lines encoded"
+            )
+        return data
 
     def _report(self, message: str) -> None:
         now = time.monotonic()
@@ -237,5 +311,5 @@ class Writer:
         try:
             sys.stderr.write(f"boundlog: {message}\n")
             sys.stderr.flush()
-        except (OSError, ValueError, AttributeError):
-            pass  # stderr is gone too; the counters still tell
+        except Exception:
+            pass  # stderr is gone or replaced by something odd; the counters still tell
