@@ -678,19 +678,6 @@ def expected_named_fields(exchange: Exchange) -> LoggedExchange:
     return expected_json(exchange)._replace(referer=None, user_agent=None)
 
 
-def unrewritten_exchanges(count: int) -> list[Exchange]:
-    """Exchanges whose records reach the format as the integration built them.
-
-    None carries a forwarding header or a credential in its query, which the rewrites
-    (trusted proxies, query redaction) replace with records of their own.
-    """
-    return [
-        exchange._replace(forwarded=None, client=LOOPBACK)
-        for exchange in build_exchanges(count)
-        if exchange.logged_target == exchange.target
-    ]
-
-
 PARSERS: dict[str, Callable[[bytes], tuple[LoggedExchange, float]]] = {
     "combined": parse_combined_line,
     "json": parse_json_line,

@@ -30,7 +30,6 @@ from _servers import (
     running_server,
     server_environment,
     stop_gracefully,
-    unrewritten_exchanges,
 )
 
 REQUESTS = 200
@@ -60,7 +59,7 @@ def test_every_request_is_logged_once_with_exact_fields(tmp_path: Path, log_form
 def test_a_custom_format_reads_every_record_by_name(tmp_path: Path) -> None:
     """A format of the user's own, reading ``record.status``, ``record.path`` and the
     other fields by name, gets a Record for every request."""
-    exchanges = unrewritten_exchanges(REQUESTS)
+    exchanges = build_exchanges(REQUESTS)
     check_drained_on_stop(tmp_path, gunicorn_command, exchanges, NAMED_FIELDS)
 
 

@@ -30,7 +30,6 @@ from _servers import (
     read_log_lines,
     running_server,
     server_environment,
-    unrewritten_exchanges,
 )
 from _servers import stop_gracefully as stop_server_gracefully
 
@@ -71,7 +70,7 @@ def test_every_request_is_logged_once_with_exact_fields(tmp_path: Path, log_form
 def test_a_custom_format_reads_every_record_by_name(tmp_path: Path) -> None:
     """A format of the user's own, reading ``record.status``, ``record.path`` and the
     other fields by name, gets a Record for every request."""
-    exchanges = unrewritten_exchanges(REQUESTS)
+    exchanges = build_exchanges(REQUESTS)
     check_drained_on_stop(tmp_path, uvicorn_command, exchanges, NAMED_FIELDS, stop_gracefully)
 
 

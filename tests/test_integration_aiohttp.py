@@ -34,7 +34,6 @@ from _servers import (
     send_http10,
     server_environment,
     stop_gracefully,
-    unrewritten_exchanges,
 )
 from boundlog import AccessLog, ConfigurationError
 from boundlog.aiohttp import AccessLogger, access_logger
@@ -92,7 +91,7 @@ def on_the_wire(exchange: Exchange, error_page: int) -> Exchange:
     [
         ("combined", build_exchanges),
         ("json", build_exchanges),
-        (NAMED_FIELDS, unrewritten_exchanges),
+        (NAMED_FIELDS, build_exchanges),
     ],
     ids=["combined", "json", "custom-format-by-name"],
 )

@@ -40,7 +40,6 @@ from _servers import (
     running_server_with_stdout,
     send_exchanges,
     stop_gracefully,
-    unrewritten_exchanges,
 )
 from boundlog.gunicorn import Logger
 
@@ -126,7 +125,7 @@ def test_a_custom_format_from_a_subclass_reads_every_record_by_name(tmp_path: Pa
     )
     environment = {"BOUNDLOG_FLUSH_INTERVAL": HOLD_UNTIL_CLOSE, **POLICY_ENVIRONMENT}
     check_drained_on_stop(
-        tmp_path, command, unrewritten_exchanges(REQUESTS), NAMED_FIELDS, environment=environment
+        tmp_path, command, build_exchanges(REQUESTS), NAMED_FIELDS, environment=environment
     )
 
 
