@@ -5,17 +5,21 @@ from __future__ import annotations
 import base64
 import os
 import re
+from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from _records import make_record
+from _servers import CLIENT_TIMEOUT, read_log_lines, running_server, stop_gracefully
 from boundlog import ConfigurationError, Record, Template
 from boundlog._escape import unescape
 from boundlog._formats import ApacheFormat, make_format
 from test_formats import CLEAN_RECORDS, RAW, RECORDS, SETTINGS, lines_of, text_bytes
+from test_integration_gunicorn import group_processes, gunicorn_command
 
 GUNICORN_DEFAULT = '%(h)s %(l)s %(u)s %(t)s "%(r)s" %(s)s %(b)s "%(f)s" "%(a)s"'
 PID = str(os.getpid())
@@ -142,8 +146,8 @@ def test_gunicorn_default_template_writes_exactly_the_combined_format(
 HOSTILE_TEMPLATE = (
     '"%m" "%U" "%q" "%H" "%{Referer}i" "%{X-Custom}i" "%{X-Out}o" "%(q)s" "%(a)s" %h %u'
 )
-QUOTED = rb'"((?:[\x20\x21\x23-\x5b\x5d-\x7e]|\\x[0-9a-f]{2}|\\["\\])*)"'
-UNQUOTED = rb'((?:[\x21\x23-\x5b\x5d-\x7e]|\\x[0-9a-f]{2}|\\["\\])+)'
+QUOTED = rb'"((?:[\x20\x21\x23-\x5b\x5d-\x7e]|\\x[0-9a-f]{2})*)"'
+UNQUOTED = rb"((?:[\x21\x23-\x5b\x5d-\x7e]|\\x[0-9a-f]{2})+)"
 HOSTILE_LINE = re.compile(b" ".join([QUOTED] * 9 + [UNQUOTED] * 2))
 HOSTILE_RECORDS = st.builds(
     lambda record, custom, out, user: record._replace(
@@ -245,3 +249,57 @@ def test_template_text_without_fields_is_written_as_it_is(text: str) -> None:
     """The template's own text, even a quote or a backslash, is written unescaped."""
     expected = text.replace("%%", "%").encode() + b"\n"
     assert Template(text).format_batch([make_record(), make_record()]) == expected * 2
+
+
+# The atoms whose values gunicorn's own logger and boundlog write alike for plain
+# requests (gunicorn does not escape; boundlog writes %(b)s as - for an empty body).
+GUNICORN_ATOMS = (
+    '%(h)s %(l)s %(u)s "%(r)s" %(s)s %(B)s %(m)s %(U)s %(q)s %(H)s %(p)s "%(f)s" "%(a)s" '
+    '"%({x-request-id}i)s"'
+)
+# Authorization values gunicorn's glogging reads a user from, or does not.
+AUTHORIZATIONS = {
+    "basic": basic(b"alice:secret"),
+    "lower-case-scheme": b"basic " + base64.b64encode(b"bob:pw"),
+    "colon-in-password": basic(b"carol:p:w"),
+    "empty-user": basic(b":pw"),
+    "bearer": b"Bearer abc.def",
+    "not-base64": b"Basic !!!",
+    "absent": None,
+}
+
+
+def _gunicorn_lines(logger_class: str, tmp_path: Path) -> tuple[list[bytes], set[int]]:
+    """The lines gunicorn writes with ``logger_class`` for one request per Authorization
+    value, and the pids of its workers."""
+    log_path = tmp_path / f"{logger_class}.log"
+    command = gunicorn_command(
+        "--access-logfile", str(log_path), "--access-logformat", GUNICORN_ATOMS,
+        logger_class=logger_class,
+    )  # fmt: skip
+    with running_server(command, {}, tmp_path / f"{logger_class}.out") as server:
+        with httpx.Client(base_url=server.base_url, timeout=CLIENT_TIMEOUT) as client:
+            for name, authorization in AUTHORIZATIONS.items():
+                headers = {"User-Agent": "t/1", "Referer": "http://r/", "X-Request-ID": name}
+                if authorization is not None:
+                    headers["Authorization"] = authorization.decode()
+                client.get(f"/bytes/3?case={name}", headers=headers)
+        workers = set(group_processes(server.process.pid)) - {server.process.pid}
+        stop_gracefully(server)
+    return read_log_lines(log_path), workers
+
+
+def test_gunicorn_atoms_are_written_as_gunicorn_writes_them(tmp_path: Path) -> None:
+    """Real gunicorn with its own logger and with boundlog's, the same template of atoms:
+    the same lines, the Basic user in %(u)s (- when absent, not Basic or undecodable) and
+    a worker's <pid> in %(p)s."""
+    lines: dict[str, list[bytes]] = {}
+    for logger_class in ("gunicorn.glogging.Logger", "boundlog.gunicorn.Logger"):
+        written, workers = _gunicorn_lines(logger_class, tmp_path)
+        pids = {int(pid) for pid in re.findall(rb" <(\d+)> ", b"\n".join(written))}
+        assert pids
+        assert pids <= workers, (pids, workers)
+        lines[logger_class] = sorted(re.sub(rb" <\d+> ", b" <pid> ", line) for line in written)
+    assert lines["boundlog.gunicorn.Logger"] == lines["gunicorn.glogging.Logger"]
+    users = {line.split(b" ")[2] for line in lines["boundlog.gunicorn.Logger"]}
+    assert users == {b"alice", b"bob", b"carol", b"-"}
