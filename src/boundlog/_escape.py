@@ -6,7 +6,8 @@ backslash: Apache writes ``"`` as ``\\"`` and ``\\`` as ``\\\\``, nginx writes t
 ``\\x22`` and ``\\x5C``.  Some readers of the combined format (lnav among them) end a
 quoted field at the first ``"`` whatever precedes it, so boundlog follows nginx: every
 escape is ``\\xhh``, and no escaped field holds a quote at all.  The rule applies to
-every field of the common and combined formats, and to bytes, not text:
+every client-controlled field of the common, combined and dev formats and of templates,
+and to bytes, not text:
 
 * every byte outside ``0x20-0x7e`` becomes ``\\xhh`` (lower-case hex).  That covers C0
   controls, DEL, C1 and the bytes of every character ``str.splitlines()`` treats as a
@@ -21,13 +22,14 @@ Escaping non-ASCII bytes loses readability for UTF-8 text in exchange for two
 properties a log consumer can rely on: a line is ASCII, and :func:`unescape` recovers
 the exact bytes the client sent, valid UTF-8 or not.
 
-A client chooses how many bytes need escaping, so the cost must not depend on which:
-a value is escaped by a fixed number of C-level passes over it, never by Python code
-per byte.  Python's ``unicode_escape`` codec already writes every byte of a latin-1
-text outside ``0x20-0x7e`` as ``\\xhh``, except four it writes as ``\\\\``, ``\\t``,
-``\\n`` and ``\\r``.  Those four, and the quote (and the space) it leaves alone, are
-first moved to the code points ``U+0100`` above themselves, which the codec writes as
-``\\u01hh``: one replacement of ``\\u01`` by ``\\x`` then gives their escapes.
+A client chooses the bytes, so what escaping costs must not depend on them: a value is
+escaped by a fixed number of C-level passes over it, never by Python code per byte.
+Python's ``unicode_escape`` codec already writes every byte of a latin-1 text outside
+``0x20-0x7e`` as ``\\xhh``, except four it writes as ``\\\\``, ``\\t``, ``\\n``
+and ``\\r``.  Those four, and the quote (and the space) it leaves alone, are first
+moved to the code points ``U+0100`` above themselves, which the codec writes as
+``\\u01hh``: one replacement of ``\\u01`` by ``\\x`` then gives their escapes (with
+the backslash moved, every other backslash the codec writes starts a ``\\xhh``).
 """
 
 from __future__ import annotations
