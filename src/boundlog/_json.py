@@ -80,22 +80,28 @@ def _json_bytes(values: Sequence[bytes | None]) -> Iterable[str]:
 
 
 def _json_column(values: Sequence[bytes]) -> list[str]:
-    """The JSON string of each value, encoded as one string where that is safe."""
+    """The JSON string of each value."""
+    strings = _json_joined(values)
+    # Otherwise value by value, so that a hostile value costs its own size, not the column's.
+    return strings if strings is not None else list(map(_json_string, values))
+
+
+def _json_joined(values: Sequence[bytes]) -> list[str] | None:
+    """The JSON string of each value, encoded as one string, or None if a value is not
+    valid UTF-8 or holds a newline."""
     # The column is decoded and encoded as one string with a newline between values;
     # 0x0a is never part of a UTF-8 sequence and every backslash is escaped first, so
     # each written \n is the end of one JSON string and the start of the next.
     try:
         text = b"\n".join(values).replace(_BACKSLASH, _BACKSLASH_ESCAPE).decode("utf-8")
     except UnicodeDecodeError:
-        # Value by value, so that a hostile value costs its own size, not the column's.
-        return list(map(_json_string, values))
-    if text.count("\n") >= len(values):
-        # A value holds a newline, which would split the column in the wrong places.
-        return list(map(_json_string, values))
+        return None
     # One name rebound at each step, so that no more than two copies are held at once.
     text = encode_basestring_ascii(text)
     text = text.replace("\\n", '"\n"')
-    return text.split("\n")
+    # At most one split too many, however many newlines the values hold.
+    strings = text.split("\n", len(values))
+    return strings if len(strings) == len(values) else None
 
 
 def _json_numbers(
