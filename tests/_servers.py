@@ -511,7 +511,8 @@ def read_until_closed(sock: socket.socket) -> bytes:
 # -- log lines ------------------------------------------------------------------------------
 
 _MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
-_QUOTED = rb'"((?:[^"\\]|\\.)*)"'
+# A quoted field holds no quote: every escape is \xhh.
+_QUOTED = rb'"((?:[^"\\]|\\x[0-9a-f]{2})*)"'
 # Apache's combined format, %h %l %u %t "%r" %>s %b "%{Referer}i" "%{User-agent}i", with
 # every field as narrow as its definition allows.
 _COMBINED_LINE = re.compile(
@@ -552,13 +553,11 @@ def read_log_lines(path: Path) -> list[bytes]:
     return data.split(b"\n")[:-1]
 
 
-def apache_escape(value: bytes) -> bytes:
+def escaped_field(value: bytes) -> bytes:
     """The documented escaping rule, written out independently of boundlog's code."""
     escaped = bytearray()
     for byte in value:
-        if byte in b'"\\':
-            escaped += b"\\" + bytes((byte,))
-        elif 0x20 <= byte <= 0x7E:
+        if 0x20 <= byte <= 0x7E and byte not in b'"\\':
             escaped.append(byte)
         else:
             escaped += b"\\x%02x" % byte
@@ -598,14 +597,23 @@ def expected_combined(exchange: Exchange) -> LoggedExchange:
     """The fields a combined line must show for ``exchange``."""
     return LoggedExchange(
         exchange.method,
-        apache_escape(exchange.logged_target),
+        escaped_field(exchange.logged_target),
         exchange.protocol,
         exchange.status,
         exchange.bytes_sent,
-        b"-" if exchange.referer is None else apache_escape(exchange.referer),
-        b"-" if exchange.user_agent is None else apache_escape(exchange.user_agent),
+        b"-" if exchange.referer is None else escaped_field(exchange.referer),
+        b"-" if exchange.user_agent is None else escaped_field(exchange.user_agent),
         exchange.client,
     )
+
+
+_HEX_ESCAPE = re.compile(rb"\\x([0-9a-f]{2})")
+
+
+def json_value_bytes(value: str) -> bytes:
+    """The bytes a JSON line's string stands for: its UTF-8, each \\xhh the byte hh
+    (the documented rule, written out independently of boundlog's code)."""
+    return _HEX_ESCAPE.sub(lambda match: bytes((int(match[1], 16),)), value.encode())
 
 
 def parse_json_line(line: bytes) -> tuple[LoggedExchange, float]:
@@ -621,15 +629,17 @@ def parse_json_line(line: bytes) -> tuple[LoggedExchange, float]:
         r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}" + re.escape(RFC3339_OFFSET),
         entry["time"],
     ), line
-    target = entry["path"].encode() + (b"?" + entry["query"].encode() if entry["query"] else b"")
+    target = json_value_bytes(entry["path"])
+    if entry["query"]:
+        target += b"?" + json_value_bytes(entry["query"])
     fields = LoggedExchange(
         entry["method"],
         target,
         entry["protocol"],
         entry["status"],
         entry["bytes_sent"],
-        None if entry["referer"] is None else entry["referer"].encode(),
-        None if entry["user_agent"] is None else entry["user_agent"].encode(),
+        None if entry["referer"] is None else json_value_bytes(entry["referer"]),
+        None if entry["user_agent"] is None else json_value_bytes(entry["user_agent"]),
         entry["client"],
     )
     return fields, datetime.fromisoformat(entry["time"]).timestamp()

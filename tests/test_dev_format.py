@@ -65,8 +65,8 @@ def plain_environment(monkeypatch: pytest.MonkeyPatch) -> None:
         ({"status": 10**20, "duration": math.nan}, b"14:13:20 GET /items?page=2 100000000000000000000 -\n",
          b"14:13:20 GET /items?page=2 100000000000000000000 " + DIM + b"-" + RESET + b"\n"),
         ({"method": "GET\x1b[2J", "path": b"/\x1b]0;owned\x07\n\r", "query": b"a=\xff\\\"b"},
-         b'14:13:20 GET\\x1b[2J /\\x1b]0;owned\\x07\\x0a\\x0d?a=\\xff\\\\\\"b 201 4.2ms\n',
-         b'14:13:20 GET\\x1b[2J /\\x1b]0;owned\\x07\\x0a\\x0d?a=\\xff\\\\\\"b ' + GREEN + b"201" + RESET
+         b'14:13:20 GET\\x1b[2J /\\x1b]0;owned\\x07\\x0a\\x0d?a=\\xff\\x5c\\x22b 201 4.2ms\n',
+         b'14:13:20 GET\\x1b[2J /\\x1b]0;owned\\x07\\x0a\\x0d?a=\\xff\\x5c\\x22b ' + GREEN + b"201" + RESET
          + b" " + DIM + b"4.2ms" + RESET + b"\n"),
     ],
 )  # fmt: skip

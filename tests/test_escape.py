@@ -1,4 +1,5 @@
-"""The escaping rule: every output is one line of printable ASCII, and it reverses exactly."""
+"""The escaping rule: every output is one line of printable ASCII, every escape is
+``\\xhh``, and it reverses exactly."""
 
 from __future__ import annotations
 
@@ -10,9 +11,9 @@ from hypothesis import strategies as st
 
 from boundlog._escape import escape, escape_unquoted, unescape
 
-# What an escaped value may contain: printable ASCII other than `"` and `\`, or an escape.
-ESCAPED = re.compile(rb'(?:[\x20\x21\x23-\x5b\x5d-\x7e]|\\x[0-9a-f]{2}|\\["\\])*')
-ESCAPED_UNQUOTED = re.compile(rb'(?:[\x21\x23-\x5b\x5d-\x7e]|\\x[0-9a-f]{2}|\\["\\])*')
+# What an escaped value may contain: printable ASCII other than `"` and `\`, or a \xhh escape.
+ESCAPED = re.compile(rb"(?:[\x20\x21\x23-\x5b\x5d-\x7e]|\\x[0-9a-f]{2})*")
+ESCAPED_UNQUOTED = re.compile(rb"(?:[\x21\x23-\x5b\x5d-\x7e]|\\x[0-9a-f]{2})*")
 # Every character str.splitlines() ends a line at.
 LINE_BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
 PRINTABLE_WITHOUT_QUOTE_OR_BACKSLASH = bytes(range(0x20, 0x7F)).translate(None, b'"\\')
@@ -31,8 +32,8 @@ SETTINGS = settings(max_examples=300, deadline=None)
 @SETTINGS
 @given(ANY_BYTES)
 @example(bytes(range(256)))
-def test_escape_output_is_printable_ascii_without_a_bare_quote(value: bytes) -> None:
-    """escape() yields only printable ASCII, and every `"` and `\\` in it is part of an escape."""
+def test_escape_output_is_printable_ascii_without_a_quote(value: bytes) -> None:
+    """escape() yields only printable ASCII without `"`, and every `\\` in it starts a \\xhh."""
     assert ESCAPED.fullmatch(escape(value))
 
 
@@ -77,8 +78,11 @@ def test_escape_unquoted_has_no_space_and_reverses(value: bytes) -> None:
 @pytest.mark.parametrize(
     ("value", "escaped"),
     [
-        (b'say "hi"', b'say \\"hi\\"'),
-        (b"C:\\dir", b"C:\\\\dir"),
+        (b'say "hi"', b"say \\x22hi\\x22"),
+        (b"C:\\dir", b"C:\\x5cdir"),
+        (b'\\"', b"\\x5c\\x22"),
+        (b"\\x41", b"\\x5cx41"),
+        (b"tab\there", b"tab\\x09here"),
         (b"a\x00b", b"a\\x00b"),
         (b"\x7f", b"\\x7f"),
         (b"\x85", b"\\x85"),
@@ -100,7 +104,8 @@ def test_escape_examples(value: bytes, escaped: bytes) -> None:
     [
         (b"/tmp/my app.sock", b"/tmp/my\\x20app.sock"),
         (b"2001:db8::1", b"2001:db8::1"),
-        (b'a "b"', b'a\\x20\\"b\\"'),
+        (b'a "b"', b"a\\x20\\x22b\\x22"),
+        (b"a\\ b", b"a\\x5c\\x20b"),
     ],
 )
 def test_escape_unquoted_examples(value: bytes, escaped: bytes) -> None:
@@ -110,5 +115,19 @@ def test_escape_unquoted_examples(value: bytes, escaped: bytes) -> None:
 
 
 def test_unescape_accepts_upper_case_hex() -> None:
-    """unescape() reads \\xHH in either case, as other producers of this rule may write it."""
-    assert unescape(b"\\x4A\\x4a") == b"JJ"
+    """unescape() reads \\xHH in either case, as nginx writes it."""
+    assert unescape(b"\\x4A\\x4a\\x5C") == b"JJ\\"
+
+
+def test_unescape_reads_apache_escapes() -> None:
+    """unescape() also reads Apache's \\" and \\\\, which boundlog 0.1 wrote too."""
+    assert unescape(b'say \\"hi\\" C:\\\\dir') == b'say "hi" C:\\dir'
+
+
+@pytest.mark.parametrize("byte", [b"\xff", b"\x01", b'"', b"\\", b"\n", b" "])
+def test_a_long_value_of_one_unsafe_byte_escapes_whole(byte: bytes) -> None:
+    """A 1 MiB value made of one unsafe byte escapes to 4 MiB of its \\xhh, and back."""
+    value = byte * (1 << 20)
+    escaped = escape_unquoted(value)
+    assert escaped == b"\\x%02x" % byte[0] * (1 << 20)
+    assert unescape(escaped) == value

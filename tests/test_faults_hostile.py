@@ -7,19 +7,28 @@ of them with a 4xx of their own and never call the application: then there is no
 which is right.  Every request a server did hand to the application must produce
 exactly one line, on which the combined format's fields unescape to the bytes the
 server received and the JSON format is valid JSON with the same values.
+
+What a hostile value costs the writer is tested in process: the calls made to format a
+batch do not grow with the bytes a client chooses, and the memory held while formatting
+stays within twice the output.
 """
 
 from __future__ import annotations
 
+import gc
 import json
 import re
 import socket
+import sys
+import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
+from types import FrameType
 from typing import NamedTuple
 
 import pytest
 
+from _records import make_record
 from _servers import (
     CLIENT_TIMEOUT,
     LOOPBACK,
@@ -31,7 +40,8 @@ from _servers import (
     running_server,
     uvicorn_fault_command,
 )
-from boundlog import unescape
+from boundlog import Record, Template, unescape
+from boundlog._formats import Format, make_format
 
 HOSTILE_VALUES = {
     "quotes": b'say "hi"',
@@ -124,18 +134,14 @@ def _combined_values(line: bytes) -> tuple[int, tuple[bytes | None, ...]]:
     return int(path.split(b"/")[2]), (path, query, referer, unescape(fields.user_agent))
 
 
-def _json_values(line: bytes) -> tuple[int, tuple[str | None, ...]]:
-    """The request's number, and the four values of a line that must be valid JSON."""
+def _json_values(line: bytes) -> tuple[int, tuple[bytes | None, ...]]:
+    """The request's number, and the four values of a line that must be valid JSON, as the
+    bytes they stand for (their text's UTF-8, with its \\xhh escapes unescaped)."""
     assert re.fullmatch(rb"[\x20-\x7e]*", line), f"not printable ASCII: {line!r}"
     entry = json.loads(line)
     values = entry["path"], entry["query"], entry["referer"], entry["user_agent"]
-    return int(entry["path"].split("/")[2]), values
-
-
-def _as_json_text(hostile: Hostile) -> tuple[str | None, ...]:
-    """The values as the JSON format spells them: invalid UTF-8 as the text \\xhh."""
-    return tuple(
-        None if value is None else value.decode("utf-8", "backslashreplace") for value in hostile
+    return int(entry["path"].split("/")[2]), tuple(
+        None if value is None else unescape(value.encode()) for value in values
     )
 
 
@@ -145,7 +151,7 @@ PARSERS: dict[str, Callable[[bytes], tuple[int, tuple[object, ...]]]] = {
 }
 EXPECTATIONS: dict[str, Callable[[Hostile], tuple[object, ...]]] = {
     "combined": tuple,
-    "json": _as_json_text,
+    "json": tuple,
 }
 
 
@@ -178,3 +184,73 @@ def test_hostile_requests_make_one_faithful_line_each(
     expect = EXPECTATIONS[log_format]
     for number, hostile in accepted.items():
         assert logged[number] == expect(hostile), number
+
+
+# Every byte, then the ones that have escapes of their own, then text: a client's worst.
+HOSTILE_BYTES = bytes(range(256)) + b'""\\\\\t\n\r  ' + "caf\u00e9 \u2028".encode()
+HOSTILE_FORMATS: dict[str, Callable[[], Format]] = {
+    "combined": lambda: make_format("combined", utc=True),
+    "json": lambda: make_format("json", utc=True),
+    "dev": lambda: make_format("dev", utc=True),
+    "template": lambda: Template('%h "%r" "%{User-Agent}i" %(u)s %(a)s', utc=True),
+}
+
+
+def _hostile_batch(size: int, count: int = 16) -> list[Record]:
+    """``count`` records whose path, query, Referer and User-Agent hold ``size`` hostile bytes."""
+    value = (HOSTILE_BYTES * (size // len(HOSTILE_BYTES) + 1))[:size]
+    return [
+        make_record(path=b"/" + value, query=value, referer=value, user_agent=value)
+        for _ in range(count)
+    ]
+
+
+def _calls_to_format(fmt: Format, records: list[Record]) -> int:
+    """How many Python and C functions formatting ``records`` calls."""
+    calls = 0
+
+    def count(frame: FrameType, event: str, arg: object) -> None:
+        nonlocal calls
+        if event in ("call", "c_call"):
+            calls += 1
+
+    # A collection would run other objects' finalizers inside the count.
+    gc.disable()
+    sys.setprofile(count)
+    try:
+        fmt.format_batch(records)
+    finally:
+        sys.setprofile(None)
+        gc.enable()
+    return calls
+
+
+@pytest.mark.parametrize("name", HOSTILE_FORMATS)
+def test_a_hostile_value_costs_no_more_calls_the_longer_it_is(name: str) -> None:
+    """Escaping is a fixed number of C-level passes over a value: formatting a batch whose
+    fields hold 64 KiB of hostile bytes makes exactly the calls that 1 KiB does (no
+    function runs per byte, as a regular expression's callback did)."""
+    fmt = HOSTILE_FORMATS[name]()
+    fmt.format_batch(_hostile_batch(100))  # caches filled: the time stamp, distinct values
+    assert _calls_to_format(fmt, _hostile_batch(65536)) == _calls_to_format(
+        fmt, _hostile_batch(1024)
+    )
+
+
+@pytest.mark.parametrize("name", HOSTILE_FORMATS)
+def test_formatting_hostile_values_holds_at_most_twice_the_output(name: str) -> None:
+    """A batch of 16 records with 64 KiB of hostile bytes in four fields each (about 4 MiB
+    of lines) is formatted holding no more than the lines' pieces and the lines: no copy
+    of the batch per step of escaping."""
+    fmt = HOSTILE_FORMATS[name]()
+    records = _hostile_batch(65536)
+    fmt.format_batch(records[:1])
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        output = fmt.format_batch(records)
+        peak = tracemalloc.get_traced_memory()[1] - before
+    finally:
+        tracemalloc.stop()
+    assert len(output) > 1 << 20
+    assert peak <= 2 * len(output) + (256 << 10), (peak, len(output))

@@ -187,7 +187,7 @@ def test_plain_access_logger_writes_a_custom_template(tmp_path: Path) -> None:
     assert sorted(line.rsplit(b" ", 2)[0] for line in lines) == sorted(
         [
             b'127.0.0.1 "GET /bytes/5?n=1 HTTP/1.1" 200 5 "id-1" "5"',
-            b'127.0.0.1 "GET /no/such/page HTTP/1.1" 404 10 "q\\"uote\\\\" "10"',
+            b'127.0.0.1 "GET /no/such/page HTTP/1.1" 404 10 "q\\x22uote\\x5c" "10"',
             b'127.0.0.1 "HEAD /bytes/7 HTTP/1.1" 200 - "-" "7"',
         ]
     )

@@ -238,7 +238,7 @@ def test_custom_atom_template_writes_header_atoms_escaped(tmp_path: Path) -> Non
     assert sorted(line.rpartition(b" ")[0] for line in lines) == sorted(
         [
             b'127.0.0.1 "GET /bytes/5?n=1 HTTP/1.1" 200 5 alice "id-1" "5" "t/1"',
-            b'127.0.0.1 "GET /no/such/page HTTP/1.1" 404 10 - "q\\"uote\\\\" "10" "t/1"',
+            b'127.0.0.1 "GET /no/such/page HTTP/1.1" 404 10 - "q\\x22uote\\x5c" "10" "t/1"',
             b'127.0.0.1 "HEAD /bytes/7 HTTP/1.1" 200 0 - "-" "7" "t/1"',
         ]
     )

@@ -8,9 +8,11 @@ from types import MappingProxyType
 from typing import Any
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from _records import make_record
-from boundlog import ConfigurationError, JsonFormat, Record
+from boundlog import ConfigurationError, JsonFormat, Record, unescape
 from boundlog._json import JSON_FIELDS
 
 # 1700000000.25 is 2023-11-14T22:13:20.250Z.
@@ -86,8 +88,10 @@ def test_header_sources_of_every_kind(request_headers: Any, response_headers: An
         (b"plain", "plain"),
         (b"caf\xc3\xa9", "caf\u00e9"),
         (b"\xff\xfe", "\\xff\\xfe"),
-        (b'a"b\\c', 'a"b\\c'),
-        (b"two\nlines\\n", "two\nlines\\n"),
+        (b"\\xff\\xfe", "\\x5cxff\\x5cxfe"),
+        (b"caf\xc3\xa9\xff", "caf\\xc3\\xa9\\xff"),
+        (b'a"b\\c', 'a"b\\x5cc'),
+        (b"two\nlines\\n", "two\nlines\\x5cn"),
         (b"\x1b[31m\x00", "\x1b[31m\x00"),
         (b"\xe2\x80\xa8", "\u2028"),
     ],
@@ -102,6 +106,32 @@ def test_header_values_are_strict_json_on_one_line(value: bytes, expected: str) 
     assert text.count("\n") == 1
     fields = json.loads(text)
     assert fields["request_id"] == fields["x_trace"] == fields["response_x_trace"] == expected
+
+
+# Byte strings weighted towards the ones that could be confused: invalid UTF-8 and the
+# text of its escape, backslashes, valid multi-byte characters.
+CONFUSABLE = st.lists(
+    st.sampled_from([b"\xff", b"\\xff", b"\\", b"x", b"f", b"\xc3", b"\xa9", b"\xc3\xa9", b"\n",
+                     b"\xed\xa0\x80", b"\\udcff", b'"'])
+).map(b"".join)  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.binary(), CONFUSABLE), min_size=1, max_size=6, unique=True))
+@example([b"\xff", b"\\xff"])
+@example([b"\xc3\xa9", b"\\xc3\\xa9", b"\xc3", b"\\xc3"])
+def test_distinct_bytes_give_distinct_json_strings_that_give_them_back(
+    values: list[bytes],
+) -> None:
+    """No two byte strings share a JSON string, and unescape() of a string's UTF-8 gives
+    back the bytes: valid UTF-8 is text, an invalid byte \\xhh, a backslash \\x5c."""
+    fmt = JsonFormat(utc=True)
+    records = [make_record(path=value, user_agent=value) for value in values]
+    lines = fmt.format_batch(records).decode("ascii").splitlines()
+    strings = [json.loads(text)["path"] for text in lines]
+    assert [json.loads(text)["user_agent"] for text in lines] == strings
+    assert len(set(strings)) == len(values)
+    assert [unescape(string.encode("utf-8")) for string in strings] == values
 
 
 @pytest.mark.parametrize("field", JSON_FIELDS)

@@ -5,17 +5,21 @@ from __future__ import annotations
 import base64
 import os
 import re
+from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from _records import make_record
+from _servers import CLIENT_TIMEOUT, read_log_lines, running_server, stop_gracefully
 from boundlog import ConfigurationError, Record, Template
 from boundlog._escape import unescape
 from boundlog._formats import ApacheFormat, make_format
 from test_formats import CLEAN_RECORDS, RAW, RECORDS, SETTINGS, lines_of, text_bytes
+from test_integration_gunicorn import group_processes, gunicorn_command
 
 GUNICORN_DEFAULT = '%(h)s %(l)s %(u)s %(t)s "%(r)s" %(s)s %(b)s "%(f)s" "%(a)s"'
 PID = str(os.getpid())
@@ -50,14 +54,14 @@ CASES: list[tuple[str, dict[str, Any], str]] = [
     ("%u", {"request_headers": []}, "-"),
     ("%u", {"request_headers": [(b"authorization", b"Bearer abc")]}, "-"),
     ("%u", {"request_headers": [(b"authorization", basic(b"no-colon"))]}, "-"),
-    ("%u", {"request_headers": [(b"authorization", basic(b'a "b\n:pw'))]}, 'a\\x20\\"b\\x0a'),
+    ("%u", {"request_headers": [(b"authorization", basic(b'a "b\n:pw'))]}, "a\\x20\\x22b\\x0a"),
     ("%t", {}, "[14/Nov/2023:22:13:20 +0000]"),
     ("%{%Y-%m-%dT%H:%M:%S%z}t", {}, "2023-11-14T22:13:20+0000"),
     ("%{begin:%H}t %{%%z}t", {}, "22 %z"),
     ("%{sec}t %{msec}t %{usec}t", {}, "1700000000 1700000000250 1700000000250000"),
     ("%{msec_frac}t %{usec_frac}t", {}, "250 250000"),
     ("%r", {}, "GET /hello?a=1 HTTP/1.1"),
-    ("%r", {"query": b"", "method": "HEAD", "path": b'/"x"'}, 'HEAD /\\"x\\" HTTP/1.1'),
+    ("%r", {"query": b"", "method": "HEAD", "path": b'/"x"'}, "HEAD /\\x22x\\x22 HTTP/1.1"),
     ("%m %U %H", {}, "GET /hello HTTP/1.1"),
     ("%q", {}, "?a=1"),
     ("%q", {"query": b""}, ""),
@@ -70,7 +74,7 @@ CASES: list[tuple[str, dict[str, Any], str]] = [
     ("%D %T %Tf", {"duration": float("nan")}, "- - -"),
     ("%{X-Request-ID}i %{x-request-id}i", {}, "r-42 r-42"),
     ("%{X-Missing}i", {}, "-"),
-    ('"%{Referer}i"', {"request_headers": [(b"referer", b'a"b\\c\x85')]}, '"a\\"b\\\\c\\x85"'),
+    ('"%{Referer}i"', {"request_headers": [(b"referer", b'a"b\\c\x85')]}, '"a\\x22b\\x5cc\\x85"'),
     ("%{Cookie}i %{Authorization}i", {}, "[redacted] [redacted]"),
     ("%{Content-Type}o %{Set-Cookie}o %{X-Missing}o", {}, "text/plain [redacted] -"),
     ("%P", {}, PID),
@@ -142,8 +146,8 @@ def test_gunicorn_default_template_writes_exactly_the_combined_format(
 HOSTILE_TEMPLATE = (
     '"%m" "%U" "%q" "%H" "%{Referer}i" "%{X-Custom}i" "%{X-Out}o" "%(q)s" "%(a)s" %h %u'
 )
-QUOTED = rb'"((?:[\x20\x21\x23-\x5b\x5d-\x7e]|\\x[0-9a-f]{2}|\\["\\])*)"'
-UNQUOTED = rb'((?:[\x21\x23-\x5b\x5d-\x7e]|\\x[0-9a-f]{2}|\\["\\])+)'
+QUOTED = rb'"((?:[\x20\x21\x23-\x5b\x5d-\x7e]|\\x[0-9a-f]{2})*)"'
+UNQUOTED = rb"((?:[\x21\x23-\x5b\x5d-\x7e]|\\x[0-9a-f]{2})+)"
 HOSTILE_LINE = re.compile(b" ".join([QUOTED] * 9 + [UNQUOTED] * 2))
 HOSTILE_RECORDS = st.builds(
     lambda record, custom, out, user: record._replace(
@@ -245,3 +249,57 @@ def test_template_text_without_fields_is_written_as_it_is(text: str) -> None:
     """The template's own text, even a quote or a backslash, is written unescaped."""
     expected = text.replace("%%", "%").encode() + b"\n"
     assert Template(text).format_batch([make_record(), make_record()]) == expected * 2
+
+
+# The atoms whose values gunicorn's own logger and boundlog write alike for plain
+# requests (gunicorn does not escape; boundlog writes %(b)s as - for an empty body).
+GUNICORN_ATOMS = (
+    '%(h)s %(l)s %(u)s "%(r)s" %(s)s %(B)s %(m)s %(U)s %(q)s %(H)s %(p)s "%(f)s" "%(a)s" '
+    '"%({x-request-id}i)s"'
+)
+# Authorization values gunicorn's glogging reads a user from, or does not.
+AUTHORIZATIONS = {
+    "basic": basic(b"alice:secret"),
+    "lower-case-scheme": b"basic " + base64.b64encode(b"bob:pw"),
+    "colon-in-password": basic(b"carol:p:w"),
+    "empty-user": basic(b":pw"),
+    "bearer": b"Bearer abc.def",
+    "not-base64": b"Basic !!!",
+    "absent": None,
+}
+
+
+def _gunicorn_lines(logger_class: str, tmp_path: Path) -> tuple[list[bytes], set[int]]:
+    """The lines gunicorn writes with ``logger_class`` for one request per Authorization
+    value, and the pids of its workers."""
+    log_path = tmp_path / f"{logger_class}.log"
+    command = gunicorn_command(
+        "--access-logfile", str(log_path), "--access-logformat", GUNICORN_ATOMS,
+        logger_class=logger_class,
+    )  # fmt: skip
+    with running_server(command, {}, tmp_path / f"{logger_class}.out") as server:
+        with httpx.Client(base_url=server.base_url, timeout=CLIENT_TIMEOUT) as client:
+            for name, authorization in AUTHORIZATIONS.items():
+                headers = {"User-Agent": "t/1", "Referer": "http://r/", "X-Request-ID": name}
+                if authorization is not None:
+                    headers["Authorization"] = authorization.decode()
+                client.get(f"/bytes/3?case={name}", headers=headers)
+        workers = set(group_processes(server.process.pid)) - {server.process.pid}
+        stop_gracefully(server)
+    return read_log_lines(log_path), workers
+
+
+def test_gunicorn_atoms_are_written_as_gunicorn_writes_them(tmp_path: Path) -> None:
+    """Real gunicorn with its own logger and with boundlog's, the same template of atoms:
+    the same lines, the Basic user in %(u)s (- when absent, not Basic or undecodable) and
+    a worker's <pid> in %(p)s."""
+    lines: dict[str, list[bytes]] = {}
+    for logger_class in ("gunicorn.glogging.Logger", "boundlog.gunicorn.Logger"):
+        written, workers = _gunicorn_lines(logger_class, tmp_path)
+        pids = {int(pid) for pid in re.findall(rb" <(\d+)> ", b"\n".join(written))}
+        assert pids
+        assert pids <= workers, (pids, workers)
+        lines[logger_class] = sorted(re.sub(rb" <\d+> ", b" <pid> ", line) for line in written)
+    assert lines["boundlog.gunicorn.Logger"] == lines["gunicorn.glogging.Logger"]
+    users = {line.split(b" ")[2] for line in lines["boundlog.gunicorn.Logger"]}
+    assert users == {b"alice", b"bob", b"carol", b"-"}

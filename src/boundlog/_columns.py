@@ -19,10 +19,9 @@ from collections.abc import Callable, Hashable, Iterable, Sequence
 from itertools import compress, repeat
 from typing import Any, TypeVar, cast
 
+from ._escape import PLAIN as _PLAIN
 from ._escape import escape, escape_unquoted
 
-# The bytes a field may hold unescaped: printable ASCII without the quote and backslash.
-_PLAIN = bytes(range(0x20, 0x7F)).translate(None, b'"\\')
 _DASH = b"-"
 _DASH_FOR_NONE: dict[bytes | None, bytes] = {None: _DASH}
 _DASH_FOR_ZERO = {b"0": _DASH}

@@ -1,15 +1,19 @@
 """The escaping rule that keeps every record on exactly one line.
 
 Apache and nginx both write a byte a client controls either as itself, when it is
-printable ASCII, or as a ``\\xhh`` escape; ``"`` and ``\\`` get a backslash so that a
-quoted field always ends at the first unescaped quote.  boundlog uses the same rule for
-every field of the common and combined formats.  It is applied to bytes, not to text:
+printable ASCII, or as a ``\\xhh`` escape, but they differ on the quote and the
+backslash: Apache writes ``"`` as ``\\"`` and ``\\`` as ``\\\\``, nginx writes them as
+``\\x22`` and ``\\x5C``.  Some readers of the combined format (lnav among them) end a
+quoted field at the first ``"`` whatever precedes it, so boundlog follows nginx: every
+escape is ``\\xhh``, and no escaped field holds a quote at all.  The rule applies to
+every client-controlled field of the common, combined and dev formats and of templates,
+and to bytes, not text:
 
 * every byte outside ``0x20-0x7e`` becomes ``\\xhh`` (lower-case hex).  That covers C0
   controls, DEL, C1 and the bytes of every character ``str.splitlines()`` treats as a
   line break (``\\x1c-\\x1e``, ``\\x85``, U+2028 and U+2029 are all escaped because each
   of their encodings contains a byte outside the printable range);
-* ``"`` becomes ``\\"`` and ``\\`` becomes ``\\\\``;
+* ``"`` becomes ``\\x22`` and ``\\`` becomes ``\\x5c``;
 * in the one unquoted field a client can influence, the client address (a server may
   report a socket path or a forwarded value there), a space becomes ``\\x20`` too, so
   that the field still ends at the first space (:func:`escape_unquoted`).
@@ -17,23 +21,48 @@ every field of the common and combined formats.  It is applied to bytes, not to 
 Escaping non-ASCII bytes loses readability for UTF-8 text in exchange for two
 properties a log consumer can rely on: a line is ASCII, and :func:`unescape` recovers
 the exact bytes the client sent, valid UTF-8 or not.
+
+A client chooses the bytes, so what escaping costs must not depend on them: a value is
+escaped by a fixed number of C-level passes over it, never by Python code per byte.
+Python's ``unicode_escape`` codec already writes every byte of a latin-1 text outside
+``0x20-0x7e`` as ``\\xhh``, except four it writes as ``\\\\``, ``\\t``, ``\\n``
+and ``\\r``.  Those four, and the quote (and the space) it leaves alone, are first
+moved to the code points ``U+0100`` above themselves, which the codec writes as
+``\\u01hh``: one replacement of ``\\u01`` by ``\\x`` then gives their escapes (with
+the backslash moved, every other backslash the codec writes starts a ``\\xhh``).
 """
 
 from __future__ import annotations
 
+import codecs
 import re
 
-_UNSAFE_BYTE = re.compile(rb"[^\x20\x21\x23-\x5b\x5d-\x7e]")
-_UNSAFE_UNQUOTED_BYTE = re.compile(rb"[^\x21\x23-\x5b\x5d-\x7e]")
+#: The bytes a quoted field may hold unescaped: printable ASCII without ``"`` and ``\\``.
+PLAIN = bytes(range(0x20, 0x7F)).translate(None, b'"\\')
+_PLAIN_UNQUOTED = PLAIN.replace(b" ", b"")
+
+# The characters unicode_escape does not write as \xhh, for quoted and unquoted fields.
+_MOVED = '\\\t\n\r"'
+_MOVED_UNQUOTED = _MOVED + " "
+# Each moved character's code point is its byte plus this, written \u01hh.
+_MOVE = 0x100
+_MOVED_ESCAPE = b"\\u01"
+_HEX_ESCAPE = b"\\x"
+
 _ESCAPE_SEQUENCE = re.compile(rb'\\(?:x([0-9a-fA-F]{2})|(["\\]))')
 
-_ESCAPES = {i: b"\\x%02x" % i for i in range(256)}
-_ESCAPES[0x22] = b'\\"'
-_ESCAPES[0x5C] = b"\\\\"
 
-
-def _escape_byte(match: re.Match[bytes]) -> bytes:
-    return _ESCAPES[match.group()[0]]
+def _escaped(value: bytes, plain: bytes, moved: str) -> bytes:
+    if value.isascii() and not value.translate(None, plain):
+        return value
+    text = value.decode("latin-1")
+    moved_any = False
+    for char in moved:
+        if char in text:
+            text = text.replace(char, chr(ord(char) + _MOVE))
+            moved_any = True
+    escaped = codecs.unicode_escape_encode(text)[0]
+    return escaped.replace(_MOVED_ESCAPE, _HEX_ESCAPE) if moved_any else escaped
 
 
 def _unescape_sequence(match: re.Match[bytes]) -> bytes:
@@ -44,19 +73,19 @@ def _unescape_sequence(match: re.Match[bytes]) -> bytes:
 
 
 def escape(value: bytes) -> bytes:
-    """Return ``value`` with every byte that could break a log line escaped."""
-    if _UNSAFE_BYTE.search(value) is None:
-        return value
-    return _UNSAFE_BYTE.sub(_escape_byte, value)
+    """Return ``value`` with every byte that could break a log line escaped as ``\\xhh``."""
+    return _escaped(value, PLAIN, _MOVED)
 
 
 def escape_unquoted(value: bytes) -> bytes:
     """Return ``value`` escaped as by :func:`escape`, and every space as ``\\x20``."""
-    if _UNSAFE_UNQUOTED_BYTE.search(value) is None:
-        return value
-    return _UNSAFE_UNQUOTED_BYTE.sub(_escape_byte, value)
+    return _escaped(value, _PLAIN_UNQUOTED, _MOVED_UNQUOTED)
 
 
 def unescape(value: bytes) -> bytes:
-    """Invert :func:`escape` and :func:`escape_unquoted`: ``unescape(escape(b)) == b``."""
+    """Invert :func:`escape` and :func:`escape_unquoted`: ``unescape(escape(b)) == b``.
+
+    It reads ``\\xhh`` in either case (nginx writes upper case), and Apache's ``\\"``
+    and ``\\\\``, which earlier versions of boundlog wrote too.
+    """
     return _ESCAPE_SEQUENCE.sub(_unescape_sequence, value)

@@ -23,7 +23,6 @@ from typing import Protocol
 from ._columns import (
     _DASH,
     _NO_SEPARATOR_FOR_EMPTY_QUERY,
-    _PLAIN,
     _bytes_on_the_wire,
     _escaped_clients,
     _escaped_column,
@@ -36,6 +35,7 @@ from ._columns import (
 )
 from ._dev import DevFormat
 from ._errors import ConfigurationError
+from ._escape import PLAIN as _PLAIN
 from ._escape import escape
 from ._headers import HeaderReader
 from ._json import JsonFormat
@@ -125,6 +125,8 @@ class ApacheFormat:
             data = join(raw_clients, _unchanged, _unchanged)
             if data.translate(None, _PLAIN) == self._shape * count:
                 return data
+            # Built again escaped: the unescaped bytes need not be held meanwhile.
+            del data
         return join(_escaped_clients(clients, raw_clients), escape, _escaped_column)
 
 

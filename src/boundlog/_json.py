@@ -1,8 +1,20 @@
 """JSON lines: one object per record, built column-wise like the Apache lines.
 
-JSON lines are ASCII (``encode_basestring_ascii``) and valid for strict parsers: bytes
-that are not UTF-8, and lone surrogates in text, are written as the text ``\\xhh``;
-a duration that is not finite is ``null``.
+JSON lines are ASCII (``encode_basestring_ascii``) and valid for strict parsers; a
+duration that is not finite is ``null``.  A string gives back exactly the bytes the
+client sent, valid UTF-8 or not, and no two byte strings give the same string:
+
+* a value that is valid UTF-8 is the text it encodes;
+* a value that is not is its bytes with each byte from ``0x80`` on written as the text
+  ``\\xhh`` (lower-case hex), its valid characters too;
+* in both, a backslash is the text ``\\x5c``, so that every backslash in a string
+  starts an escape: a byte ``0xff`` is ``\\xff``, the four characters ``\\xff`` are
+  ``\\x5cxff``.
+
+So ``boundlog.unescape(string.encode("utf-8"))`` recovers the bytes of a decoded
+string.  Text fields (client, method, protocol) are their UTF-8 bytes under the same
+rule (a lone surrogate makes them invalid UTF-8).  Every step is a C-level pass over a
+value, whatever bytes a client chooses.
 """
 
 from __future__ import annotations
@@ -27,24 +39,35 @@ from ._timestamps import Rfc3339Clock
 
 _EMPTY_FOR_NONE: dict[object, bytes] = {None: b""}
 _NULL_FOR_NONE: dict[object, str] = {None: "null"}
+_BACKSLASH = b"\\"
+_BACKSLASH_ESCAPE = b"\\x5c"
 
 
 def _json_text(value: str | None) -> str:
     if value is None:
         return "null"
-    if not value.isascii():
-        # A lone surrogate is not Unicode and strict parsers reject its \udxxx escape:
-        # write its bytes as an invalid UTF-8 byte is written.
-        value = _text(value).decode("utf-8", "backslashreplace")
-    return encode_basestring_ascii(value)
+    if value.isascii() and "\\" not in value:
+        return encode_basestring_ascii(value)
+    return _json_string(_text(value))
 
 
 def _json_texts(values: Sequence[str | None]) -> Iterable[str]:
     if None not in values:
         texts = cast("Sequence[str]", values)
-        if "".join(texts).isascii():
+        joined = "".join(texts)
+        if joined.isascii() and "\\" not in joined:
             return map(encode_basestring_ascii, texts)
     return map(_json_text, values)
+
+
+def _json_string(value: bytes) -> str:
+    """The JSON string of one value, by the rule in the module's docstring."""
+    value = value.replace(_BACKSLASH, _BACKSLASH_ESCAPE)
+    try:
+        text = value.decode("utf-8")
+    except UnicodeDecodeError:
+        text = value.decode("latin-1").encode("ascii", "backslashreplace").decode("ascii")
+    return encode_basestring_ascii(text)
 
 
 def _json_bytes(values: Sequence[bytes | None]) -> Iterable[str]:
@@ -52,18 +75,33 @@ def _json_bytes(values: Sequence[bytes | None]) -> Iterable[str]:
     present = cast(
         "Sequence[bytes]", tuple(map(_EMPTY_FOR_NONE.get, values, values)) if has_none else values
     )
-    # Invalid UTF-8 becomes the text \xhh, never a lone surrogate.  The column is decoded
-    # and encoded as one string with a newline between values; 0x0a is never part of a
-    # UTF-8 sequence, so each value decodes as it would alone, and each written \n
-    # becomes the end of one JSON string and the start of the next.
-    text = b"\n".join(present).decode("utf-8", "backslashreplace")
-    strings = encode_basestring_ascii(text).replace("\\n", '"\n"').split("\n")
-    if len(strings) != len(values):
-        # A value held a newline, or a backslash before an n: encode one at a time.
-        strings = [
-            encode_basestring_ascii(value.decode("utf-8", "backslashreplace")) for value in present
-        ]
+    strings = _json_column(present)
     return map(_NULL_FOR_NONE.get, values, strings) if has_none else strings
+
+
+def _json_column(values: Sequence[bytes]) -> list[str]:
+    """The JSON string of each value."""
+    strings = _json_joined(values)
+    # Otherwise value by value, so that a hostile value costs its own size, not the column's.
+    return strings if strings is not None else list(map(_json_string, values))
+
+
+def _json_joined(values: Sequence[bytes]) -> list[str] | None:
+    """The JSON string of each value, encoded as one string, or None if a value is not
+    valid UTF-8 or holds a newline."""
+    # The column is decoded and encoded as one string with a newline between values;
+    # 0x0a is never part of a UTF-8 sequence and every backslash is escaped first, so
+    # each written \n is the end of one JSON string and the start of the next.
+    try:
+        text = b"\n".join(values).replace(_BACKSLASH, _BACKSLASH_ESCAPE).decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    # One name rebound at each step, so that no more than two copies are held at once.
+    text = encode_basestring_ascii(text)
+    text = text.replace("\\n", '"\n"')
+    # At most one split too many, however many newlines the values hold.
+    strings = text.split("\n", len(values))
+    return strings if len(strings) == len(values) else None
 
 
 def _json_numbers(
@@ -181,6 +219,11 @@ class JsonFormat:
     def format_batch(self, records: Sequence[Record]) -> bytes:
         if not records:
             return b""
+        # The columns are dropped once laid out, so that encoding the line holds only
+        # the line's text and its bytes.
+        return "".join(self._layout.lines(self._fields(records), len(records))).encode("ascii")
+
+    def _fields(self, records: Sequence[Record]) -> list[Iterable[str]]:
         (
             times, durations, clients, methods, paths, queries, protocols, statuses, sents,
             request_headers, response_headers,
@@ -189,7 +232,7 @@ class JsonFormat:
         response_columns = self._response.columns(response_headers) if self._response_added else []
         before_method, before_path = self._method
         before_protocol, before_status = self._protocol
-        fields: list[Iterable[str]] = [
+        return [
             self._clock.stamps(times),
             _json_texts(clients),
             _per_value(methods, lambda method: before_method + _json_text(method) + before_path),
@@ -205,7 +248,6 @@ class JsonFormat:
             *(_json_bytes(request_columns[index]) for index in self._request_added),
             *(_json_bytes(response_columns[index]) for index in self._response_added),
         ]
-        return "".join(self._layout.lines(fields, len(records))).encode("ascii")
 
 
 def _built_in_keys(rename: Mapping[str, str]) -> dict[str, str]:

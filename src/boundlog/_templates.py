@@ -32,7 +32,6 @@ from typing import Any, TypeAlias, cast
 
 from ._columns import (
     _DASH,
-    _PLAIN,
     _bytes_on_the_wire,
     _dash_for_none,
     _escaped_clients,
@@ -44,6 +43,7 @@ from ._columns import (
     _text,
 )
 from ._errors import ConfigurationError
+from ._escape import PLAIN as _PLAIN
 from ._escape import escape, escape_unquoted
 from ._headers import REDACTED, HeaderReader, header_name, header_names
 from ._record import Record
@@ -198,6 +198,8 @@ class Template:
         data = join(False)
         if data.translate(None, _PLAIN) == self._shape * count:
             return data
+        # Built again escaped: the unescaped bytes need not be held meanwhile.
+        del data
         return join(True)
 
 
