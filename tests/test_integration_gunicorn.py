@@ -244,6 +244,25 @@ def test_custom_atom_template_writes_header_atoms_escaped(tmp_path: Path) -> Non
     )
 
 
+def test_the_default_format_shows_the_basic_auth_user_as_gunicorn_does(tmp_path: Path) -> None:
+    """gunicorn's default --access-logformat writes the user of Basic credentials in its
+    third field (never the password), as gunicorn's own logger does, and - without."""
+    log_path = tmp_path / "access.log"
+    options = ["-k", "gthread", "--access-logfile", str(log_path)]
+    alice = "Basic " + base64.b64encode(b"alice:secret").decode()
+    with running_server(gunicorn_command(*options), {}, tmp_path / "gunicorn.out") as server:
+        with httpx.Client(base_url=server.base_url, timeout=CLIENT_TIMEOUT) as client:
+            client.get("/bytes/5", headers={"Authorization": alice})
+            client.get("/bytes/6")
+        stop_gracefully(server)
+    lines = sorted(read_log_lines(log_path), key=lambda line: b"/bytes/6" in line)
+    assert [line.split(b" ")[:3] for line in lines] == [
+        [b"127.0.0.1", b"-", b"alice"],
+        [b"127.0.0.1", b"-", b"-"],
+    ]
+    assert not any(b"secret" in line for line in lines)
+
+
 @pytest.mark.parametrize(
     "log_format",
     [Config().access_log_format, '%(t)s "%(r)s" %(s)s'],

@@ -40,7 +40,6 @@ from datetime import timedelta
 from time import time
 from typing import Any, Protocol
 
-from gunicorn.config import AccessLogFormat  # type: ignore[import-untyped]
 from gunicorn.glogging import Logger as GunicornLogger  # type: ignore[import-untyped]
 
 from ._environ import environ_record
@@ -74,10 +73,6 @@ SKIP_PATHS_VARIABLE = "BOUNDLOG_SKIP_PATHS"
 TRUSTED_PROXIES_VARIABLE = "BOUNDLOG_TRUSTED_PROXIES"
 PROXY_HEADER_VARIABLE = "BOUNDLOG_PROXY_HEADER"
 REDACT_QUERY_VARIABLE = "BOUNDLOG_REDACT_QUERY"
-
-# gunicorn's default --access-logformat: the Apache combined format.
-_GUNICORN_DEFAULT: str = AccessLogFormat.default
-
 
 class _Response(Protocol):
     """What every gunicorn worker's ``resp`` offers: ``"200 OK"`` or 200, body bytes sent."""
@@ -202,8 +197,6 @@ def _format_for(template: str, *, utc: bool) -> str | Template:
     """The boundlog format an ``--access-logformat`` value asks for, or a ConfigurationError."""
     if template in FORMATS:
         return template
-    if template == _GUNICORN_DEFAULT:
-        return "combined"
     if "%" not in template:
         raise ConfigurationError(
             f"--access-logformat {template!r} is neither a format name ({', '.join(FORMATS)}) "
