@@ -10,6 +10,7 @@ from collections.abc import Callable, Coroutine, Iterable
 from types import FrameType, TracebackType
 from typing import Any
 
+from ._budget import DEFAULT_MAX_RECORD_BYTES, RecordBudget, check_max_record_bytes
 from ._dev import DevFormat
 from ._errors import ConfigurationError
 from ._filters import make_select
@@ -50,6 +51,10 @@ class AccessLog:
     trusted proxy forwarded for (in its ``proxy_header``: ``"x-forwarded-for"`` or
     ``"forwarded"``, and only that one), and ``redact_query`` hides credentials in query
     strings (see ``_filters``, ``_proxies`` and ``_redaction``).
+
+    A record keeps at most ``max_record_bytes`` of what the client sent (path, query
+    and header fields, see ``_budget``): a bigger request's record keeps only the
+    header fields the log reads, its longest values cut and marked ``[...N bytes cut]``.
     """
 
     submit: Callable[[Record], bool]
@@ -64,6 +69,7 @@ class AccessLog:
         *,
         max_queue: int = DEFAULT_MAX_QUEUE,
         batch_size: int = DEFAULT_BATCH_SIZE,
+        max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
         flush_interval: float = DEFAULT_FLUSH_INTERVAL,
         utc: bool = False,
         close_timeout: float = DEFAULT_CLOSE_TIMEOUT,
@@ -84,6 +90,7 @@ class AccessLog:
             )
         _check_count("max_queue", max_queue)
         _check_count("batch_size", batch_size)
+        check_max_record_bytes(max_record_bytes)
         _check_seconds("flush_interval", flush_interval)
         _check_seconds("close_timeout", close_timeout)
         if reopen_signal is not None and threading.current_thread() is not threading.main_thread():
@@ -117,6 +124,11 @@ class AccessLog:
             if format_names is None or select_names is None
             else frozenset(format_names) | select_names
         )
+        # What a record may keep of what the client sent (see ``_budget``): the
+        # integrations cut a bigger record down, so that a full queue is bounded in
+        # bytes as well as in records.
+        self.max_record_bytes = max_record_bytes
+        self.record_budget = RecordBudget(max_record_bytes, self.request_header_names)
         response_names = getattr(fmt, "response_header_names", None)
         # Whether lines may show response header fields (a format that does not say
         # which, or a keep predicate, may read any).  When they cannot, integrations

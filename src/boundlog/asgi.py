@@ -23,9 +23,11 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Awaitable, Callable, MutableMapping
+from itertools import chain
 from time import time
 from typing import Any
 
+from ._budget import FIELD_OVERHEAD, RecordBudget
 from ._log import AccessLog, log_for_middleware
 from ._record import Record
 
@@ -57,6 +59,7 @@ class AccessLogMiddleware:
         self._offer = self.log.offer
         self._submit_async = self.log.submit_async
         self._keeps_response_headers = self.log.reads_response_headers
+        self._budget = self.log.record_budget
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -92,7 +95,9 @@ class AccessLogMiddleware:
                 sent = _file_size(response, message)
             else:
                 return send(message)
-            entry = _record(scope, received, status, sent, response, self._keeps_response_headers)
+            entry = _record(
+                scope, received, status, sent, response, self._keeps_response_headers, self._budget
+            )
             response = _FINISHED
             if self._offer(entry):
                 return send(message)
@@ -105,7 +110,13 @@ class AccessLogMiddleware:
                 # The response never finished: the app raised, or returned early because
                 # the client left.  A server answers 500 when no response had started.
                 entry = _record(
-                    scope, received, status or 500, sent, response, self._keeps_response_headers
+                    scope,
+                    received,
+                    status or 500,
+                    sent,
+                    response,
+                    self._keeps_response_headers,
+                    self._budget,
                 )
                 await self._submit_async(entry)
 
@@ -140,22 +151,37 @@ def _record(
     sent: int,
     response: Message,
     keeps_response_headers: bool,
+    budget: RecordBudget,
 ) -> Record:
     client = scope.get("client")
     version = scope["http_version"]
+    path = scope.get("raw_path") or scope["path"].encode()
+    query = scope.get("query_string", b"")
+    headers = scope["headers"]
+    # A C-speed estimate of what the record keeps of the client's bytes (_budget's
+    # client_bytes, inline: the call would add a tenth); only a record over the
+    # budget is cut down.  A header container without len() takes the slow path.
+    try:
+        over = (
+            len(path) + len(query) + FIELD_OVERHEAD * len(headers)
+            + sum(map(len, chain.from_iterable(headers)))
+        ) > budget.limit  # fmt: skip
+    except TypeError:
+        over = True
+    if over:
+        path, query, headers = budget.pairs(path, query, headers)
     # The wall clock measures the duration too: one clock read fewer per request, at
     # the price of a wrong duration in the rare request that spans a clock step.
     # A plain tuple in Record's field order: the NamedTuple constructor would cost a
     # Python-level call per request, and the writer reads fields by position anyway.
     return (  # type: ignore[return-value]
         received, time() - received, client[0] if client else None,
-        scope["method"], scope.get("raw_path") or scope["path"].encode(),
-        scope.get("query_string", b""), _PROTOCOLS.get(version) or "HTTP/" + version,
+        scope["method"], path, query, _PROTOCOLS.get(version) or "HTTP/" + version,
         # The request's header list goes as it is: picking out the fields the log
         # reads costs the request path more than it saves the writer (callgrind:
         # +5.5k instructions here, -7k on the writer).  The response's goes only to
         # a log that reads it, not to keep an application's list alive for nothing.
-        status, sent, scope["headers"],
+        status, sent, headers,
         response.get("headers", ()) if keeps_response_headers else (),
     )  # fmt: skip
 

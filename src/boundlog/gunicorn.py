@@ -15,12 +15,12 @@ and writes ``%(b)s`` as ``-`` for an empty body, as Apache does.  An atom boundl
 not know (or ``{name}e``) stops gunicorn at startup with an error naming it.
 
 The queue and policy come from the environment (or gunicorn's ``--env``/``raw_env``):
-``BOUNDLOG_POLICY`` (``drop`` or ``wait``), ``BOUNDLOG_MAX_QUEUE``, ``BOUNDLOG_BATCH_SIZE``
-and ``BOUNDLOG_FLUSH_INTERVAL``; what is logged from ``BOUNDLOG_SKIP_PATHS`` and
-``BOUNDLOG_TRUSTED_PROXIES`` (comma-separated lists), ``BOUNDLOG_PROXY_HEADER`` (the
-one header those proxies set: ``x-forwarded-for``, the default, or ``forwarded``) and
-``BOUNDLOG_REDACT_QUERY`` (comma-separated names, replacing the default list; empty
-turns redaction off).  A subclass may override :meth:`Logger.log_options`, e.g. to pass
+``BOUNDLOG_POLICY`` (``drop`` or ``wait``), ``BOUNDLOG_MAX_QUEUE``, ``BOUNDLOG_BATCH_SIZE``,
+``BOUNDLOG_MAX_RECORD_BYTES`` and ``BOUNDLOG_FLUSH_INTERVAL``; what is logged from
+``BOUNDLOG_SKIP_PATHS`` and ``BOUNDLOG_TRUSTED_PROXIES`` (comma-separated lists),
+``BOUNDLOG_PROXY_HEADER`` (the one header those proxies set: ``x-forwarded-for``, the
+default, or ``forwarded``) and ``BOUNDLOG_REDACT_QUERY`` (comma-separated names,
+replacing the default list; empty turns redaction off).  A subclass may override :meth:`Logger.log_options`, e.g. to pass
 ``keep``.
 
 The master builds the log, so each worker inherits it through ``fork`` and gets a writer
@@ -49,6 +49,7 @@ from .wsgi import _STANDARD_STATUS_CODES, _parsed_status_code
 POLICY_VARIABLE = "BOUNDLOG_POLICY"
 MAX_QUEUE_VARIABLE = "BOUNDLOG_MAX_QUEUE"
 BATCH_SIZE_VARIABLE = "BOUNDLOG_BATCH_SIZE"
+MAX_RECORD_BYTES_VARIABLE = "BOUNDLOG_MAX_RECORD_BYTES"
 FLUSH_INTERVAL_VARIABLE = "BOUNDLOG_FLUSH_INTERVAL"
 SKIP_PATHS_VARIABLE = "BOUNDLOG_SKIP_PATHS"
 TRUSTED_PROXIES_VARIABLE = "BOUNDLOG_TRUSTED_PROXIES"
@@ -120,6 +121,7 @@ class Logger(GunicornLogger):  # type: ignore[misc]
         for variable, option, kind in (
             (MAX_QUEUE_VARIABLE, "max_queue", int),
             (BATCH_SIZE_VARIABLE, "batch_size", int),
+            (MAX_RECORD_BYTES_VARIABLE, "max_record_bytes", int),
             (FLUSH_INTERVAL_VARIABLE, "flush_interval", float),
         ):
             if variable in environment:
@@ -158,6 +160,9 @@ class Logger(GunicornLogger):  # type: ignore[misc]
             path, query = environ.get("PATH_INFO", ""), environ.get("QUERY_STRING", "")
         else:
             path, _, query = target.partition("?")
+        path, query = path.encode("latin-1"), query.encode("latin-1")
+        # What the client sent, cut down if it is over the log's budget (see _budget).
+        path, query, headers = log.record_budget.bounded(path, query, getattr(req, "headers", req))
         # A plain tuple in Record's field order (the NamedTuple constructor is a Python
         # call).  WSGI strings are the bytes on the wire decoded as latin-1.  The
         # request's headers are gunicorn's own pairs, which its atoms read (the environ
@@ -165,9 +170,8 @@ class Logger(GunicornLogger):  # type: ignore[misc]
         # in place of the request.
         record: Record = (  # type: ignore[assignment]
             time() - duration, duration, environ.get("REMOTE_ADDR") or None,
-            environ.get("REQUEST_METHOD", "-"), path.encode("latin-1"), query.encode("latin-1"),
-            environ.get("SERVER_PROTOCOL", "HTTP/1.0"), status, resp.sent or 0,
-            getattr(req, "headers", req),
+            environ.get("REQUEST_METHOD", "-"), path, query,
+            environ.get("SERVER_PROTOCOL", "HTTP/1.0"), status, resp.sent or 0, headers,
             getattr(resp, "headers", ()) if log.reads_response_headers else (),
         )  # fmt: skip
         # The lock-free offer first: submit applies the policy when the queue is full.

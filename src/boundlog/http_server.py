@@ -107,20 +107,26 @@ class AccessLogMixin(BaseHTTPRequestHandler):
         # line, because ``self.path`` collapses a leading "//".
         words = self.requestline.split()
         target = words[1] if len(words) >= 2 else ""
-        path, _, query = target.partition("?")
-        headers = getattr(self, "headers", None)
+        text_path, _, text_query = target.partition("?")
+        message = getattr(self, "headers", None)
+        # What the client sent, cut down if it is over the log's budget (see _budget).
+        path, query, headers = self._log().record_budget.bounded(
+            text_path.encode("latin-1"),
+            text_query.encode("latin-1"),
+            () if message is None else message.items(),
+        )
         address = self.client_address
         return Record(
             time=self._received,
             duration=time() - self._received,
             client=address[0] if isinstance(address, tuple) else None,
             method=self.command or "-",
-            path=path.encode("latin-1"),
-            query=query.encode("latin-1"),
+            path=path,
+            query=query,
             protocol=self.request_version or "-",
             status=self._status,
             bytes_sent=self.wfile.count - self._body_start,
-            request_headers=() if headers is None else headers.items(),
+            request_headers=headers,
             response_headers=self._response_headers or (),
         )
 

@@ -51,6 +51,7 @@ class AccessLogMiddleware:
         # Copies the header fields the log reads out of the environ; None for any field.
         self._pick_headers = None if names is None else _header_picker(sorted(names))
         self._keeps_response_headers = self.log.reads_response_headers
+        self._budget = self.log.record_budget
 
     def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
         exchange = _Exchange(environ, start_response, self)
@@ -155,14 +156,17 @@ class _Exchange:
         pick_headers = self._middleware._pick_headers
         headers = environ if pick_headers is None else pick_headers(environ)
         # WSGI strings are bytes decoded as latin-1; encoding them back recovers the
-        # bytes the client sent.
+        # bytes the client sent.  Cut down if over the log's budget (see _budget).
+        raw_path, query, kept = self._middleware._budget.bounded_environ(
+            path.encode("latin-1"), environ.get("QUERY_STRING", "").encode("latin-1"), headers
+        )
         return (  # type: ignore[return-value]
             self._received, time() - self._received, environ.get("REMOTE_ADDR"),
             environ["REQUEST_METHOD"],
-            path.encode("latin-1"),
-            environ.get("QUERY_STRING", "").encode("latin-1"),
+            raw_path,
+            query,
             environ.get("SERVER_PROTOCOL", "HTTP/1.0"), self._status, self._sent,
-            headers, self._response_headers,
+            kept, self._response_headers,
         )  # fmt: skip
 
 
