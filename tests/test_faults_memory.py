@@ -11,7 +11,6 @@ the server itself allocates under load (connection buffers, allocator arenas).
 
 from __future__ import annotations
 
-import signal
 from collections.abc import Callable
 from pathlib import Path
 
@@ -35,7 +34,6 @@ MAX_QUEUE = 2000
 # What a server under this load allocates besides the queue's records.
 SERVER_ALLOWANCE = 24 * 1024 * 1024
 BOUND = MAX_QUEUE * (RECORD_OVERHEAD + DEFAULT_MAX_RECORD_BYTES) + SERVER_ALLOWANCE
-CLEAN_EXITS = (0, -signal.SIGTERM)
 
 
 def _memory(pid: int, field: str) -> int:
@@ -48,6 +46,41 @@ def _memory(pid: int, field: str) -> int:
 
 def _header(name: bytes, size: int) -> bytes:
     return name + b": " + b"v" * size + b"\r\n"
+
+
+def _growth_at_full_queue(
+    tmp_path: Path,
+    command: Callable[[int], list[str]],
+    environment: dict[str, str],
+    headers: Callable[[int], bytes],
+    logging_process: Callable[[int], int],
+    until_full: Callable[[int, Load], None],
+) -> int:
+    """How much the peak RSS of the logging process grew while its queue filled."""
+    with (
+        PipeReader(PIPE_SIZE, paused=True) as pipe,
+        running_server_with_stdout(command, environment, tmp_path / "out", pipe.write_fd) as server,
+    ):
+        pipe.close_write_end()
+        pid = logging_process(server.process.pid)
+        with Load(server.port, headers=headers) as load:
+            # Warmed up (connections open, the first batch stuck in the pipe), the
+            # queue is still far from full.
+            load.wait_for(100)
+            before = _memory(pid, "VmRSS")
+            until_full(server.port, load)
+            peak = _memory(pid, "VmHWM")
+        assert not load.errors, load.errors[:5]
+        pipe.hang_up()
+        server.kill()
+    return peak - before
+
+
+def _refusing(port: int, load: Load) -> None:
+    poll_until(
+        lambda: fault_stats(port)["stats"]["dropped"] >= 500, 120, "the queue fills and refuses"
+    )
+    assert fault_stats(port)["stats"]["queued"] >= MAX_QUEUE - 1
 
 
 @pytest.mark.parametrize(
@@ -63,36 +96,11 @@ def test_uvicorn_full_queue_of_big_requests_stays_within_the_byte_bound(
     tmp_path: Path, headers: Callable[[int], bytes]
 ) -> None:
     """uvicorn + httptools, stalled sink: RSS growth at a full queue is below the formula."""
-    stats_dir = tmp_path / "stats"
-    stats_dir.mkdir()
     options = {"sink": "stdout", "policy": "drop", "max_queue": MAX_QUEUE}
-    environment = fault_environment(options, stats_dir)
-    with (
-        PipeReader(PIPE_SIZE, paused=True) as pipe,
-        running_server_with_stdout(
-            uvicorn_fault_command, environment, tmp_path / "out", pipe.write_fd
-        ) as server,
-    ):
-        pipe.close_write_end()
-        pid = server.process.pid
-        with Load(server.port, headers=headers) as load:
-            # Warmed up (connections open, the first batch stuck in the pipe), the
-            # queue is still far from full.
-            load.wait_for(100)
-            before = _memory(pid, "VmRSS")
-            poll_until(
-                lambda: fault_stats(server.port)["stats"]["dropped"] >= 500,
-                120,
-                "the queue fills and refuses",
-            )
-            peak = _memory(pid, "VmHWM")
-            queued = fault_stats(server.port)["stats"]["queued"]
-        assert not load.errors, load.errors[:5]
-        pipe.hang_up()
-        server.kill()
-
-    assert queued >= MAX_QUEUE - 1, queued
-    growth = peak - before
+    environment = fault_environment(options, tmp_path)
+    growth = _growth_at_full_queue(
+        tmp_path, uvicorn_fault_command, environment, headers, lambda pid: pid, _refusing
+    )
     assert growth < BOUND, f"RSS grew {growth / 2**20:.1f} MiB, bound {BOUND / 2**20:.1f} MiB"
 
 
@@ -111,6 +119,12 @@ def _worker(master: int) -> int:
     return int(child)
 
 
+def _past_a_full_queue(port: int, load: Load) -> None:
+    # The writer holds one batch in its stuck write; past that the queue fills, and
+    # the requests after it are refused.
+    load.wait_for(MAX_QUEUE + 512 + 1000, timeout=120)
+
+
 def test_gunicorn_logger_full_queue_of_8_big_headers_stays_within_the_byte_bound(
     tmp_path: Path,
 ) -> None:
@@ -121,24 +135,12 @@ def test_gunicorn_logger_full_queue_of_8_big_headers_stays_within_the_byte_bound
         "BOUNDLOG_POLICY": "drop",
     }
     padding = b"".join(_header(b"X-Pad-%d" % index, 8000) for index in range(8))
-    with (
-        PipeReader(PIPE_SIZE, paused=True) as pipe,
-        running_server_with_stdout(
-            _gunicorn_logger_command, environment, tmp_path / "out", pipe.write_fd
-        ) as server,
-    ):
-        pipe.close_write_end()
-        worker = _worker(server.process.pid)
-        with Load(server.port, headers=lambda client: padding) as load:
-            load.wait_for(100)
-            before = _memory(worker, "VmRSS")
-            # The writer holds one batch in its stuck write; past that, the queue
-            # fills, and the requests after it are refused.
-            load.wait_for(MAX_QUEUE + 512 + 1000, timeout=120)
-            peak = _memory(worker, "VmHWM")
-        assert not load.errors, load.errors[:5]
-        pipe.hang_up()
-        server.kill()
-
-    growth = peak - before
+    growth = _growth_at_full_queue(
+        tmp_path,
+        _gunicorn_logger_command,
+        environment,
+        lambda client: padding,
+        _worker,
+        _past_a_full_queue,
+    )
     assert growth < BOUND, f"RSS grew {growth / 2**20:.1f} MiB, bound {BOUND / 2**20:.1f} MiB"
