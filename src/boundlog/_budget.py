@@ -99,7 +99,11 @@ class RecordBudget:
     ) -> tuple[bytes, bytes, Iterable[Any]]:
         """Path, query and header pairs as they are if within the budget, else cut down."""
         try:
-            if client_bytes(path, query, headers) <= self.limit:
+            # client_bytes, inline: a call would add a fifth to this fast path.
+            if (
+                len(path) + len(query) + FIELD_OVERHEAD * len(headers)  # type: ignore[arg-type]
+                + sum(map(len, chain.from_iterable(headers)))
+            ) <= self.limit:  # fmt: skip
                 return path, query, headers
         except TypeError:
             pass  # a header container without len(): the slow path makes it a list
