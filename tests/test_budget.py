@@ -8,6 +8,7 @@ what the lines show, and what formatting a batch of them costs in memory.
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import json
 import tracemalloc
@@ -305,3 +306,33 @@ def test_an_uncut_batch_would_exceed_that_bound() -> None:
     finally:
         tracemalloc.stop()
     assert peak > 4 * LINE_BOUND * FORMAT_FACTOR
+
+
+def test_a_cut_record_still_logs_the_forwarded_client_and_hides_the_password(
+    tmp_path: Any,
+) -> None:
+    """Cutting keeps what the writer's rewrites need: the proxy's hops, the query's names."""
+    log_path = tmp_path / "access.log"
+    forwarded = b"198.51.100.1, " * 100_000 + b"203.0.113.9"
+    scope = asgi_scope(
+        [(b"x-forwarded-for", forwarded), (b"user-agent", b"u" * 100)],
+        query=b"a=1&password=" + b"s" * MIB,
+    )
+    scope["client"] = ("10.1.2.3", 5000)
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    async def receive() -> Any:
+        return {"type": "http.request"}
+
+    async def send(message: Any) -> None:
+        pass
+
+    with AccessLog(str(log_path), trusted_proxies=["10.1.2.3"], utc=True) as log:
+        asyncio.run(AccessLogMiddleware(app, log=log)(scope, receive, send))
+    (line,) = log_path.read_bytes().splitlines()
+    assert line.startswith(b"203.0.113.9 - - [")
+    assert b'"GET /p?a=1&password=[redacted] HTTP/1.1"' in line
+    assert b"sss" not in line
