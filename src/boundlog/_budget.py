@@ -9,10 +9,10 @@ would keep of what the client sent::
     len(path) + len(query) + sum(map(len, chain.from_iterable(headers)))
               + FIELD_OVERHEAD * len(headers)
 
-and only when that exceeds the log's ``max_record_bytes`` does it ask a
-:class:`RecordBudget` to cut the record down (:meth:`RecordBudget.pairs` for header
-lists, :meth:`RecordBudget.environ` for a WSGI environ or the fields picked from one).
-A cut-down record keeps
+and only when that exceeds the log's ``max_record_bytes`` does it cut the record down
+(the ASGI middleware computes it inline and calls :meth:`RecordBudget.pairs`; the
+other integrations call :meth:`RecordBudget.bounded`, or for a WSGI environ or the
+fields picked from one :meth:`RecordBudget.bounded_environ`).  A cut-down record keeps
 
 * only the header fields the log reads (all of them when it may read any), a field
   sent more than once as its values joined with ``", "``, as the log shows it; when
@@ -38,7 +38,7 @@ from ._headers import _as_bytes, environ_key
 
 #: The default ``max_record_bytes``: nginx's and Apache's default limits (4 buffers of
 #: 8 KiB; 8,190 bytes a field) let through requests larger than this only rarely, and
-#: a browser's ordinary request estimates at a quarter of it.
+#: a browser's ordinary request estimates at a quarter to a third of it.
 DEFAULT_MAX_RECORD_BYTES = 16 * 1024
 #: The smallest ``max_record_bytes`` allowed: room for a few cut fields and their markers.
 MIN_RECORD_BYTES = 4096
@@ -46,7 +46,8 @@ MIN_RECORD_BYTES = 4096
 #: pair, two string objects and a list slot (CPython 3.11, 64-bit; text costs most).
 FIELD_OVERHEAD = 160
 #: What a record costs besides what the client sent, in bytes: the record and its
-#: other fields, the header list itself and the queue's slot, measured with tracemalloc.
+#: other fields, the header list itself and the queue's slot, with room for the
+#: allocator's rounding (tracemalloc sees a fifth to a half of it).
 RECORD_OVERHEAD = 1024
 #: What ends a value cut to fit the budget; the number is the bytes cut.  It is
 #: printable ASCII without quotes or backslashes, so every format writes it as it is.
@@ -99,7 +100,7 @@ class RecordBudget:
     ) -> tuple[bytes, bytes, Iterable[Any]]:
         """Path, query and header pairs as they are if within the budget, else cut down."""
         try:
-            # client_bytes, inline: a call would add a fifth to this fast path.
+            # client_bytes, inline: one call fewer on every request.
             if (
                 len(path) + len(query) + FIELD_OVERHEAD * len(headers)  # type: ignore[arg-type]
                 + sum(map(len, chain.from_iterable(headers)))
@@ -136,9 +137,9 @@ class RecordBudget:
                     fields[key][1].append(value)
                 else:
                     fields[key] = (name, [value])
-        kept = self._kept(fields)
+        kept, room = self._kept(fields)
         path, query, *values = self._cut(
-            [path, query, *(_joined(fields[key][1]) for key in kept)], kept
+            [path, query, *(_joined(fields[key][1]) for key in kept)], kept, room
         )
         return (
             path,
@@ -167,15 +168,17 @@ class RecordBudget:
                 for variable, name in self._environ_keys.items()
                 if environ.get(variable) is not None
             }
-        kept = self._kept(fields)
-        path, query, *values = self._cut([path, query, *(fields[key][1][0] for key in kept)], kept)
+        kept, room = self._kept(fields)
+        path, query, *values = self._cut(
+            [path, query, *(fields[key][1][0] for key in kept)], kept, room
+        )
         cut: dict[str, Any] = dict.fromkeys(self._environ_keys or ())
         cut.update((fields[key][0], value) for key, value in zip(kept, values, strict=True))
         return path, query, cut
 
-    def _kept(self, fields: Mapping[bytes, tuple[Any, list[Any]]]) -> list[bytes]:
-        """The fields a cut record keeps: forwarding headers first, while the names and
-        per-field overheads fit in half the budget."""
+    def _kept(self, fields: Mapping[bytes, tuple[Any, list[Any]]]) -> tuple[list[bytes], int]:
+        """The fields a cut record keeps, forwarding headers first, while their names and
+        per-field overheads fit in half the budget; and the room they leave for values."""
         order = [key for key in _KEPT_FROM_THE_END if key in fields]
         order += [key for key in fields if key not in _KEPT_FROM_THE_END]
         kept = []
@@ -185,12 +188,11 @@ class RecordBudget:
             if cost <= room:
                 room -= cost
                 kept.append(key)
-        return kept
+        return kept, self.limit - self.limit // 2 + room
 
-    def _cut(self, values: list[Any], keys: list[bytes]) -> list[Any]:
-        """``values`` (path, query, then the fields ``keys``) cut to fit what the budget
-        leaves them: the short ones whole, the long ones to one length that fits."""
-        room = self.limit - sum(FIELD_OVERHEAD + len(key) for key in keys)
+    def _cut(self, values: list[Any], keys: list[bytes], room: int) -> list[Any]:
+        """``values`` (path, query, then the fields ``keys``) cut to fit in ``room``: the
+        short ones whole, the long ones to one length that fits."""
         lengths = sorted(map(len, values))
         share = room
         for index, length in enumerate(lengths):
