@@ -3,10 +3,10 @@
 A record keeps the server's own objects (its header list, the path and query bytes)
 so that the request path copies nothing.  A queue bounded in records alone is then
 bounded in bytes only by what the server accepts, and some accept a lot (httptools
-takes a 1 MiB header field).  So each integration estimates, at C speed, what a record
-would keep of what the client sent::
+takes a 1 MiB header field).  So each integration estimates what a record would keep
+of what the client sent, with one pass over the header list and no copy::
 
-    len(path) + len(query) + sum(map(len, chain.from_iterable(headers)))
+    len(path) + len(query) + sum(len(name) + len(value) for name, value in headers)
               + FIELD_OVERHEAD * len(headers)
 
 and only when that exceeds the log's ``max_record_bytes`` does it cut the record down
@@ -30,7 +30,6 @@ max_record_bytes)`` bytes of records (see docs/reliability.md).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from itertools import chain
 from typing import Any
 
 from ._errors import ConfigurationError
@@ -73,12 +72,12 @@ def client_bytes(path: bytes, query: bytes, headers: Iterable[Any]) -> int:
 
     ``headers`` must be a list or tuple of pairs (a TypeError otherwise).
     """
-    return (
-        len(path)
-        + len(query)
-        + FIELD_OVERHEAD * len(headers)  # type: ignore[arg-type]
-        + sum(map(len, chain.from_iterable(headers)))
-    )
+    # A plain loop: CPython 3.11 specialises its unpacking and len() calls, which made
+    # it cheaper than sum(map(len, chain.from_iterable(headers))) for 1 to 17 fields.
+    size = len(path) + len(query) + FIELD_OVERHEAD * len(headers)  # type: ignore[arg-type]
+    for name, value in headers:
+        size += len(name) + len(value)
+    return size
 
 
 class RecordBudget:
@@ -101,10 +100,10 @@ class RecordBudget:
         """Path, query and header pairs as they are if within the budget, else cut down."""
         try:
             # client_bytes, inline: one call fewer on every request.
-            if (
-                len(path) + len(query) + FIELD_OVERHEAD * len(headers)  # type: ignore[arg-type]
-                + sum(map(len, chain.from_iterable(headers)))
-            ) <= self.limit:  # fmt: skip
+            size = len(path) + len(query) + FIELD_OVERHEAD * len(headers)  # type: ignore[arg-type]
+            for name, value in headers:
+                size += len(name) + len(value)
+            if size <= self.limit:
                 return path, query, headers
         except TypeError:
             pass  # a header container without len(): the slow path makes it a list
