@@ -5,8 +5,8 @@ the queue fills up to ``max_queue``.  Each request carries big header fields; be
 records were bounded in bytes, each queued record kept them alive (uvicorn with a
 64 KiB Cookie: 33 -> 687 MiB at 10,000 records; gunicorn's logger class with 8 x 8000 B
 headers: 23 -> 674 MiB).  Now a full queue stays within the documented bound,
-``max_queue * (RECORD_OVERHEAD + max_record_bytes)``, plus a fixed allowance for what
-the server itself allocates under load (connection buffers, allocator arenas).
+``(max_queue + batch_size) * (RECORD_OVERHEAD + max_record_bytes)``, plus a fixed
+allowance for what the server itself allocates under load (connection buffers, arenas).
 """
 
 from __future__ import annotations
@@ -28,12 +28,16 @@ from _servers import (
     uvicorn_fault_command,
 )
 from boundlog._budget import DEFAULT_MAX_RECORD_BYTES, RECORD_OVERHEAD
+from boundlog._log import DEFAULT_BATCH_SIZE
 
 PIPE_SIZE = 4096
 MAX_QUEUE = 2000
 # What a server under this load allocates besides the queue's records.
 SERVER_ALLOWANCE = 24 * 1024 * 1024
-BOUND = MAX_QUEUE * (RECORD_OVERHEAD + DEFAULT_MAX_RECORD_BYTES) + SERVER_ALLOWANCE
+# The documented bound: the queue and the writer's batch, each record within its budget.
+BOUND = (MAX_QUEUE + DEFAULT_BATCH_SIZE) * (
+    RECORD_OVERHEAD + DEFAULT_MAX_RECORD_BYTES
+) + SERVER_ALLOWANCE
 
 
 def _memory(pid: int, field: str) -> int:
@@ -122,7 +126,7 @@ def _worker(master: int) -> int:
 def _past_a_full_queue(port: int, load: Load) -> None:
     # The writer holds one batch in its stuck write; past that the queue fills, and
     # the requests after it are refused.
-    load.wait_for(MAX_QUEUE + 512 + 1000, timeout=120)
+    load.wait_for(MAX_QUEUE + DEFAULT_BATCH_SIZE + 1000, timeout=120)
 
 
 def test_gunicorn_logger_full_queue_of_8_big_headers_stays_within_the_byte_bound(
