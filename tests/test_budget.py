@@ -15,6 +15,7 @@ import tracemalloc
 from typing import Any
 
 import pytest
+from gunicorn.config import Config
 
 from _records import make_record
 from boundlog import AccessLog, ConfigurationError, JsonFormat, unescape
@@ -27,6 +28,7 @@ from boundlog._budget import (
 )
 from boundlog._formats import make_format
 from boundlog.asgi import AccessLogMiddleware, _record
+from boundlog.gunicorn import Logger
 from boundlog.wsgi import AccessLogMiddleware as WsgiMiddleware
 
 MIB = 1024 * 1024
@@ -337,3 +339,9 @@ def test_a_cut_record_still_logs_the_forwarded_client_and_hides_the_password(
     assert line.startswith(b"203.0.113.9 - - [")
     assert b'"GET /p?a=1&password=[redacted] HTTP/1.1"' in line
     assert b"sss" not in line
+
+
+def test_gunicorns_logger_reads_max_record_bytes_from_the_environment() -> None:
+    cfg = Config()
+    cfg.set("raw_env", ["BOUNDLOG_MAX_RECORD_BYTES=65536"])
+    assert Logger(cfg).log_options(cfg)["max_record_bytes"] == 65536
