@@ -9,10 +9,14 @@ fields after it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ._record import Headers, Record, new_record
+
+#: Cuts path, query and request headers down to the log's budget (see ``_budget``):
+#: ``RecordBudget.bounded`` for header pairs, ``bounded_environ`` for an environ.
+Bound = Callable[[bytes, bytes, Any], tuple[bytes, bytes, Headers]]
 
 
 def environ_record(
@@ -23,8 +27,10 @@ def environ_record(
     sent: int,
     request_headers: Headers,
     response_headers: Headers,
+    bound: Bound,
 ) -> Record:
-    """The record of the request ``environ`` describes, with the response's fields."""
+    """The record of the request ``environ`` describes, with the response's fields,
+    what the client sent cut down by ``bound`` if it is over the log's budget."""
     # The target as sent when the server keeps it (gunicorn's RAW_URI, uWSGI's
     # REQUEST_URI); PATH_INFO is already percent-decoded, and SCRIPT_NAME holds the
     # part of the path the application is mounted at.
@@ -34,9 +40,12 @@ def environ_record(
     else:
         path = environ.get("SCRIPT_NAME", "") + environ.get("PATH_INFO", "")
         query = environ.get("QUERY_STRING", "")
+    raw_path, raw_query, headers = bound(
+        path.encode("latin-1"), query.encode("latin-1"), request_headers
+    )
     return new_record(Record, (
         received, duration, environ.get("REMOTE_ADDR") or None,
-        environ.get("REQUEST_METHOD") or "-", path.encode("latin-1"), query.encode("latin-1"),
+        environ.get("REQUEST_METHOD") or "-", raw_path, raw_query,
         environ.get("SERVER_PROTOCOL") or "HTTP/1.0", status, sent,
-        request_headers, response_headers,
+        headers, response_headers,
     ))  # fmt: skip

@@ -10,6 +10,7 @@ from collections.abc import Callable, Coroutine, Iterable
 from types import TracebackType
 from typing import Any
 
+from ._budget import DEFAULT_MAX_RECORD_BYTES, MIN_RECORD_BYTES, RecordBudget
 from ._dev import DevFormat
 from ._errors import ConfigurationError
 from ._filters import make_select
@@ -55,6 +56,10 @@ class AccessLog:
     trusted proxy forwarded for (in its ``proxy_header``: ``"x-forwarded-for"`` or
     ``"forwarded"``, and only that one), and ``redact_query`` hides credentials in query
     strings (see ``_filters``, ``_proxies`` and ``_redaction``).
+
+    A record keeps at most ``max_record_bytes`` of what the client sent (path, query
+    and header fields, see ``_budget``): a bigger request's record keeps only the
+    header fields the log reads, its longest values cut and marked ``[...N bytes cut]``.
     """
 
     submit: Callable[[Record], bool]
@@ -71,6 +76,7 @@ class AccessLog:
         *,
         max_queue: int = DEFAULT_MAX_QUEUE,
         batch_size: int = DEFAULT_BATCH_SIZE,
+        max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
         flush_interval: float = DEFAULT_FLUSH_INTERVAL,
         utc: bool = False,
         close_timeout: float = DEFAULT_CLOSE_TIMEOUT,
@@ -90,6 +96,9 @@ class AccessLog:
         self._policy: Policy = one_of("policy", policy, POLICIES)
         max_queue = whole_number("max_queue", max_queue, example=DEFAULT_MAX_QUEUE)
         batch_size = whole_number("batch_size", batch_size, example=DEFAULT_BATCH_SIZE)
+        max_record_bytes = whole_number(
+            "max_record_bytes", max_record_bytes, example=65536, minimum=MIN_RECORD_BYTES
+        )
         flush_interval = seconds(
             "flush_interval",
             flush_interval,
@@ -136,6 +145,11 @@ class AccessLog:
             if format_names is None or select_names is None
             else frozenset(format_names) | select_names
         )
+        # What a record may keep of what the client sent (see ``_budget``): the
+        # integrations cut a bigger record down, so that a full queue is bounded in
+        # bytes as well as in records.
+        self.max_record_bytes = max_record_bytes
+        self.record_budget = RecordBudget(max_record_bytes, self.request_header_names)
         response_names = getattr(fmt, "response_header_names", None)
         # Whether lines may show response header fields (a format that does not say
         # which, or a keep predicate, may read any).  When they cannot, integrations

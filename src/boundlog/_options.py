@@ -38,11 +38,11 @@ _FAULTS = frozenset(
 _Choice = TypeVar("_Choice", bound=str)
 
 
-def whole_number(name: str, value: object, *, example: int) -> int:
-    """``value`` if it is an int >= 1."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+def whole_number(name: str, value: object, *, example: int, minimum: int = 1) -> int:
+    """``value`` if it is an int >= ``minimum``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ConfigurationError(
-            f"{name} must be a whole number >= 1, not {value!r}: {_example(name, example)}"
+            f"{name} must be a whole number >= {minimum}, not {value!r}: {_example(name, example)}"
         )
     return value
 

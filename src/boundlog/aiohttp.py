@@ -30,6 +30,7 @@ from typing import Any, ClassVar
 from aiohttp import web, web_log
 from aiohttp.abc import AbstractAccessLogger
 
+from ._budget import RecordBudget
 from ._errors import ConfigurationError
 from ._formats import FORMATS
 from ._log import AccessLog
@@ -50,7 +51,7 @@ class AccessLogger(AbstractAccessLogger):
     Used as it is, it logs to stdout; :func:`access_logger` makes a configured subclass.
     """
 
-    __slots__ = ("_keeps_response_headers", "_submit")
+    __slots__ = ("_budget", "_keeps_response_headers", "_submit")
 
     #: The log of a class made by :func:`access_logger`; None for this class itself.
     access_log: ClassVar[AccessLog | None] = None
@@ -73,10 +74,11 @@ class AccessLogger(AbstractAccessLogger):
             raise
         self._submit = log.submit
         self._keeps_response_headers = log.reads_response_headers
+        self._budget = log.record_budget
 
     def log(self, request: web.BaseRequest, response: web.StreamResponse, time: float) -> None:
         """Submit one record; ``time`` is how long aiohttp took to answer, in seconds."""
-        self._submit(_record(request, response, time, self._keeps_response_headers))
+        self._submit(_record(request, response, time, self._keeps_response_headers, self._budget))
 
 
 def access_logger(
@@ -132,17 +134,23 @@ def _record(
     response: web.StreamResponse,
     duration: float,
     keeps_response_headers: bool,
+    budget: RecordBudget,
 ) -> Record:
     # aiohttp decodes the request line and headers as UTF-8 with surrogateescape:
     # encoding them back the same way recovers the bytes the client sent.
-    path, _, query = request.raw_path.partition("?")
+    target, _, text_query = request.raw_path.partition("?")
+    # What the client sent, cut down if it is over the log's budget (see _budget).
+    path, query, headers = budget.bounded(
+        target.encode("utf-8", "surrogateescape"),
+        text_query.encode("utf-8", "surrogateescape"),
+        request.raw_headers,
+    )
     version = request.version
     # aiohttp measures the duration by its event loop's monotonic clock.
     return new_record(Record, (
-        time() - duration, duration, request.remote, request.method,
-        path.encode("utf-8", "surrogateescape"), query.encode("utf-8", "surrogateescape"),
+        time() - duration, duration, request.remote, request.method, path, query,
         f"HTTP/{version.major}.{version.minor}", response.status,
-        _body_bytes(request, response), request.raw_headers,
+        _body_bytes(request, response), headers,
         response.headers if keeps_response_headers else (),
     ))  # fmt: skip
 

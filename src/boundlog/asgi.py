@@ -35,6 +35,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from time import perf_counter, time
 from typing import Any
 
+from ._budget import FIELD_OVERHEAD, RecordBudget
 from ._errors import AccessLogError
 from ._log import AccessLog, log_for_middleware
 from ._record import Record, new_record
@@ -76,6 +77,7 @@ class AccessLogMiddleware:
         self._offer = self.log._offer
         self._submit_async = self.log.submit_async
         self._keeps_response_headers = self.log.reads_response_headers
+        self._budget = self.log.record_budget
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -111,7 +113,9 @@ class AccessLogMiddleware:
                 sent = _file_size(response, message)
             else:
                 return send(message)
-            entry = _record(scope, started, status, sent, response, self._keeps_response_headers)
+            entry = _record(
+                scope, started, status, sent, response, self._keeps_response_headers, self._budget
+            )
             response = _FINISHED
             if self._offer(entry):
                 return send(message)
@@ -124,7 +128,13 @@ class AccessLogMiddleware:
                 # The response never finished: the app raised, or returned early because
                 # the client left.  A server answers 500 when no response had started.
                 entry = _record(
-                    scope, started, status or 500, sent, response, self._keeps_response_headers
+                    scope,
+                    started,
+                    status or 500,
+                    sent,
+                    response,
+                    self._keeps_response_headers,
+                    self._budget,
                 )
                 await self._submit_async(entry)
 
@@ -159,21 +169,35 @@ def _record(
     sent: int,
     response: Message,
     keeps_response_headers: bool,
+    budget: RecordBudget,
 ) -> Record:
     client = scope.get("client")
     version = scope["http_version"]
+    path = scope.get("raw_path") or scope["path"].encode()
+    query = scope.get("query_string", b"")
+    headers = scope["headers"]
+    # What the record keeps of the client's bytes (_budget's client_bytes, inline to
+    # save a call per request); only a record over the budget is cut down.  A header
+    # container without len() takes the slow path.
+    try:
+        size = len(path) + len(query) + FIELD_OVERHEAD * len(headers)
+        for name, value in headers:
+            size += len(name) + len(value)
+    except TypeError:
+        size = budget.limit + 1
+    if size > budget.limit:
+        path, query, headers = budget.pairs(path, query, headers)
     # The duration by the monotonic clock, which no clock step can make negative; the
     # time the request was received by the wall clock, as lines show it.
     duration = perf_counter() - started
     return new_record(Record, (
         time() - duration, duration, client[0] if client else None,
-        scope["method"], scope.get("raw_path") or scope["path"].encode(),
-        scope.get("query_string", b""), _PROTOCOLS.get(version) or "HTTP/" + version,
+        scope["method"], path, query, _PROTOCOLS.get(version) or "HTTP/" + version,
         # The request's header list goes as it is: picking out the fields the log
         # reads costs the request path more than it saves the writer (callgrind:
         # +5.5k instructions here, -7k on the writer).  The response's goes only to
         # a log that reads it, not to keep an application's list alive for nothing.
-        status, sent, scope["headers"],
+        status, sent, headers,
         response.get("headers", ()) if keeps_response_headers else (),
     ))  # fmt: skip
 

@@ -15,16 +15,16 @@ and writes ``%(b)s`` as ``-`` for an empty body, as Apache does.  An atom boundl
 not know (or ``{name}e``) stops gunicorn at startup with an error naming it.
 
 The queue and policy come from the environment (or gunicorn's ``--env``/``raw_env``):
-``BOUNDLOG_POLICY`` (``drop`` or ``wait``), ``BOUNDLOG_MAX_QUEUE``, ``BOUNDLOG_BATCH_SIZE``
-and ``BOUNDLOG_FLUSH_INTERVAL``; what is logged from ``BOUNDLOG_SKIP_PATHS`` and
-``BOUNDLOG_TRUSTED_PROXIES`` (comma-separated lists), ``BOUNDLOG_PROXY_HEADER`` (the
-one header those proxies set: ``x-forwarded-for``, the default, or ``forwarded``) and
-``BOUNDLOG_REDACT_QUERY`` (comma-separated names, replacing the default list; empty
-turns redaction off).  A bad value, or a ``BOUNDLOG_*`` variable that is none of these
-(``BOUNDLOG_MAXQUEUE``), stops gunicorn at startup with an error naming the variable.
-A subclass may override :meth:`Logger.log_options`, e.g. to pass ``keep``, or a
-``format`` object (see :class:`~boundlog.Format`), which then replaces
-``--access-logformat``.
+``BOUNDLOG_POLICY`` (``drop`` or ``wait``), ``BOUNDLOG_MAX_QUEUE``, ``BOUNDLOG_BATCH_SIZE``,
+``BOUNDLOG_MAX_RECORD_BYTES`` and ``BOUNDLOG_FLUSH_INTERVAL``; what is logged from
+``BOUNDLOG_SKIP_PATHS`` and ``BOUNDLOG_TRUSTED_PROXIES`` (comma-separated lists),
+``BOUNDLOG_PROXY_HEADER`` (the one header those proxies set: ``x-forwarded-for``, the
+default, or ``forwarded``) and ``BOUNDLOG_REDACT_QUERY`` (comma-separated names,
+replacing the default list; empty turns redaction off).  A bad value, or a
+``BOUNDLOG_*`` variable that is none of these (``BOUNDLOG_MAXQUEUE``), stops gunicorn
+at startup with an error naming the variable.  A subclass may override
+:meth:`Logger.log_options`, e.g. to pass ``keep``, or a ``format`` object (see
+:class:`~boundlog.Format`), which then replaces ``--access-logformat``.
 
 The master builds the log, so each worker inherits it through ``fork`` and gets a writer
 thread of its own (boundlog restarts its logs in a forked child).  A worker that exits
@@ -42,6 +42,7 @@ from typing import Any, Protocol
 
 from gunicorn.glogging import Logger as GunicornLogger  # type: ignore[import-untyped]
 
+from ._budget import DEFAULT_MAX_RECORD_BYTES, MIN_RECORD_BYTES
 from ._environ import environ_record
 from ._errors import AccessLogError, ConfigurationError
 from ._filters import make_select
@@ -68,11 +69,13 @@ from .wsgi import _STANDARD_STATUS_CODES, _parsed_status_code
 POLICY_VARIABLE = "BOUNDLOG_POLICY"
 MAX_QUEUE_VARIABLE = "BOUNDLOG_MAX_QUEUE"
 BATCH_SIZE_VARIABLE = "BOUNDLOG_BATCH_SIZE"
+MAX_RECORD_BYTES_VARIABLE = "BOUNDLOG_MAX_RECORD_BYTES"
 FLUSH_INTERVAL_VARIABLE = "BOUNDLOG_FLUSH_INTERVAL"
 SKIP_PATHS_VARIABLE = "BOUNDLOG_SKIP_PATHS"
 TRUSTED_PROXIES_VARIABLE = "BOUNDLOG_TRUSTED_PROXIES"
 PROXY_HEADER_VARIABLE = "BOUNDLOG_PROXY_HEADER"
 REDACT_QUERY_VARIABLE = "BOUNDLOG_REDACT_QUERY"
+
 
 class _Response(Protocol):
     """What every gunicorn worker's ``resp`` offers: ``"200 OK"`` or 200, body bytes sent."""
@@ -178,6 +181,7 @@ class Logger(GunicornLogger):  # type: ignore[misc]
             environ, time() - duration, duration, status, resp.sent or 0,
             getattr(req, "headers", req),
             getattr(resp, "headers", ()) if log.reads_response_headers else (),
+            log.record_budget.bounded,
         )  # fmt: skip
         # The lock-free offer first: submit applies the policy when the queue is full.
         if not log._offer(record):
@@ -212,10 +216,10 @@ def _policy(variable: str, text: str) -> str:
     return one_of(variable, text, POLICIES)
 
 
-def _whole_number(example: int) -> Callable[[str, str], int]:
+def _whole_number(example: int, minimum: int = 1) -> Callable[[str, str], int]:
     def read(variable: str, text: str) -> int:
         number = number_in_environment(variable, text, int, example=example)
-        return whole_number(variable, number, example=example)
+        return whole_number(variable, number, example=example, minimum=minimum)
 
     return read
 
@@ -247,6 +251,10 @@ _VARIABLES: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     POLICY_VARIABLE: ("policy", _policy),
     MAX_QUEUE_VARIABLE: ("max_queue", _whole_number(DEFAULT_MAX_QUEUE)),
     BATCH_SIZE_VARIABLE: ("batch_size", _whole_number(DEFAULT_BATCH_SIZE)),
+    MAX_RECORD_BYTES_VARIABLE: (
+        "max_record_bytes",
+        _whole_number(DEFAULT_MAX_RECORD_BYTES, minimum=MIN_RECORD_BYTES),
+    ),
     FLUSH_INTERVAL_VARIABLE: ("flush_interval", _flush_interval),
     SKIP_PATHS_VARIABLE: _selection("skip_paths", "/healthz,/static/*"),
     TRUSTED_PROXIES_VARIABLE: _selection("trusted_proxies", "127.0.0.1,10.0.0.0/8"),

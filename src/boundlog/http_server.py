@@ -108,17 +108,23 @@ class AccessLogMixin(BaseHTTPRequestHandler):
         # line, because ``self.path`` collapses a leading "//".
         words = self.requestline.split()
         target = words[1] if len(words) >= 2 else ""
-        path, _, query = target.partition("?")
-        headers = getattr(self, "headers", None)
+        text_path, _, text_query = target.partition("?")
+        message = getattr(self, "headers", None)
+        # What the client sent, cut down if it is over the log's budget (see _budget).
+        path, query, headers = self._log().record_budget.bounded(
+            text_path.encode("latin-1"),
+            text_query.encode("latin-1"),
+            () if message is None else message.items(),
+        )
         address = self.client_address
         # The duration by the monotonic clock, which no clock step can make negative.
         duration = perf_counter() - self._started
         return new_record(Record, (
             time() - duration, duration,
             address[0] if isinstance(address, tuple) else None,
-            self.command or "-", path.encode("latin-1"), query.encode("latin-1"),
+            self.command or "-", path, query,
             self.request_version or "-", self._status, self.wfile.count - self._body_start,
-            () if headers is None else headers.items(), self._response_headers or (),
+            headers, self._response_headers or (),
         ))  # fmt: skip
 
 

@@ -52,6 +52,7 @@ class AccessLogMiddleware:
         # Copies the header fields the log reads out of the environ; None for any field.
         self._pick_headers = None if names is None else _header_picker(sorted(names))
         self._keeps_response_headers = self.log.reads_response_headers
+        self._budget = self.log.record_budget
 
     def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
         exchange = _Exchange(environ, start_response, self)
@@ -151,7 +152,7 @@ class _Exchange:
         duration = perf_counter() - self._started
         return environ_record(
             environ, time() - duration, duration, self._status, self._sent,
-            headers, self._response_headers,
+            headers, self._response_headers, self._middleware._budget.bounded_environ,
         )  # fmt: skip
 
 

@@ -1,0 +1,150 @@
+"""Memory bounded in bytes, for real: a stalled sink and clients that send big headers.
+
+The server's stdout is a pipe nobody reads, so the writer blocks in its first write and
+the queue fills up to ``max_queue``.  Each request carries big header fields; before
+records were bounded in bytes, each queued record kept them alive (uvicorn with a
+64 KiB Cookie: 33 -> 687 MiB at 10,000 records; gunicorn's logger class with 8 x 8000 B
+headers: 23 -> 674 MiB).  Now a full queue stays within the documented bound,
+``(max_queue + batch_size) * (RECORD_OVERHEAD + max_record_bytes)``, plus a fixed
+allowance for what the server itself allocates under load (connection buffers, arenas).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from _servers import (
+    LOOPBACK,
+    PYTHON,
+    Load,
+    PipeReader,
+    fault_environment,
+    fault_stats,
+    poll_until,
+    running_server_with_stdout,
+    uvicorn_fault_command,
+)
+from boundlog._budget import DEFAULT_MAX_RECORD_BYTES, RECORD_OVERHEAD
+from boundlog._log import DEFAULT_BATCH_SIZE
+
+PIPE_SIZE = 4096
+MAX_QUEUE = 2000
+# What a server under this load allocates besides the queue's records.
+SERVER_ALLOWANCE = 24 * 1024 * 1024
+# The documented bound: the queue and the writer's batch, each record within its budget.
+BOUND = (MAX_QUEUE + DEFAULT_BATCH_SIZE) * (
+    RECORD_OVERHEAD + DEFAULT_MAX_RECORD_BYTES
+) + SERVER_ALLOWANCE
+
+
+def _memory(pid: int, field: str) -> int:
+    """A ``/proc/PID/status`` figure (VmRSS, VmHWM) in bytes."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError(f"no {field} for process {pid}")
+
+
+def _header(name: bytes, size: int) -> bytes:
+    return name + b": " + b"v" * size + b"\r\n"
+
+
+def _growth_at_full_queue(
+    tmp_path: Path,
+    command: Callable[[int], list[str]],
+    environment: dict[str, str],
+    headers: Callable[[int], bytes],
+    logging_process: Callable[[int], int],
+    until_full: Callable[[int, Load], None],
+) -> int:
+    """How much the peak RSS of the logging process grew while its queue filled."""
+    with (
+        PipeReader(PIPE_SIZE, paused=True) as pipe,
+        running_server_with_stdout(command, environment, tmp_path / "out", pipe.write_fd) as server,
+    ):
+        pipe.close_write_end()
+        pid = logging_process(server.process.pid)
+        with Load(server.port, headers=headers) as load:
+            # Warmed up (connections open, the first batch stuck in the pipe), the
+            # queue is still far from full.
+            load.wait_for(100)
+            before = _memory(pid, "VmRSS")
+            until_full(server.port, load)
+            peak = _memory(pid, "VmHWM")
+        assert not load.errors, load.errors[:5]
+        pipe.hang_up()
+        server.kill()
+    return peak - before
+
+
+def _refusing(port: int, load: Load) -> None:
+    poll_until(
+        lambda: fault_stats(port)["stats"]["dropped"] >= 500, 120, "the queue fills and refuses"
+    )
+    assert fault_stats(port)["stats"]["queued"] >= MAX_QUEUE - 1
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        lambda client: _header(b"Cookie", 65536),
+        # A field the log reads: cut, not dropped, so each record keeps the whole budget.
+        lambda client: _header(b"User-Agent", 65536),
+    ],
+    ids=["64-kib-cookie", "64-kib-user-agent"],
+)
+def test_uvicorn_full_queue_of_big_requests_stays_within_the_byte_bound(
+    tmp_path: Path, headers: Callable[[int], bytes]
+) -> None:
+    """uvicorn + httptools, stalled sink: RSS growth at a full queue is below the formula."""
+    options = {"sink": "stdout", "policy": "drop", "max_queue": MAX_QUEUE}
+    environment = fault_environment(options, tmp_path)
+    growth = _growth_at_full_queue(
+        tmp_path, uvicorn_fault_command, environment, headers, lambda pid: pid, _refusing
+    )
+    assert growth < BOUND, f"RSS grew {growth / 2**20:.1f} MiB, bound {BOUND / 2**20:.1f} MiB"
+
+
+def _gunicorn_logger_command(port: int) -> list[str]:
+    # The application's own middleware writes to /dev/null (see the environment below),
+    # so the only log behind the stalled pipe is the logger class's.
+    return [
+        PYTHON, "-m", "gunicorn", "--logger-class", "boundlog.gunicorn.Logger",
+        "--access-logfile", "-", "-k", "gthread", "--threads", "4", "-w", "1",
+        "-b", f"{LOOPBACK}:{port}", "--log-level", "warning", "tests.apps.fault_wsgi:app",
+    ]  # fmt: skip
+
+
+def _worker(master: int) -> int:
+    (child,) = Path(f"/proc/{master}/task/{master}/children").read_text().split()
+    return int(child)
+
+
+def _past_a_full_queue(port: int, load: Load) -> None:
+    # The writer holds one batch in its stuck write; past that the queue fills, and
+    # the requests after it are refused.
+    load.wait_for(MAX_QUEUE + DEFAULT_BATCH_SIZE + 1000, timeout=120)
+
+
+def test_gunicorn_logger_full_queue_of_8_big_headers_stays_within_the_byte_bound(
+    tmp_path: Path,
+) -> None:
+    """gunicorn's logger class, stalled stdout, 8 x 8000 B headers: growth below the formula."""
+    environment = {
+        **fault_environment({"sink": "/dev/null"}, tmp_path),
+        "BOUNDLOG_MAX_QUEUE": str(MAX_QUEUE),
+        "BOUNDLOG_POLICY": "drop",
+    }
+    padding = b"".join(_header(b"X-Pad-%d" % index, 8000) for index in range(8))
+    growth = _growth_at_full_queue(
+        tmp_path,
+        _gunicorn_logger_command,
+        environment,
+        lambda client: padding,
+        _worker,
+        _past_a_full_queue,
+    )
+    assert growth < BOUND, f"RSS grew {growth / 2**20:.1f} MiB, bound {BOUND / 2**20:.1f} MiB"
