@@ -4,7 +4,11 @@ A record holds only what the server already has in hand when the response finish
 in the form the server gave it: raw bytes for the request target, and the server's own
 header lists, so that nothing is decoded, searched, escaped or formatted on the request
 path.  Turning a record into a line is the writer thread's job (see ``_formats``), and
-so is finding a header field (see ``_headers``).
+so is finding a header field (see ``_headers``).  The exceptions are bounded: a request
+over the log's ``max_record_bytes`` is cut down to the fields the log reads before its
+record is made (see ``_budget``), the WSGI middleware copies the fields a log names
+out of the environ rather than keep it, and a header list given as an iterator is read
+into a tuple.
 """
 
 from __future__ import annotations
@@ -15,8 +19,9 @@ from typing import Any, Final, NamedTuple, TypeAlias, cast
 #: A message's header fields as a server holds them: ``(name, value)`` pairs of bytes
 #: (ASGI, aiohttp's raw headers) or of latin-1 text (WSGI's response headers, gunicorn),
 #: names in any case, repeats allowed; or a WSGI environ, whose ``HTTP_*`` variables
-#: are the request's headers.  The record keeps a reference, never a copy: the server
-#: must not change it once the response has finished, and none does.
+#: are the request's headers.  The record keeps a reference, not a copy (but see the
+#: module docstring): the server must not change it once the response has finished,
+#: and none does.
 Headers: TypeAlias = Iterable[tuple[bytes | str, bytes | str]] | Mapping[str, Any]
 
 

@@ -18,14 +18,17 @@ class Stats(NamedTuple):
     submitted: int
     #: Records whose line reached the sink.
     written: int
-    #: Records refused at admission: the queue was full (``drop``) or the log was closed.
+    #: Records refused at admission: the queue was full (``drop``), the log was closed,
+    #: or a submitter stopped waiting for room (``wait``: a cancelled request).
     dropped: int
     #: Records the log's filters (``skip_paths``, ``skip_status``, ``min_duration``,
     #: ``sample``, ``keep``) chose not to write.
     filtered: int
-    #: Records accepted but lost because the sink failed (or close timed out).
+    #: Records accepted but lost because the sink failed, their format failed, or close
+    #: timed out.
     failed: int
-    #: Write attempts the sink refused (one per failed batch, whatever its size).
+    #: Write and reopen attempts the sink refused (one per failed batch, whatever its
+    #: size).
     write_errors: int
     #: Bytes of log lines the sink accepted.
     bytes_written: int
@@ -33,5 +36,6 @@ class Stats(NamedTuple):
     batches: int
     #: Records waiting in the queue when the snapshot was taken.
     queued: int
-    #: The most records the writer ever found waiting at once.
+    #: The most records seen waiting at once: by the writer, by a snapshot, by a
+    #: submitter waiting for room, or ``max_queue`` when a record was refused as full.
     queue_peak: int

@@ -6,13 +6,14 @@ configuration) and takes over one thing: the access log named by ``--access-logf
 :class:`~boundlog.AccessLog`, whose writer thread formats and writes lines in batches.
 Without ``--access-logfile`` the logger behaves exactly as gunicorn's.
 
-``--access-logformat`` chooses the format: gunicorn's default (the Apache combined
-format) writes boundlog's ``combined``, and the names ``combined``, ``common`` and
-``json`` choose those formats.  Any other value is compiled as a
-:class:`~boundlog.Template` of gunicorn's atoms, ``%(h)s``, ``%({x-request-id}i)s`` and the
-rest, with gunicorn's meanings; unlike gunicorn, boundlog escapes what the client sent,
-and writes ``%(b)s`` as ``-`` for an empty body, as Apache does.  An atom boundlog does
-not know (or ``{name}e``) stops gunicorn at startup with an error naming it.
+``--access-logformat`` chooses the format: the names ``combined``, ``common`` and
+``json`` choose those formats.  Any other value, gunicorn's default included (so that
+its ``%(u)s`` shows the Basic-auth user as gunicorn's does, where ``combined`` writes
+``-``), is compiled as a :class:`~boundlog.Template` of gunicorn's atoms, ``%(h)s``,
+``%({x-request-id}i)s`` and the rest, with gunicorn's meanings; unlike gunicorn,
+boundlog escapes what the client sent, and writes ``%(b)s`` as ``-`` for an empty body,
+as Apache does.  An atom boundlog does not know (or ``{name}e``) stops gunicorn at
+startup with an error naming it.
 
 The queue and policy come from the environment (or gunicorn's ``--env``/``raw_env``):
 ``BOUNDLOG_POLICY`` (``drop`` or ``wait``), ``BOUNDLOG_MAX_QUEUE``, ``BOUNDLOG_BATCH_SIZE``,
