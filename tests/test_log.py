@@ -247,6 +247,54 @@ def test_exit_with_stuck_sinks_is_bounded_by_one_close_timeout(logs: int) -> Non
     assert close_timeout <= backstop < 5 * close_timeout, done.stdout
 
 
+def test_exit_gives_each_stuck_log_its_own_close_timeout() -> None:
+    """The exit backstop's one deadline is each log's own close_timeout from the same
+    start: a log with a short one is not held to the longest."""
+    program = textwrap.dedent(
+        f"""
+        import atexit, os, sys, threading, time
+        atexit.register(lambda: print(time.monotonic() - started[0]))
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        from _records import make_record
+        from boundlog import AccessLog
+        started = []
+        atexit.register(lambda: started.append(time.monotonic()))
+
+        def full_pipe():
+            read_end, write_end = os.pipe()
+            os.set_blocking(write_end, False)
+            try:
+                while True:
+                    os.write(write_end, b"#" * 4096)
+            except BlockingIOError:
+                pass
+            os.set_blocking(write_end, True)
+            return read_end, write_end
+
+        def drain_later(read_end):
+            time.sleep(1.5)
+            while os.read(read_end, 65536):
+                pass
+
+        # Stuck for good, and allowed little time.
+        stuck_read, stuck_write = full_pipe()
+        stuck = AccessLog(stuck_write, flush_interval=0, close_timeout=0.2)
+        stuck.submit(make_record())
+        # Stuck until a reader comes at 1.5 s, and allowed 10 s.
+        slow_read, slow_write = full_pipe()
+        slow = AccessLog(slow_write, flush_interval=0, close_timeout=10)
+        slow.submit(make_record())
+        threading.Thread(target=drain_later, args=(slow_read,), daemon=True).start()
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program], check=True, timeout=120, capture_output=True, text=True
+    )
+    # The slow log drains at 1.5 s whichever log is closed first; held to the longest
+    # close_timeout, the stuck one would keep the exit waiting 10 s.
+    assert 1.5 <= float(done.stdout) < 6, done.stdout
+
+
 @pytest.mark.parametrize(
     ("options", "names"),
     [

@@ -321,18 +321,17 @@ _open_logs: set[AccessLog] = set()
 
 @atexit.register
 def _close_open_logs() -> None:
-    # One deadline for all: every log stops accepting and starts draining at once, then
-    # each is waited for with what is left of the longest close_timeout, so that many
-    # stuck logs delay the exit by one close_timeout, not by one each.
+    # One start for all: every log stops accepting and starts draining at once, then
+    # each is waited for until its own close_timeout from that start, so that many
+    # stuck logs delay the exit by the longest close_timeout, not by the sum.  A
+    # close_timeout of None waits for ever.
     logs = list(_open_logs)
     for log in logs:
         log._admission.close()
-    # A close_timeout of None waits for ever; each such log then waits as long as it needs.
-    finite = [log._close_timeout for log in logs if log._close_timeout is not None]
-    deadline = time.monotonic() + max(finite, default=0.0)
+    start = time.monotonic()
     for log in logs:
-        wait = None if log._close_timeout is None else max(0.0, deadline - time.monotonic())
-        log.close(timeout=wait)
+        limit = log._close_timeout
+        log.close(timeout=None if limit is None else max(0.0, start + limit - time.monotonic()))
 
 
 def _restart_in_child() -> None:
