@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ import pytest
 
 from _records import make_record
 from boundlog import AccessLog, ConfigurationError, JsonFormat, SinkError, Stats
+from boundlog._queue import Admission
 from conftest import BlockedPipe
 
 
@@ -101,6 +103,40 @@ def test_close_timeout_counts_unwritten_records_as_failed(blocked_pipe: BlockedP
     assert stats.written + stats.failed == 3
     assert stats.failed >= 1
     blocked_pipe.release()
+
+
+def test_close_giving_up_just_after_the_writer_took_a_batch_counts_it_as_failed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch that has left the queue is in flight at once: a close() that gives up
+    before the writer starts on it counts it as failed, never as nothing."""
+    take = Admission.take
+    closing: list[threading.Thread] = []
+    started = threading.Event()
+
+    def take_then_close(admission: Admission, *args: Any) -> Any:
+        batch = take(admission, *args)
+        if batch and not started.is_set():
+            # close() in another thread, given up at once, while this batch is taken but
+            # not yet handed on: it either runs to the end meanwhile or waits for the
+            # writer to say the batch is in flight.
+            closing[0].start()
+            started.set()
+            closing[0].join(0.5)
+        return batch
+
+    # Before the log exists, so that its writer's first take is this one.
+    monkeypatch.setattr(Admission, "take", take_then_close)
+    log = AccessLog(str(tmp_path / "access.log"), flush_interval=3600, close_timeout=0)
+    closing.append(threading.Thread(target=log.close))
+    for _ in range(5):
+        log.submit(make_record())
+    log.flush(timeout=0)
+    assert started.wait(10)
+    closing[0].join()
+    stats = log.stats()
+    assert stats.submitted == 5
+    assert stats.written + stats.failed + stats.queued == 5, stats
 
 
 @pytest.mark.parametrize(
