@@ -148,7 +148,6 @@ class AccessLog:
         # What a record may keep of what the client sent (see ``_budget``): the
         # integrations cut a bigger record down, so that a full queue is bounded in
         # bytes as well as in records.
-        self.max_record_bytes = max_record_bytes
         self.record_budget = RecordBudget(max_record_bytes, self.request_header_names)
         response_names = getattr(fmt, "response_header_names", None)
         # Whether lines may show response header fields (a format that does not say
@@ -195,6 +194,11 @@ class AccessLog:
     def policy(self) -> str:
         """``"drop"`` or ``"wait"``."""
         return self._policy
+
+    @property
+    def max_record_bytes(self) -> int:
+        """What a record may keep of what the client sent, in bytes (see ``_budget``)."""
+        return self.record_budget.limit
 
     def stats(self) -> Stats:
         """A snapshot of the counters; exact (and final) once ``close()`` has returned."""
