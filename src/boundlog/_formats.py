@@ -16,7 +16,7 @@ that holds an unsafe byte escaped (see ``_escape``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from itertools import repeat
 from typing import Protocol
 
@@ -175,7 +175,7 @@ def _check_header_names(fmt: object, attribute: str) -> None:
         return
     if (
         isinstance(names, str | bytes)
-        or not isinstance(names, Iterable)
+        or not isinstance(names, Collection)
         or not all(type(n) is bytes and n.isascii() and n == n.lower() for n in names)
     ):
         raise ConfigurationError(
