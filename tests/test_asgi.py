@@ -286,8 +286,24 @@ def pathsend_app(headers: list[tuple[bytes, bytes]], path: Path) -> Any:
 
 @pytest.mark.parametrize(
     ("content_length", "logged"),
-    [(b"12", 12), (b"12, 12", 12), (b" 12 ,12", 12), (b"12, 13", 5), (b"twelve", 5), (b"", 5)],
-    ids=["one", "repeated", "repeated-spaced", "conflicting", "not-a-number", "empty"],
+    [
+        (b"12", 12),
+        (b"12, 12", 12),
+        (b" 12 ,12", 12),
+        (b"12, 13", 5),
+        (b"twelve", 5),
+        (b"", 5),
+        (b"9" * 5000, 5),
+    ],
+    ids=[
+        "one",
+        "repeated",
+        "repeated-spaced",
+        "conflicting",
+        "not-a-number",
+        "empty",
+        "more-digits-than-int-reads",
+    ],
 )
 def test_pathsend_logs_the_content_length_or_else_the_file_size(
     tmp_path: Path, content_length: bytes, logged: int

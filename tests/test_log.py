@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ import pytest
 
 from _records import make_record
 from boundlog import AccessLog, ConfigurationError, JsonFormat, SinkError, Stats
+from boundlog._queue import Admission
 from conftest import BlockedPipe
 
 
@@ -101,6 +103,40 @@ def test_close_timeout_counts_unwritten_records_as_failed(blocked_pipe: BlockedP
     assert stats.written + stats.failed == 3
     assert stats.failed >= 1
     blocked_pipe.release()
+
+
+def test_close_giving_up_just_after_the_writer_took_a_batch_counts_it_as_failed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch that has left the queue is in flight at once: a close() that gives up
+    before the writer starts on it counts it as failed, never as nothing."""
+    take = Admission.take
+    closing: list[threading.Thread] = []
+    started = threading.Event()
+
+    def take_then_close(admission: Admission, *args: Any) -> Any:
+        batch = take(admission, *args)
+        if batch and not started.is_set():
+            # close() in another thread, given up at once, while this batch is taken but
+            # not yet handed on: it either runs to the end meanwhile or waits for the
+            # writer to say the batch is in flight.
+            closing[0].start()
+            started.set()
+            closing[0].join(0.5)
+        return batch
+
+    # Before the log exists, so that its writer's first take is this one.
+    monkeypatch.setattr(Admission, "take", take_then_close)
+    log = AccessLog(str(tmp_path / "access.log"), flush_interval=3600, close_timeout=0)
+    closing.append(threading.Thread(target=log.close))
+    for _ in range(5):
+        log.submit(make_record())
+    log.flush(timeout=0)
+    assert started.wait(10)
+    closing[0].join()
+    stats = log.stats()
+    assert stats.submitted == 5
+    assert stats.written + stats.failed + stats.queued == 5, stats
 
 
 @pytest.mark.parametrize(
@@ -245,6 +281,54 @@ def test_exit_with_stuck_sinks_is_bounded_by_one_close_timeout(logs: int) -> Non
     # One deadline takes one close_timeout and a little; one per log would take
     # logs * close_timeout.  The upper bound leaves room for a busy machine.
     assert close_timeout <= backstop < 5 * close_timeout, done.stdout
+
+
+def test_exit_gives_each_stuck_log_its_own_close_timeout() -> None:
+    """The exit backstop's one deadline is each log's own close_timeout from the same
+    start: a log with a short one is not held to the longest."""
+    program = textwrap.dedent(
+        f"""
+        import atexit, os, sys, threading, time
+        atexit.register(lambda: print(time.monotonic() - started[0]))
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        from _records import make_record
+        from boundlog import AccessLog
+        started = []
+        atexit.register(lambda: started.append(time.monotonic()))
+
+        def full_pipe():
+            read_end, write_end = os.pipe()
+            os.set_blocking(write_end, False)
+            try:
+                while True:
+                    os.write(write_end, b"#" * 4096)
+            except BlockingIOError:
+                pass
+            os.set_blocking(write_end, True)
+            return read_end, write_end
+
+        def drain_later(read_end):
+            time.sleep(1.5)
+            while os.read(read_end, 65536):
+                pass
+
+        # Stuck for good, and allowed little time.
+        stuck_read, stuck_write = full_pipe()
+        stuck = AccessLog(stuck_write, flush_interval=0, close_timeout=0.2)
+        stuck.submit(make_record())
+        # Stuck until a reader comes at 1.5 s, and allowed 10 s.
+        slow_read, slow_write = full_pipe()
+        slow = AccessLog(slow_write, flush_interval=0, close_timeout=10)
+        slow.submit(make_record())
+        threading.Thread(target=drain_later, args=(slow_read,), daemon=True).start()
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program], check=True, timeout=120, capture_output=True, text=True
+    )
+    # The slow log drains at 1.5 s whichever log is closed first; held to the longest
+    # close_timeout, the stuck one would keep the exit waiting 10 s.
+    assert 1.5 <= float(done.stdout) < 6, done.stdout
 
 
 @pytest.mark.parametrize(

@@ -108,6 +108,35 @@ def test_a_value_outside_its_rule_is_refused_before_the_sink_is_opened(
     assert _open_descriptors() == before
 
 
+@pytest.mark.parametrize(
+    ("attribute", "names"),
+    [
+        ("request_header_names", frozenset({"x-trace"})),
+        ("request_header_names", frozenset({b"X-Trace"})),
+        ("response_header_names", "content-type"),
+    ],
+    ids=["text", "upper-case", "one-string"],
+)
+def test_a_format_objects_header_names_of_the_wrong_kind_are_refused_before_the_sink_is_opened(
+    tmp_path: Path, attribute: str, names: object
+) -> None:
+    """Integrations look a format's header names up in servers' headers and environs,
+    as lower-case bytes: anything else is a ConfigurationError naming the attribute."""
+
+    class Custom:
+        def format_batch(self, records: Any) -> bytes:
+            return b"".join(b"line\n" for _ in records)
+
+    custom = Custom()
+    setattr(custom, attribute, names)
+    path = tmp_path / "access.log"
+    before = _open_descriptors()
+    with pytest.raises(ConfigurationError, match=f"Custom.{attribute} must be lower-case bytes"):
+        AccessLog(str(path), format=custom)
+    assert not path.exists()
+    assert _open_descriptors() == before
+
+
 def test_the_longest_flush_interval_still_writes_at_close(tmp_path: Path) -> None:
     """flush_interval=3600 holds lines until flush() or close(), and the writer survives."""
     path = tmp_path / "access.log"

@@ -174,7 +174,10 @@ def test_the_writer_takes_at_most_a_batch_and_a_backlog_without_gathering() -> N
     records = [make_record(bytes_sent=n) for n in range(9)]
     for record in records:
         assert admission.offer(record)
-    taken = [admission.take(3600) for _ in range(3)]
+    taken = []
+    for _ in range(3):
+        admission.gather(3600)
+        taken.append(admission.take())
     assert [len(batch) for batch in taken] == [4, 4, 1]
     assert [record for batch in taken for record in batch] == records
     assert admission.counts() == (9, 0, 0, 9)

@@ -2,9 +2,9 @@
 gunicorn logger class, so that the same request gives the same line under both.
 
 PEP 3333 strings are the bytes on the wire decoded as latin-1: encoding them back
-recovers what the client sent.  A field the environ lacks, or leaves empty, is logged
-as missing (``-`` in the Apache formats), never as an empty field that would shift the
-fields after it.
+recovers what the client sent.  A client address or method the environ lacks, or
+leaves empty, is logged as missing (``-`` in the Apache formats), never as an empty
+field that would shift the fields after it; a missing protocol is logged as HTTP/1.0.
 """
 
 from __future__ import annotations

@@ -134,8 +134,8 @@ class Select:
         first_error: BaseException | None = None
         for record in batch:
             try:
-                # Integrations hand Records; one submitted by hand, or rebuilt by a
-                # rewrite, may be a plain tuple, and the predicate reads fields by name.
+                # Integrations and rewrites hand over Records; one submitted by hand
+                # may be a plain tuple, and the predicate reads fields by name.
                 named = record if type(record) is Record else Record._make(record)
                 if not keep(named):
                     continue

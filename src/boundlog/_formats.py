@@ -16,7 +16,7 @@ that holds an unsafe byte escaped (see ``_escape``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from itertools import repeat
 from typing import Protocol
 
@@ -145,6 +145,8 @@ def make_format(name: str | Format, *, utc: bool) -> Format:
                 f"format must be a name ({', '.join(FORMATS)}) or a format object with a "
                 f"format_batch method, not {name!r}"
             )
+        for attribute in ("request_header_names", "response_header_names"):
+            _check_header_names(name, attribute)
         return name
     if name == "combined":
         return ApacheFormat(combined=True, utc=utc)
@@ -163,3 +165,20 @@ def make_format(name: str | Format, *, utc: bool) -> Format:
         f"unknown format {name!r}: choose one of {', '.join(FORMATS)}, or write a template "
         "such as '%h %t \"%r\" %>s %b %D'"
     )
+
+
+def _check_header_names(fmt: object, attribute: str) -> None:
+    # The log looks these names up in servers' header lists and WSGI environs as it is
+    # built, after the sink is opened: a wrong kind must be refused here, before.
+    names = getattr(fmt, attribute, None)
+    if names is None:
+        return
+    if (
+        isinstance(names, str | bytes)
+        or not isinstance(names, Collection)
+        or not all(type(n) is bytes and n.isascii() and n == n.lower() for n in names)
+    ):
+        raise ConfigurationError(
+            f"{type(fmt).__name__}.{attribute} must be lower-case bytes, e.g. "
+            f"frozenset({{b'user-agent'}}), or None for any field, not {names!r}"
+        )

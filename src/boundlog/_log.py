@@ -148,7 +148,6 @@ class AccessLog:
         # What a record may keep of what the client sent (see ``_budget``): the
         # integrations cut a bigger record down, so that a full queue is bounded in
         # bytes as well as in records.
-        self.max_record_bytes = max_record_bytes
         self.record_budget = RecordBudget(max_record_bytes, self.request_header_names)
         response_names = getattr(fmt, "response_header_names", None)
         # Whether lines may show response header fields (a format that does not say
@@ -195,6 +194,11 @@ class AccessLog:
     def policy(self) -> str:
         """``"drop"`` or ``"wait"``."""
         return self._policy
+
+    @property
+    def max_record_bytes(self) -> int:
+        """What a record may keep of what the client sent, in bytes (see ``_budget``)."""
+        return self.record_budget.limit
 
     def stats(self) -> Stats:
         """A snapshot of the counters; exact (and final) once ``close()`` has returned."""
@@ -321,18 +325,17 @@ _open_logs: set[AccessLog] = set()
 
 @atexit.register
 def _close_open_logs() -> None:
-    # One deadline for all: every log stops accepting and starts draining at once, then
-    # each is waited for with what is left of the longest close_timeout, so that many
-    # stuck logs delay the exit by one close_timeout, not by one each.
+    # One start for all: every log stops accepting and starts draining at once, then
+    # each is waited for until its own close_timeout from that start, so that many
+    # stuck logs delay the exit by the longest close_timeout, not by the sum.  A
+    # close_timeout of None waits for ever.
     logs = list(_open_logs)
     for log in logs:
         log._admission.close()
-    # A close_timeout of None waits for ever; each such log then waits as long as it needs.
-    finite = [log._close_timeout for log in logs if log._close_timeout is not None]
-    deadline = time.monotonic() + max(finite, default=0.0)
+    start = time.monotonic()
     for log in logs:
-        wait = None if log._close_timeout is None else max(0.0, deadline - time.monotonic())
-        log.close(timeout=wait)
+        limit = log._close_timeout
+        log.close(timeout=None if limit is None else max(0.0, start + limit - time.monotonic()))
 
 
 def _restart_in_child() -> None:

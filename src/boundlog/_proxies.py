@@ -86,7 +86,7 @@ class TrustedProxies:
         entries = list(entries)
         self._unix = any(_is_unix(entry) for entry in entries)
         self._networks = tuple(_network(entry) for entry in entries if not _is_unix(entry))
-        self._peers: dict[str, bool] = dict.fromkeys(_UNIX_PEERS, self._unix)
+        self._peers: dict[str, bool] = {}
         # By header value: the client, or None for the peer.
         self._clients: dict[bytes, str | None] = {}
         # By node as written: what it logs (None: not an address, the walk ends) and
@@ -185,8 +185,7 @@ class TrustedProxies:
     def _learn(self, peer: str) -> bool:
         if len(self._peers) >= _CACHE_SIZE:
             self._peers.clear()
-            self._peers.update(dict.fromkeys(_UNIX_PEERS, self._unix))
-        trusted = self._peers[peer] = self.trusts(peer)
+        trusted = self._peers[peer] = self._unix if peer in _UNIX_PEERS else self.trusts(peer)
         return trusted
 
 

@@ -217,18 +217,10 @@ class Admission:
 
     # -- writer side -------------------------------------------------------------------
 
-    def take(self, window: float) -> list[Record]:
-        """Wait for records and return at most ``batch_size`` of them (``[]`` if none came).
-
-        After the first record arrives, wait up to ``window`` seconds (or until
-        ``batch_size`` records wait) so that one write carries many lines.  A backlog
-        left by the last take is taken at once.
-
-        Never more than a batch: behind a slow sink the queue is always full, and a
-        writer that took it whole would hold a second queue's worth of records (and
-        their formatting) while the first refills, which doubled the memory a full log
-        holds (the benchmark's overload scenario: +25 MiB where 10,512 records take ~5).
-        """
+    def gather(self, window: float) -> None:
+        """Wait for records to take: for the first, then up to ``window`` seconds more
+        (or until ``batch_size`` records wait) so that one write carries many lines.
+        A backlog left by the last take is taken at once."""
         pending = self._pending
         with self._lock:
             if not pending and not self._closed and not self._hurry:
@@ -249,6 +241,16 @@ class Admission:
                     self._work.wait(window)
             self._wake_at = _NEVER
             self._hurry = False
+
+    def take(self) -> list[Record]:
+        """Remove and return at most ``batch_size`` of the waiting records (``[]`` if none).
+
+        Never more than a batch: behind a slow sink the queue is always full, and a
+        writer that took it whole would hold a second queue's worth of records (and
+        their formatting) while the first refills, which doubled the memory a full log
+        holds (the benchmark's overload scenario: +25 MiB where 10,512 records take ~5).
+        """
+        pending = self._pending
         with self._count_lock:
             waiting = len(pending)
             count = min(waiting, self._batch_size)

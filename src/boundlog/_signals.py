@@ -3,8 +3,8 @@
 The first log to ask for a signal installs boundlog's handler, which remembers the
 handler it replaced and calls it after asking each of its logs to reopen.  Later logs
 join that handler rather than stack one of their own on top of it: a handler per log,
-each calling the one before, made a chain one frame deeper per log ever created, and
-after about 1,500 logs the signal raised RecursionError.  Logs may close in any order;
+each calling the one before, would make a chain one frame deeper per log ever created,
+until the signal raised RecursionError.  Logs may close in any order;
 the last one to leave puts back the handler that was there before the first, unless
 someone installed another handler since (a server's own, which must stay), or the last
 close ran outside the main thread (where Python cannot install handlers): then the

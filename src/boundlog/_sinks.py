@@ -85,10 +85,9 @@ class Sink:
             return False
         try:
             named = os.stat(self.path)
-            current = os.fstat(self.fd)
         except OSError:
             return True
-        return (named.st_dev, named.st_ino) != (current.st_dev, current.st_ino)
+        return (named.st_dev, named.st_ino) != self.identity()
 
     def write(self, data: bytes) -> tuple[int, OSError | None]:
         """Write ``data``; return how many bytes went out and the error that stopped it.

@@ -105,10 +105,14 @@ class Writer:
             # the last one.  Closed after the take, the queue may have got records
             # (accepted before close) between the two, which the next take writes.
             closed = admission.closed
-            batch = admission.take(self._window)
+            admission.gather(self._window)
             with self._accounting:
                 if self.abandoned:
                     return
+                # Taken under the lock abandon() counts by: a batch is in flight, and
+                # counted as lost if close() gives up, from the moment it leaves the
+                # queue, never neither queued nor in flight.
+                batch = admission.take()
                 self.in_flight = len(batch)
             # The last resorts, for what no narrower guard foresaw: an error between
             # batches is reported and the batch still written; an error in a batch

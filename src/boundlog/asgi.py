@@ -229,7 +229,12 @@ def _content_length(value: object) -> int | None:
     if len(lengths) != 1:
         return None
     [length] = lengths
-    return int(length) if length.isdigit() else None
+    if not length.isdigit():
+        return None
+    try:
+        return int(length)
+    except ValueError:  # more digits than int() reads (sys.get_int_max_str_digits)
+        return None
 
 
 def _inside_event_loop() -> bool:
