@@ -368,8 +368,9 @@ async def inner_app(scope: Any, receive: Any, send: Any) -> None:
     [
         ({"sink": "/no/such/directory/access.log"}, SinkError, "/no/such/directory"),
         ({"format": "combind"}, ConfigurationError, "unknown format 'combind'"),
+        ({"sinkk": "access.log"}, ConfigurationError, "option 'sinkk' (did you mean 'sink'?)"),
     ],
-    ids=["missing-directory", "misspelt-format"],
+    ids=["missing-directory", "misspelt-format", "misspelt-option"],
 )
 def test_a_log_that_cannot_be_built_in_a_running_loop_fails_the_lifespan_startup(
     options: dict[str, Any], error: type[Exception], reason: str

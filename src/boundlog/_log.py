@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import atexit
+import difflib
+import inspect
 import os
 import threading
 import time
@@ -310,6 +312,16 @@ class AccessLog:
 def log_for_middleware(log: AccessLog | None, options: dict[str, Any]) -> tuple[AccessLog, bool]:
     """The log a middleware writes to, and whether the middleware owns (and closes) it."""
     if log is None:
+        # A misspelt option is a ConfigurationError like any other, not a TypeError, so
+        # that a middleware built lazily reports it at startup as it does the rest.
+        unknown = sorted(set(options) - _ACCESS_LOG_OPTIONS)
+        if unknown:
+            close = difflib.get_close_matches(unknown[0], _ACCESS_LOG_OPTIONS, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ConfigurationError(
+                f"unknown AccessLog option {unknown[0]!r}{hint}: the options are "
+                f"{', '.join(sorted(_ACCESS_LOG_OPTIONS))}"
+            )
         return AccessLog(**options), True
     if options:
         raise ConfigurationError(
@@ -318,6 +330,8 @@ def log_for_middleware(log: AccessLog | None, options: dict[str, Any]) -> tuple[
         )
     return log, False
 
+
+_ACCESS_LOG_OPTIONS = frozenset(inspect.signature(AccessLog).parameters)
 
 # Logs not yet closed, held strongly: a log its owner forgot still gets drained at exit.
 _open_logs: set[AccessLog] = set()
