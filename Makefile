@@ -3,14 +3,14 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: test check lint typecheck pytest bench clean
+.PHONY: test check lint typecheck pytest test-tools bench clean
 
 test: check pytest
 
 $(BIN)/pytest: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/pip install --quiet -e '.[test,dev]'
 	touch $@
 
 check: lint typecheck
@@ -22,8 +22,30 @@ lint: $(BIN)/pytest
 typecheck: $(BIN)/pytest
 	$(BIN)/mypy src
 
-pytest: $(BIN)/pytest
+pytest: $(BIN)/pytest test-tools
 	$(BIN)/pytest
+
+# The Debian packages the suite drives, as `command:package`: tests/test_bench.py runs
+# wrk, tests/test_faults_rotation.py logrotate, tests/test_readers.py lnav and goaccess.
+# Their tests skip without them, so `make test` installs the missing ones with apt-get
+# when it is root on Debian/Ubuntu, and otherwise stops, naming the packages.
+TEST_TOOLS := wrk:wrk logrotate:logrotate lnav:lnav goaccess:goaccess
+
+test-tools:
+	@missing=""; \
+	for tool in $(TEST_TOOLS); do \
+	  PATH="$$PATH:/usr/sbin:/sbin" command -v "$${tool%%:*}" >/dev/null 2>&1 \
+	    || missing="$$missing $${tool#*:}"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ] && [ -f /etc/debian_version ]; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	  else \
+	    echo "make test needs the Debian packages:$$missing" >&2; \
+	    echo "  sudo apt-get install$$missing   (or brew install$$missing)" >&2; \
+	    exit 1; \
+	  fi; \
+	fi
 
 # The quick benchmark matrix (docs/benchmarks.md), in .venv with the `bench` extra.
 # wrk is installed with apt-get when it is missing and we are root on Debian/Ubuntu.
@@ -47,4 +69,5 @@ $(VENV)/.bench-installed: pyproject.toml
 	touch $@
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf build dist src/*.egg-info

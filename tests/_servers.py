@@ -124,12 +124,13 @@ class Server:
         while time.monotonic() < deadline:
             try:
                 if self.unix_socket is None:
-                    probe = socket.create_connection((LOOPBACK, self.port), timeout=1.0)
-                else:
-                    probe = socket.socket(socket.AF_UNIX)
+                    with socket.create_connection((LOOPBACK, self.port), timeout=1.0):
+                        return self.process.poll() is None
+                # Closed whether or not the connect succeeds: a refused probe left its
+                # socket to the garbage collector (a ResourceWarning).
+                with socket.socket(socket.AF_UNIX) as probe:
                     probe.settimeout(1.0)
                     probe.connect(str(self.unix_socket))
-                with probe:
                     return self.process.poll() is None
             except OSError:
                 pass

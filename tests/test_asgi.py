@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
+from _helpers import BlockedPipe, wait_until
 from _records import CapturingFormat, make_record
 from boundlog import AccessLog, ConfigurationError, SinkError
 from boundlog.asgi import AccessLogMiddleware
-from conftest import BlockedPipe, wait_until
 
 Message = dict[str, Any]
 

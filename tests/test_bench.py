@@ -60,7 +60,7 @@ from boundlog.bench._wsgi import fixed_body_app
 
 needs_wrk = pytest.mark.skipif(
     shutil.which("wrk") is None,
-    reason="wrk is not installed (apt-get install wrk; .ci/run installs it)",
+    reason="wrk is not installed (apt-get install wrk; `make test` installs it)",
 )
 REQUESTS = 20
 

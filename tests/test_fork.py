@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from _helpers import BlockedPipe, wait_until
 from _records import make_record
 from boundlog import AccessLog
-from conftest import BlockedPipe, wait_until
 
 
 def _run_child(path: Path, log: AccessLog) -> int:

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
+from _helpers import BlockedPipe
 from _records import make_record
 from boundlog import AccessLog, ConfigurationError, JsonFormat, SinkError, Stats
 from boundlog._queue import Admission
-from conftest import BlockedPipe
 
 
 def test_close_writes_every_accepted_record(tmp_path: Path) -> None:

@@ -21,10 +21,10 @@ from typing import Any
 import pytest
 from gunicorn.config import Config
 
+from _helpers import BlockedPipe, wait_until
 from _records import make_record
 from boundlog import AccessLog, ConfigurationError
 from boundlog.gunicorn import Logger
-from conftest import BlockedPipe, wait_until
 
 
 def _open_descriptors() -> int:

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from _helpers import BlockedPipe, wait_until
 from _records import make_record
 from boundlog import AccessLog
 from boundlog._queue import Admission
-from conftest import BlockedPipe, wait_until
 
 
 def _writer_busy(log: AccessLog, pipe: BlockedPipe) -> None:

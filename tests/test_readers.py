@@ -6,7 +6,7 @@ invalid UTF-8 and forged field endings.  Each must give back every field whole, 
 was written (lnav and goaccess show the escapes, which unescape to the bytes sent;
 apachelogs unescapes them itself).  lnav ends a quoted field at the first ``"`` even
 after a backslash, which is why boundlog writes ``"`` as ``\\x22``.  A reader that is
-not installed skips its test; CI installs lnav and goaccess (.ci/run).
+not installed skips its test; ``make test`` installs lnav and goaccess, or stops.
 """
 
 from __future__ import annotations

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from _helpers import wait_until
 from _records import make_record
 from boundlog import AccessLog, ConfigurationError
-from conftest import wait_until
 
 
 def _paths(path: Path) -> list[bytes]:

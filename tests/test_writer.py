@@ -21,12 +21,12 @@ from typing import Any
 
 import pytest
 
+from _helpers import BlockedPipe, wait_until
 from _records import make_record
 from boundlog import AccessLog, Record, Stats
 from boundlog._formats import make_format
 from boundlog._queue import Admission
 from boundlog._sinks import Sink
-from conftest import BlockedPipe, wait_until
 
 BAD = b"/bad"
 # A descriptor number select.select() cannot watch (FD_SETSIZE is 1024).
