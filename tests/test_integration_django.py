@@ -39,8 +39,9 @@ from _servers import (
 
 PROJECT = "tests.apps.django_site"
 # Each path several times over two keep-alive connections: a view, a view with a
-# query, a sized body, a page Django does not have (its 404), a redirect (APPEND_SLASH).
-PATHS = ["/hello/", "/hello/?q=django&page=2", "/bytes/1000/", "/missing/", "/hello"]
+# query, a sized body, a page Django does not have (its 404), a redirect (APPEND_SLASH),
+# a view that raises (the 500 page Django makes of it).
+PATHS = ["/hello/", "/hello/?q=django&page=2", "/bytes/1000/", "/missing/", "/hello", "/boom/"]
 ROUNDS = 20
 _LINE = re.compile(
     rb'(?P<client>\S+) - - \[[^\]]+\] "(?P<method>[A-Z]+) (?P<target>\S+) HTTP/1\.1" '
@@ -63,7 +64,7 @@ def send_requests(port: int) -> Counter[Request]:
                     response = client.get(target)
                     expected[("GET", target, response.status_code, len(response.content))] += 1
     statuses = {status for _, _, status, _ in expected}
-    assert statuses == {200, 301, 404}, expected
+    assert statuses == {200, 301, 404, 500}, expected
     return expected
 
 

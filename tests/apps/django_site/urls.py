@@ -5,4 +5,5 @@ from . import views
 urlpatterns = [
     path("hello/", views.hello),
     path("bytes/<int:size>/", views.sized),
+    path("boom/", views.boom),
 ]

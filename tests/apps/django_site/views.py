@@ -7,3 +7,7 @@ def hello(request: HttpRequest) -> HttpResponse:
 
 def sized(request: HttpRequest, size: int) -> HttpResponse:
     return HttpResponse(b"x" * size, content_type="application/octet-stream")
+
+
+def boom(request: HttpRequest) -> HttpResponse:
+    raise RuntimeError("a view that raises: Django answers 500")
