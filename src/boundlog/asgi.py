@@ -13,7 +13,7 @@ A record is completed at the first of:
 * the application raising: status 500 if no response had started, else the status that
   was sent, with the bytes sent so far; the exception propagates unchanged.
 
-Lifespan and websocket scopes go to the application untouched, but the middleware
+Lifespan and websocket scopes go to the application, with no record, but the middleware
 watches the lifespan shutdown: before the server hears that shutdown is complete, an
 owned log is closed and a borrowed one flushed (see ``_draining_on_shutdown``).  An
 application that refuses the lifespan scope (it raises, or returns, before receiving
