@@ -151,15 +151,14 @@ def test_trailers_finish_the_response_not_the_last_body(tmp_path: Path) -> None:
     assert json_lines(path)[0]["bytes_sent"] == 2
 
 
-@pytest.mark.parametrize("scope_type", ["websocket", "lifespan"])
-def test_other_scopes_reach_the_app_untouched(scope_type: str, tmp_path: Path) -> None:
-    """Websocket and lifespan scopes go through with the same scope and receive, no record."""
+def test_websocket_scopes_reach_the_app_untouched(tmp_path: Path) -> None:
+    """A websocket scope goes through with the same scope and receive, no record."""
     seen: list[Any] = []
 
     async def app(scope: Any, receive: Any, send: Any) -> None:
         seen.append((scope, receive))
 
-    scope = {"type": scope_type}
+    scope = {"type": "websocket"}
 
     async def receive() -> Message:
         return {}
@@ -171,6 +170,82 @@ def test_other_scopes_reach_the_app_untouched(scope_type: str, tmp_path: Path) -
         asyncio.run(AccessLogMiddleware(app, log=log)(scope, receive, send))
         assert log.stats().submitted == 0
     assert seen == [(scope, receive)]
+
+
+async def run_lifespan(middleware: Any, path: Path) -> tuple[list[Message], list[int]]:
+    """Startup then shutdown, as a server sends them: the messages the middleware sent
+    back, and the log's line count when it sent each."""
+    events = iter([{"type": "lifespan.startup"}, {"type": "lifespan.shutdown"}])
+    sent: list[Message] = []
+    lines: list[int] = []
+
+    async def receive() -> Message:
+        return next(events)
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+        lines.append(len(path.read_bytes().splitlines()))
+
+    await middleware({"type": "lifespan"}, receive, send)
+    return sent, lines
+
+
+@pytest.mark.parametrize("refusal", ["raises", "returns"])
+@pytest.mark.parametrize("owned", [True, False])
+def test_an_app_refusing_the_lifespan_gets_the_middlewares_answer_which_drains(
+    refusal: str, owned: bool, tmp_path: Path
+) -> None:
+    """An app that raises (Django's ValueError) or returns on the lifespan scope without
+    receiving: startup and shutdown still complete, and the log is drained before the
+    shutdown completes, as for an app with a lifespan of its own."""
+    path = tmp_path / "access.log"
+    borrowed = None if owned else AccessLog(str(path), flush_interval=3600)
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            await send(start(204))
+            await send({"type": "http.response.body"})
+            return
+        if refusal == "raises":
+            raise ValueError(f"Django can only handle ASGI/HTTP connections, not {scope['type']}.")
+
+    middleware = (
+        AccessLogMiddleware(app, sink=str(path), flush_interval=3600)
+        if owned
+        else AccessLogMiddleware(app, log=borrowed)
+    )
+
+    async def serve() -> tuple[list[Message], list[int]]:
+        await call(middleware, http_scope())
+        return await run_lifespan(middleware, path)
+
+    sent, lines = asyncio.run(serve())
+    assert [message["type"] for message in sent] == [
+        "lifespan.startup.complete",
+        "lifespan.shutdown.complete",
+    ]
+    assert lines == [0, 1]
+    if borrowed is not None:
+        assert borrowed.submit(make_record()), "a borrowed log stays open after shutdown"
+        borrowed.close()
+
+
+def test_a_failed_startup_of_an_app_with_a_lifespan_reaches_the_server(tmp_path: Path) -> None:
+    """An app that received the startup and then raised supports the lifespan: its error
+    goes to the server unchanged, with no answer of the middleware's."""
+
+    class StartupError(Exception):
+        pass
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await receive()
+        raise StartupError
+
+    path = tmp_path / "access.log"
+    middleware = AccessLogMiddleware(app, sink=str(path))
+    with pytest.raises(StartupError):
+        asyncio.run(run_lifespan(middleware, path))
+    middleware.log.close()
 
 
 @pytest.mark.parametrize("owned", [True, False])

@@ -13,9 +13,12 @@ A record is completed at the first of:
 * the application raising: status 500 if no response had started, else the status that
   was sent, with the bytes sent so far; the exception propagates unchanged.
 
-Lifespan and websocket scopes go to the application untouched, but the middleware
+Lifespan and websocket scopes go to the application, with no record, but the middleware
 watches the lifespan shutdown: before the server hears that shutdown is complete, an
-owned log is closed and a borrowed one flushed (see ``_draining_on_shutdown``).
+owned log is closed and a borrowed one flushed (see ``_draining_on_shutdown``).  An
+application that refuses the lifespan scope (it raises, or returns, before receiving
+its first message: Django's handler does) gets the middleware's own answer instead, so
+that its log is drained too; see ``_lifespan``.
 
 A log that cannot be built (a missing directory, a misspelt format) raises at once when
 the middleware is made at import time.  Frameworks that build their middleware lazily
@@ -82,8 +85,9 @@ class AccessLogMiddleware:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             if scope["type"] == "lifespan":
-                send = self._draining_on_shutdown(send)
-            await self.app(scope, receive, send)
+                await self._lifespan(scope, receive, self._draining_on_shutdown(send))
+            else:
+                await self.app(scope, receive, send)
             return
 
         started = perf_counter()
@@ -148,6 +152,29 @@ class AccessLogMiddleware:
         await self._submit_async(entry)
         await send(message)
 
+    async def _lifespan(self, scope: Scope, receive: Receive, send: Send) -> None:
+        # An application that ends its lifespan call without ever calling ``receive``
+        # refuses the scope (Django raises ValueError at once).  The server would then
+        # skip the lifespan (uvicorn's ``--lifespan auto``) or refuse to start
+        # (``--lifespan on``), and the shutdown would drain nothing: uvicorn skips the
+        # exit handlers too.  The middleware answers the lifespan itself in that case.
+        # An application that received a message supports the lifespan: what it raises
+        # then (a failed startup) reaches the server unchanged.
+        received = False
+
+        def receiving() -> Awaitable[Message]:
+            nonlocal received
+            received = True
+            return receive()
+
+        try:
+            await self.app(scope, receiving, send)
+        except Exception:
+            if received:
+                raise
+        if not received:
+            await _answer_lifespan(receive, send)
+
     def _draining_on_shutdown(self, send: Send) -> Send:
         # Some servers never run atexit handlers: uvicorn ends by re-raising SIGTERM on
         # itself.  The lifespan shutdown is the last moment the log can be drained, so
@@ -160,6 +187,18 @@ class AccessLogMiddleware:
             await send(message)
 
         return send_after_draining
+
+
+async def _answer_lifespan(receive: Receive, send: Send) -> None:
+    # The lifespan of an application without one: startup and shutdown complete at
+    # once (``send`` drains the log before the shutdown completes).
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await send({"type": "lifespan.shutdown.complete"})
+            return
 
 
 def _record(
