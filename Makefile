@@ -1,6 +1,17 @@
 # The README's commands.  `make test` builds .venv on first use.
+# Another Python gets its own venv, named after its version, so that it does not clobber
+# .venv: `make test PYTHON=python3.12` builds and uses .venv-3.12 (.venv-3.13t for a
+# free-threaded 3.13).  VENV=dir picks the directory yourself.
 PYTHON ?= python3
-VENV := .venv
+ifeq ($(PYTHON),python3)
+VENV ?= .venv
+else
+PY_VERSION := $(shell $(PYTHON) -c 'import sys; print("%d.%d%s" % (*sys.version_info[:2], sys.abiflags))' 2>/dev/null)
+ifeq ($(PY_VERSION),)
+$(error PYTHON=$(PYTHON) does not run)
+endif
+VENV ?= .venv-$(PY_VERSION)
+endif
 BIN := $(VENV)/bin
 
 .PHONY: test check lint typecheck pytest test-tools bench clean
@@ -69,5 +80,5 @@ $(VENV)/.bench-installed: pyproject.toml
 	touch $@
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .venv-[0-9]* .pytest_cache .mypy_cache .ruff_cache .hypothesis
 	rm -rf build dist src/*.egg-info
