@@ -259,13 +259,19 @@ def test_exit_with_stuck_sinks_is_bounded_by_one_close_timeout(logs: int) -> Non
         # Registered last, so it runs first: just before the backstop.
         started = []
         atexit.register(lambda: started.append(time.monotonic()))
-        from _helpers import BlockedPipe
         held = []
         for _ in range({logs}):
-            pipe = BlockedPipe()
-            log = AccessLog(pipe.write_fd, flush_interval=0, close_timeout={close_timeout})
+            read_end, write_end = os.pipe()
+            os.set_blocking(write_end, False)
+            try:
+                while True:
+                    os.write(write_end, b"#" * 4096)
+            except BlockingIOError:
+                pass
+            os.set_blocking(write_end, True)
+            log = AccessLog(write_end, flush_interval=0, close_timeout={close_timeout})
             log.submit(make_record())
-            held.append((pipe, log))
+            held.append((read_end, log))
         """
     )
     done = subprocess.run(
@@ -290,20 +296,31 @@ def test_exit_gives_each_stuck_log_its_own_close_timeout() -> None:
         started = []
         atexit.register(lambda: started.append(time.monotonic()))
 
-        from _helpers import BlockedPipe
+        def full_pipe():
+            read_end, write_end = os.pipe()
+            os.set_blocking(write_end, False)
+            try:
+                while True:
+                    os.write(write_end, b"#" * 4096)
+            except BlockingIOError:
+                pass
+            os.set_blocking(write_end, True)
+            return read_end, write_end
+
+        def drain_later(read_end):
+            time.sleep(1.5)
+            while os.read(read_end, 65536):
+                pass
 
         # Stuck for good, and allowed little time.
-        stuck_pipe = BlockedPipe()
-        stuck = AccessLog(stuck_pipe.write_fd, flush_interval=0, close_timeout=0.2)
+        stuck_read, stuck_write = full_pipe()
+        stuck = AccessLog(stuck_write, flush_interval=0, close_timeout=0.2)
         stuck.submit(make_record())
         # Stuck until a reader comes at 1.5 s, and allowed 10 s.
-        slow_pipe = BlockedPipe()
-        slow = AccessLog(slow_pipe.write_fd, flush_interval=0, close_timeout=10)
+        slow_read, slow_write = full_pipe()
+        slow = AccessLog(slow_write, flush_interval=0, close_timeout=10)
         slow.submit(make_record())
-        # A daemon, so that the exit does not wait for it before the backstop runs.
-        reader = threading.Timer(1.5, slow_pipe.release)
-        reader.daemon = True
-        reader.start()
+        threading.Thread(target=drain_later, args=(slow_read,), daemon=True).start()
         """
     )
     done = subprocess.run(
