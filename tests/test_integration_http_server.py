@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from _helpers import wait_until
 from _records import CapturingFormat
 from _servers import (
     CLIENT_TIMEOUT,
@@ -169,6 +170,8 @@ def test_a_clock_step_back_during_a_request_logs_no_negative_duration(
             connection.request("GET", "/")
             assert connection.getresponse().read() == b"ok"
             connection.close()
+            # The handler's thread submits once the response has gone out: wait for it.
+            wait_until(lambda: Handler.access_log.stats().submitted == 1)
         finally:
             server.shutdown()
             serving.join()
