@@ -823,13 +823,19 @@ def settled(stats: dict[str, int]) -> bool:
     return total == stats["submitted"]
 
 
-def wait_settled(port: int, timeout: float = 20.0) -> dict[str, int]:
-    """Poll ``/_stats`` until the writer has dealt with every record; return the stats."""
+def wait_settled(port: int, submitted: int = 0, timeout: float = 20.0) -> dict[str, int]:
+    """Poll ``/_stats`` until ``submitted`` records arrived and all were dealt with.
+
+    A client has its response before the server submits the record (the ASGI middleware
+    submits after the last body message, a WSGI server after the response is sent), so
+    a test that has just joined its load passes how many records it sent: otherwise the
+    last one may arrive after the counters looked settled.
+    """
     latest: dict[str, int] = {}
 
     def check() -> bool:
         latest.update(fault_stats(port)["stats"])
-        return settled(latest)
+        return latest["submitted"] >= submitted and settled(latest)
 
     poll_until(check, timeout, f"the writer deals with every record: {latest}")
     return latest

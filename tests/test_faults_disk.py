@@ -80,13 +80,13 @@ def test_full_tmpfs_costs_no_request_and_logging_resumes_when_space_is_freed(
         # About 84 bytes a line: 1000 lines need more than the 48 KiB left.
         with Load(server.port, clients=4, requests=250) as filling:
             filling.join()
-        when_full = wait_settled(server.port)
+        when_full = wait_settled(server.port, submitted=1000)
         assert when_full["write_errors"] >= 1, when_full
         assert when_full["failed"] >= 1, when_full
         filler.unlink()
         with Load(server.port, clients=2, requests=20, first_client=10) as after:
             after.join()
-        recovered = wait_settled(server.port)
+        recovered = wait_settled(server.port, submitted=1040)
         server.stop()
     elapsed = time.monotonic() - started
     assert (filling.total, after.total) == (1000, 40), "every request must be answered"

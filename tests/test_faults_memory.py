@@ -57,7 +57,7 @@ def _growth_at_full_queue(
     command: Callable[[int], list[str]],
     environment: dict[str, str],
     headers: Callable[[int], bytes],
-    logging_process: Callable[[int], int],
+    logging_process: Callable[[int, int], int],
     until_full: Callable[[int, Load], None],
 ) -> int:
     """How much the peak RSS of the logging process grew while its queue filled."""
@@ -66,7 +66,7 @@ def _growth_at_full_queue(
         running_server_with_stdout(command, environment, tmp_path / "out", pipe.write_fd) as server,
     ):
         pipe.close_write_end()
-        pid = logging_process(server.process.pid)
+        pid = logging_process(server.process.pid, server.port)
         with Load(server.port, headers=headers) as load:
             # Warmed up (connections open, the first batch stuck in the pipe), the
             # queue is still far from full.
@@ -103,7 +103,12 @@ def test_uvicorn_full_queue_of_big_requests_stays_within_the_byte_bound(
     options = {"sink": "stdout", "policy": "drop", "max_queue": MAX_QUEUE}
     environment = fault_environment(options, tmp_path)
     growth = _growth_at_full_queue(
-        tmp_path, uvicorn_fault_command, environment, headers, lambda pid: pid, _refusing
+        tmp_path,
+        uvicorn_fault_command,
+        environment,
+        headers,
+        lambda pid, port: pid,
+        _refusing,
     )
     assert growth < BOUND, f"RSS grew {growth / 2**20:.1f} MiB, bound {BOUND / 2**20:.1f} MiB"
 
@@ -118,9 +123,12 @@ def _gunicorn_logger_command(port: int) -> list[str]:
     ]  # fmt: skip
 
 
-def _worker(master: int) -> int:
-    (child,) = Path(f"/proc/{master}/task/{master}/children").read_text().split()
-    return int(child)
+def _worker(master: int, port: int) -> int:
+    # The process that answers is the worker, and it answers only once it exists: the
+    # master listens before it forks, so its children file may still be empty here.
+    pid: int = fault_stats(port)["pid"]
+    assert pid != master, "the gunicorn master answered, not its worker"
+    return pid
 
 
 def _past_a_full_queue(port: int, load: Load) -> None:

@@ -77,11 +77,14 @@ def test_failed_reopen_in_a_running_server_keeps_every_line(tmp_path: Path) -> N
     options = {"sink": str(log_path), "reopen_signal": int(signal.SIGUSR1)}
     environment = fault_environment(options, stats_dir)
     with running_server(uvicorn_fault_command, environment, tmp_path / "out") as server:
+        sent = 0
 
         def send(first_client: int) -> Load:
+            nonlocal sent
             with Load(server.port, clients=2, requests=50, first_client=first_client) as load:
                 load.join()
-            wait_settled(server.port)
+            sent += load.total
+            wait_settled(server.port, submitted=sent)
             return load
 
         before = send(0)

@@ -52,11 +52,11 @@ def test_reader_gone_costs_no_request_and_no_traceback(tmp_path: Path, server_na
         pipe.close_write_end()
         with Load(server.port, clients=2, requests=50) as before:
             before.join()
-        wait_settled(server.port)
+        wait_settled(server.port, submitted=100)
         pipe.hang_up()
         with Load(server.port, clients=4, requests=100, first_client=10) as after:
             after.join()
-        when_broken = wait_settled(server.port)
+        when_broken = wait_settled(server.port, submitted=500)
         assert when_broken["write_errors"] >= 1, when_broken
         assert server.stop() in CLEAN_EXITS[server_name], server.output()
     elapsed = time.monotonic() - started
