@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import http.client
 import importlib.util
@@ -20,6 +21,7 @@ from wsgiref.validate import validator
 
 import pytest
 
+import boundlog.bench
 from _servers import poll_until
 from boundlog.bench._asgi import CaptureOnlyMiddleware, FixedBodyApp
 from boundlog.bench._errors import BenchError
@@ -389,3 +391,37 @@ def test_overload_run_accounts_for_every_record(tmp_path: Path) -> None:
     wait = trials["uvicorn/boundlog-wait/slow-pipe@500/s"]
     assert wait["dropped"] == 0
     assert wait["lines"] >= wait["wrk"]["requests"]
+
+
+def _private_boundlog_imports(path: Path) -> list[str]:
+    """What one bench module imports from boundlog that is not boundlog's public API."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            module = "." * node.level + (node.module or "")
+            if module.startswith("."):
+                # Within the bench package itself: ``from ._loggers import ...``.
+                if node.level == 1:
+                    continue
+                found.append(module)
+            elif module.split(".")[0] == "boundlog" and not module.startswith("boundlog.bench"):
+                found += [
+                    f"{module}.{alias.name}"
+                    for alias in node.names
+                    if alias.name.startswith("_")
+                    or any(part.startswith("_") for part in module.split("."))
+                ]
+        elif isinstance(node, ast.Import):
+            found += [a.name for a in node.names if a.name.startswith("boundlog._")]
+    return found
+
+
+def test_the_benchmark_uses_only_boundlogs_public_api() -> None:
+    """The bench measures what users run: no private module or name of boundlog."""
+    package = Path(boundlog.bench.__file__).parent
+    private = {
+        path.name: names
+        for path in sorted(package.glob("*.py"))
+        if (names := _private_boundlog_imports(path))
+    }
+    assert private == {}

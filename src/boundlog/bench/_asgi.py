@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from ..asgi import AccessLogMiddleware, ASGIApp, Message, Receive, Scope, Send
+from boundlog.asgi import AccessLogMiddleware, ASGIApp, Message, Receive, Scope, Send
+
 from ._loggers import (
     BODY,
     Emit,

@@ -14,8 +14,9 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from .._log import DEFAULT_BATCH_SIZE
-from .._record import Record
+from boundlog import Record
+
+from ._loggers import BOUNDLOG_BATCH_SIZE
 from ._matrix import Cell
 from ._summary import CellSummary
 from ._trial import TrialResult
@@ -105,7 +106,7 @@ def overload_checks(
 ) -> list[Check]:
     """The overload scenario: wait delivers everything, drop keeps its pace, memory stays bounded."""
     checks = []
-    held = max_queue + DEFAULT_BATCH_SIZE
+    held = max_queue + BOUNDLOG_BATCH_SIZE
     budget_mib = held * record_bytes() / 2**20 + RSS_SLACK_MIB
     for summary in summaries:
         cell = summary.cell

@@ -6,7 +6,7 @@ import argparse
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from .._log import DEFAULT_MAX_QUEUE
+from ._loggers import BOUNDLOG_MAX_QUEUE
 from ._matrix import (
     DEFAULT_READER_RATE,
     LOGGERS,
@@ -110,7 +110,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     how.add_argument(
         "--max-queue",
         type=_count(1),
-        default=DEFAULT_MAX_QUEUE,
+        default=BOUNDLOG_MAX_QUEUE,
         help="boundlog's queue bound (default %(default)s, boundlog's own default)",
     )
     how.add_argument("--wrk", default="wrk", help="the wrk executable (default: wrk on PATH)")

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._log import AccessLog
-from ..gunicorn import Logger
+from boundlog import AccessLog
+from boundlog.gunicorn import Logger
+
 from ._loggers import LoggerConfig
 
 #: The log the logger class opened, inherited by the worker through fork.

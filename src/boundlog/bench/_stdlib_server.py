@@ -22,8 +22,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import FrameType
 from typing import Any, ClassVar
 
-from .._log import AccessLog
-from ..http_server import AccessLogMixin, _CountingWriter
+from boundlog import AccessLog
+from boundlog.http_server import AccessLogMixin
+
 from ._loggers import (
     BODY,
     Emit,
@@ -129,10 +130,26 @@ def handler_logging(config: LoggerConfig) -> HandlerLogging:
     raise ValueError(f"unknown logger {config.logger!r}")
 
 
+class _CountedWrites:
+    """A handler's ``wfile`` that counts what goes through it, as boundlog's mixin does."""
+
+    def __init__(self, raw: Any) -> None:
+        self._raw = raw
+        self.count = 0
+
+    def write(self, data: bytes) -> int:
+        written: int = self._raw.write(data)
+        self.count += written
+        return written
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._raw, name)
+
+
 class CaptureOnlyMixin(BaseHTTPRequestHandler):
     """Capture status and body size the way boundlog's mixin does, then log nothing."""
 
-    wfile: _CountingWriter
+    wfile: _CountedWrites  # type: ignore[assignment]
     _status: int
     _body_start: int
     # The last request's capture, where a logger would build its record from it.
@@ -140,7 +157,7 @@ class CaptureOnlyMixin(BaseHTTPRequestHandler):
 
     def setup(self) -> None:
         super().setup()
-        self.wfile = _CountingWriter(self.wfile)
+        self.wfile = _CountedWrites(self.wfile)
 
     def handle_one_request(self) -> None:
         self._status = 0

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from ..wsgi import Environ, ExcInfo, Headers, StartResponse, WSGIApp
+from boundlog.wsgi import Environ, ExcInfo, Headers, StartResponse, WSGIApp
+
 from . import _gunicorn
 from ._loggers import (
     BODY,
