@@ -44,7 +44,7 @@ from boundlog.bench._spawn import spawn, stop
 from boundlog.bench._wrk import find_wrk, run_wrk, write_script
 
 MODES = ("none", "capture-only", "middleware", "logger-class", "default")
-_MODE_ENV = "BOUNDLOG_PAIRS_MODE"
+_MODE_ENV = "BENCHMARK_PAIRS_MODE"
 _HERE = Path(__file__).resolve().parent
 _SERVER_CPU = 0
 _LOAD_CPU = 1

@@ -42,8 +42,8 @@ from typing import Any
 
 #: ``default`` is uvicorn's own access log, to standard output (here /dev/null).
 LOGGERS = ("none", "default", "capture-only", "boundlog")
-_LOGGER_ENV = "BOUNDLOG_INSTRUCTIONS_LOGGER"
-_FLUSH_ENV = "BOUNDLOG_INSTRUCTIONS_FLUSH_INTERVAL"
+_LOGGER_ENV = "BENCHMARK_INSTRUCTIONS_LOGGER"
+_FLUSH_ENV = "BENCHMARK_INSTRUCTIONS_FLUSH_INTERVAL"
 _HERE = Path(__file__).resolve().parent
 
 

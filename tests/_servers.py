@@ -47,10 +47,10 @@ RFC3339_OFFSET = "-03:30"
 
 # Environment variables read by tests/apps (kept in step with tests/apps/__init__.py,
 # which the test process does not import).
-SINK_VARIABLE = "BOUNDLOG_E2E_SINK"
-FORMAT_VARIABLE = "BOUNDLOG_E2E_FORMAT"
-FLUSH_INTERVAL_VARIABLE = "BOUNDLOG_E2E_FLUSH_INTERVAL"
-OPTIONS_VARIABLE = "BOUNDLOG_E2E_OPTIONS"
+SINK_VARIABLE = "TESTAPP_SINK"
+FORMAT_VARIABLE = "TESTAPP_FORMAT"
+FLUSH_INTERVAL_VARIABLE = "TESTAPP_FLUSH_INTERVAL"
+OPTIONS_VARIABLE = "TESTAPP_OPTIONS"
 # With a batch window this long and fewer records than a batch, the writer writes
 # nothing until the log is closed: every line found after exit proves the shutdown drain.
 HOLD_UNTIL_CLOSE = "3600"
@@ -743,7 +743,7 @@ def check_log(
 # -- fault injection (tests/test_faults_*.py) ------------------------------------------------
 
 # Read by tests/apps/faults.py (which the test process does not import).
-FAULT_CONFIG_VARIABLE = "BOUNDLOG_FAULT_CONFIG"
+FAULT_CONFIG_VARIABLE = "TESTAPP_FAULT_CONFIG"
 FAULT_STATS_PATH = "/_stats"
 F_SETPIPE_SZ = 1031
 LOAD_PREFIX = b"/load"

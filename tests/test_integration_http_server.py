@@ -72,8 +72,8 @@ def serve(tmp_path: Path, log_format: str, log_as: str) -> AbstractContextManage
     (site / "hello.txt").write_bytes(HELLO)
     environment = {
         **server_environment(tmp_path / "access.log", log_format, HOLD_UNTIL_CLOSE),
-        "BOUNDLOG_E2E_DIRECTORY": str(site),
-        "BOUNDLOG_E2E_LOG_AS": log_as,
+        "TESTAPP_DIRECTORY": str(site),
+        "TESTAPP_LOG_AS": log_as,
     }
     return running_server(
         lambda port: [PYTHON, "-m", "tests.apps.http_server_app", str(port)],

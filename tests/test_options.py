@@ -350,17 +350,13 @@ def test_a_list_variables_error_gives_an_example_in_its_own_syntax(
     )
 
 
-def test_variables_of_the_benchmark_and_the_tests_are_not_settings(
+def test_the_variables_of_boundlog_bench_are_not_settings(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """BOUNDLOG_BENCH_* and the test servers' variables pass; the settings are read."""
+    """BOUNDLOG_BENCH_* (the servers of ``boundlog bench``) pass; the settings are read."""
     options = _environment_options(
         monkeypatch,
         BOUNDLOG_BENCH_LOGGER="boundlog-drop",
-        BOUNDLOG_E2E_SINK="/tmp/x",
-        BOUNDLOG_FAULT_CONFIG="{}",
-        BOUNDLOG_PAIRS_MODE="none",
-        BOUNDLOG_INSTRUCTIONS_LOGGER="none",
         BOUNDLOG_POLICY="wait",
         BOUNDLOG_MAX_QUEUE="100",
         BOUNDLOG_FLUSH_INTERVAL="0",

@@ -262,12 +262,6 @@ _VARIABLES: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     PROXY_HEADER_VARIABLE: _selection("proxy_header", "forwarded"),
     REDACT_QUERY_VARIABLE: _selection("redact_query", "token,password"),
 }
-# BOUNDLOG_* variables that are not settings: those of boundlog's benchmark
-# (boundlog.bench), of the scripts in benchmarks/, and of the tests' servers.
-_NOT_SETTINGS = (
-    "BOUNDLOG_BENCH_",
-    "BOUNDLOG_PAIRS_",
-    "BOUNDLOG_INSTRUCTIONS_",
-    "BOUNDLOG_E2E_",
-    "BOUNDLOG_FAULT_",
-)
+# The BOUNDLOG_* variables that are not settings: `boundlog bench` hands its gunicorn
+# servers their logger through these.
+_NOT_SETTINGS = ("BOUNDLOG_BENCH_",)

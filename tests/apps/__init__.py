@@ -23,11 +23,11 @@ import os
 from http import HTTPStatus
 from typing import Any, NamedTuple
 
-SINK_VARIABLE = "BOUNDLOG_E2E_SINK"
-FORMAT_VARIABLE = "BOUNDLOG_E2E_FORMAT"
-FLUSH_INTERVAL_VARIABLE = "BOUNDLOG_E2E_FLUSH_INTERVAL"
+SINK_VARIABLE = "TESTAPP_SINK"
+FORMAT_VARIABLE = "TESTAPP_FORMAT"
+FLUSH_INTERVAL_VARIABLE = "TESTAPP_FLUSH_INTERVAL"
 # Further AccessLog options, as a JSON object (lists for the list options).
-OPTIONS_VARIABLE = "BOUNDLOG_E2E_OPTIONS"
+OPTIONS_VARIABLE = "TESTAPP_OPTIONS"
 # The format name that gives the logs tests.apps.named_fields' format object.
 NAMED_FIELDS = "named-fields"
 

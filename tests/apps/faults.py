@@ -2,7 +2,7 @@
 
 The fault tests (tests/test_faults_*.py) run uvicorn with ``tests.apps.fault_asgi:app``
 and gunicorn with ``tests.apps.fault_wsgi:app``.  Both applications borrow one
-:class:`~boundlog.AccessLog` built here from the JSON in ``BOUNDLOG_FAULT_CONFIG``:
+:class:`~boundlog.AccessLog` built here from the JSON in ``TESTAPP_FAULT_CONFIG``:
 
 * ``log``: the AccessLog options (sink, format, policy, max_queue, reopen_signal, ...);
 * ``stats_dir``: where each process writes its final counters, as
@@ -27,7 +27,7 @@ from typing import Any
 
 from boundlog import AccessLog, Record
 
-CONFIG_VARIABLE = "BOUNDLOG_FAULT_CONFIG"
+CONFIG_VARIABLE = "TESTAPP_FAULT_CONFIG"
 STATS_PATH = "/_stats"
 
 _config: dict[str, Any] = json.loads(os.environ[CONFIG_VARIABLE])

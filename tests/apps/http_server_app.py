@@ -2,9 +2,9 @@
 
 A ``ThreadingHTTPServer`` whose handler is ``SimpleHTTPRequestHandler`` with
 :class:`boundlog.http_server.AccessLogMixin`, serving the directory named by
-``BOUNDLOG_E2E_DIRECTORY`` over keep-alive HTTP/1.1.  ``GET /raise`` raises before
+``TESTAPP_DIRECTORY`` over keep-alive HTTP/1.1.  ``GET /raise`` raises before
 responding.  The log comes from the shared variables (see ``tests.apps``): with
-``BOUNDLOG_E2E_LOG_AS=attribute`` the handler class is given an AccessLog, otherwise it
+``TESTAPP_LOG_AS=attribute`` the handler class is given an AccessLog, otherwise it
 builds one from ``access_log_options`` on first use.  SIGTERM stops the server, and the
 exit handlers drain the log.
 """
@@ -23,8 +23,8 @@ from boundlog.http_server import AccessLogMixin
 
 from . import log_options
 
-DIRECTORY_VARIABLE = "BOUNDLOG_E2E_DIRECTORY"
-LOG_AS_VARIABLE = "BOUNDLOG_E2E_LOG_AS"
+DIRECTORY_VARIABLE = "TESTAPP_DIRECTORY"
+LOG_AS_VARIABLE = "TESTAPP_LOG_AS"
 LOOPBACK = "127.0.0.1"
 
 

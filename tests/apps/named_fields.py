@@ -1,6 +1,6 @@
 """A format of the tests' own that reads records only by name, as a user's format does.
 
-``BOUNDLOG_E2E_FORMAT=named-fields`` gives it to the test applications' logs (see
+``TESTAPP_FORMAT=named-fields`` gives it to the test applications' logs (see
 ``tests.apps.log_options``); tests/_servers.py parses its lines.  Its logger class makes
 gunicorn's ``--logger-class`` write it.
 """
