@@ -3,25 +3,32 @@
 # .venv: `make test PYTHON=python3.12` builds and uses .venv-3.12 (.venv-3.13t for a
 # free-threaded 3.13).  VENV=dir picks the directory yourself.
 PYTHON ?= python3
-ifeq ($(PYTHON),python3)
-VENV ?= .venv
-else
 PY_VERSION := $(shell $(PYTHON) -c 'import sys; print("%d.%d%s" % (*sys.version_info[:2], sys.abiflags))' 2>/dev/null)
 ifeq ($(PY_VERSION),)
 $(error PYTHON=$(PYTHON) does not run)
 endif
+ifeq ($(PYTHON),python3)
+VENV ?= .venv
+else
 VENV ?= .venv-$(PY_VERSION)
 endif
 BIN := $(VENV)/bin
+# A free-threaded build (3.13t) cannot install all of the test extra, nor the linters:
+# it gets tests/requirements-free-threaded.txt, which says what it leaves out and why.
+ifeq ($(filter %t,$(PY_VERSION)),)
+INSTALL := -e '.[test,dev]'
+else
+INSTALL := -e . -r tests/requirements-free-threaded.txt
+endif
 
 .PHONY: test check lint typecheck pytest test-tools bench clean
 
 test: check pytest
 
-$(BIN)/pytest: pyproject.toml
+$(BIN)/pytest: pyproject.toml tests/requirements-free-threaded.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test,dev]'
+	$(BIN)/pip install --quiet $(INSTALL)
 	touch $@
 
 check: lint typecheck

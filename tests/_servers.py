@@ -912,6 +912,13 @@ class Load:
         with self._lock:
             return len(self.completed)
 
+    def serving_pids(self) -> set[int]:
+        """The server processes that have answered so far (the clients may be running)."""
+        # Under the lock: without the GIL, reading the dict while a client adds to it
+        # raises "dictionary changed size during iteration".
+        with self._lock:
+            return set(self.pids.values())
+
     def wait_for(self, count: int, timeout: float = 30.0) -> None:
         """Wait until ``count`` responses have completed."""
         poll_until(lambda: self.total >= count, timeout, f"{count} responses ({self.errors[:3]})")

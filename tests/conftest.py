@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
 import signal
+import sys
+import sysconfig
 from collections.abc import Iterator
 
 import pytest
@@ -16,6 +19,33 @@ from _helpers import BlockedPipe
 # would wait in vain.  Restored here, servers start with SIGINT at its default.
 if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+FREE_THREADED = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
+
+
+def pytest_report_header() -> str:
+    if not FREE_THREADED:
+        return "free-threaded: no"
+    # A C extension that does not declare itself safe without the GIL turns it back on
+    # when it is imported, with a RuntimeWarning, which this suite makes an error.
+    enabled = sys._is_gil_enabled()
+    return f"free-threaded: yes, the GIL is {'ENABLED' if enabled else 'disabled'}"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # `needs(package)`: the test runs a package that a free-threaded CPython cannot
+    # install (tests/requirements-free-threaded.txt says why).  It skips there; on any
+    # other build a missing package fails the test as it would without the marker.
+    if not FREE_THREADED:
+        return
+    for item in items:
+        for marker in item.iter_markers("needs"):
+            (package,) = marker.args
+            if importlib.util.find_spec(package) is None:
+                item.add_marker(
+                    pytest.mark.skip(reason=f"{package} does not install on free-threaded CPython")
+                )
 
 
 @pytest.fixture

@@ -156,7 +156,7 @@ def serve_over_unix_socket(
         pytest.param(GUNICORN_WSGI, TRUST_UNIX, id="gunicorn-wsgi"),
         pytest.param(UVICORN, TRUST_UNIX, id="uvicorn"),
         pytest.param(HYPERCORN, TRUST_UNIX, id="hypercorn"),
-        pytest.param(GRANIAN, TRUST_UNIX, id="granian"),
+        pytest.param(GRANIAN, TRUST_UNIX, id="granian", marks=pytest.mark.needs("granian")),
         pytest.param(WAITRESS, TRUST_UNIX, id="waitress"),
     ],
 )

@@ -54,7 +54,7 @@ def test_preloaded_log_is_forked_safely_into_recycled_workers(tmp_path: Path) ->
         with Load(server.port, clients=6) as load:
             # Recycled workers: twice as many processes as run at once.
             poll_until(
-                lambda: load.total >= 600 and len(set(load.pids.values())) >= 2 * PRELOAD_WORKERS,
+                lambda: load.total >= 600 and len(load.serving_pids()) >= 2 * PRELOAD_WORKERS,
                 60,
                 "workers recycled",
             )
@@ -102,7 +102,7 @@ def test_workers_sharing_one_destination_write_whole_lines(
             pipe.close_write_end()
             with Load(server.port, clients=8, headers=_user_agent) as load:
                 poll_until(
-                    lambda: load.total >= 2000 and len(set(load.pids.values())) == SHARING_WORKERS,
+                    lambda: load.total >= 2000 and len(load.serving_pids()) == SHARING_WORKERS,
                     60,
                     "every worker serves",
                 )

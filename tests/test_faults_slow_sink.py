@@ -95,7 +95,11 @@ def test_drop_keeps_memory_bounded_and_accounts_for_every_record(tmp_path: Path)
 
 
 @pytest.mark.parametrize(
-    "command", [uvicorn_fault_command, granian_fault_command], ids=["uvicorn", "granian"]
+    "command",
+    [
+        pytest.param(uvicorn_fault_command, id="uvicorn"),
+        pytest.param(granian_fault_command, id="granian", marks=pytest.mark.needs("granian")),
+    ],
 )
 def test_wait_delivers_everything_and_the_event_loop_keeps_running(
     tmp_path: Path, command: Callable[[int], list[str]]

@@ -27,6 +27,8 @@ from _servers import (
     stop_gracefully,
 )
 
+pytestmark = pytest.mark.needs("fastapi")
+
 REQUESTS = 30
 
 

@@ -13,6 +13,8 @@ import pytest
 
 from _servers import LOOPBACK, PYTHON, build_exchanges, check_drained_on_stop
 
+pytestmark = pytest.mark.needs("granian")
+
 REQUESTS = 150
 
 

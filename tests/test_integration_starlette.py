@@ -83,12 +83,21 @@ UNUSABLE_LOGS = {
 @pytest.mark.parametrize(
     ("server", "app"),
     [
-        ("uvicorn", "tests.apps.starlette_app:app"),
-        ("hypercorn", "tests.apps.starlette_app:app"),
-        ("granian", "tests.apps.starlette_app:app"),
-        ("uvicorn", "tests.apps.fastapi_app:app"),
+        pytest.param("uvicorn", "tests.apps.starlette_app:app", id="uvicorn-starlette"),
+        pytest.param("hypercorn", "tests.apps.starlette_app:app", id="hypercorn-starlette"),
+        pytest.param(
+            "granian",
+            "tests.apps.starlette_app:app",
+            id="granian-starlette",
+            marks=pytest.mark.needs("granian"),
+        ),
+        pytest.param(
+            "uvicorn",
+            "tests.apps.fastapi_app:app",
+            id="uvicorn-fastapi",
+            marks=pytest.mark.needs("fastapi"),
+        ),
     ],
-    ids=["uvicorn-starlette", "hypercorn-starlette", "granian-starlette", "uvicorn-fastapi"],
 )
 def test_a_log_that_cannot_be_built_stops_the_server_at_startup_with_the_reason(
     tmp_path: Path, server: str, app: str, unusable: tuple[dict[str, str], str]

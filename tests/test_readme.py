@@ -109,6 +109,7 @@ def one_request_one_line(
     ), lines
 
 
+@pytest.mark.needs("fastapi")
 def test_fastapi_under_uvicorn(tmp_path: Path) -> None:
     argv = readme_command("uvicorn ")
     assert argv == ["uvicorn", "main:app", "--no-access-log"]

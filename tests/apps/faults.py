@@ -12,15 +12,16 @@ and gunicorn with ``tests.apps.fault_wsgi:app``.  Both applications borrow one
   gunicorn ``--preload`` the import happens in the master, so that record waits in the
   master's queue while the workers are forked from it.
 
-Routes: ``/_stats`` answers the process's pid, counters and ticker count as JSON and is
-never logged (it reads the log, it must not feed it); every other path answers 200 with
-``ok PID`` and is logged.
+Routes: ``/_stats`` answers the process's pid, counters, ticker count and whether the GIL
+is enabled as JSON and is never logged (it reads the log, it must not feed it); every
+other path answers 200 with ``ok PID`` and is logged.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -50,8 +51,14 @@ def answer() -> bytes:
 
 
 def stats_document(ticks: int = 0) -> bytes:
-    """The ``/_stats`` body: pid, the log's counters and the event-loop ticker."""
-    document = {"pid": os.getpid(), "ticks": ticks, "stats": LOG.stats()._asdict()}
+    """The ``/_stats`` body: pid, the log's counters, the event-loop ticker, the GIL."""
+    document = {
+        "pid": os.getpid(),
+        "ticks": ticks,
+        "stats": LOG.stats()._asdict(),
+        # Whether this server process runs with the GIL (always, before Python 3.13).
+        "gil": getattr(sys, "_is_gil_enabled", lambda: True)(),
+    }
     return json.dumps(document).encode()
 
 
