@@ -65,7 +65,7 @@ test-tools:
 	  fi; \
 	fi
 
-# The quick benchmark matrix (docs/benchmarks.md), in .venv with the `bench` extra.
+# The quick benchmark matrix (docs/performance.md), in .venv with the `bench` extra.
 # wrk is installed with apt-get when it is missing and we are root on Debian/Ubuntu.
 # More: make bench BENCH_ARGS='--full'
 BENCH_ARGS ?=

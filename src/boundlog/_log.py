@@ -26,10 +26,10 @@ from ._sinks import SinkSpec, open_sink
 from ._stats import Stats
 from ._writer import Writer
 
-# Defaults, chosen by measurement (see docs/benchmarks.md):
+# Defaults, chosen by measurement (docs/performance.md):
 # - 10,000 waiting records is about 0.3 s of uvicorn's full single-core rate: enough
-#   to ride out a sink stall of that length, in 5-7 MiB of resident memory when full
-#   (measured in the benchmark's overload scenario).
+#   to ride out a sink stall of that length, in a few MiB of resident memory when full
+#   (the benchmark's overload scenario checks the bound).
 DEFAULT_MAX_QUEUE = 10_000
 # - a batch of 512 lines is ~100 KiB, past which a bigger write saves nothing.
 DEFAULT_BATCH_SIZE = 512

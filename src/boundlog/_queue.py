@@ -1,8 +1,8 @@
 """Admission: the bounded hand-off between request paths and the writer thread.
 
 This is the only code that runs for every request, so its shape follows from one
-measurement on this project's machines: an uncontended ``threading.Lock`` round trip
-costs 180-400 ns, a ``deque.append`` 30 ns.  The hot path therefore takes no lock.  It
+measurement: an uncontended ``threading.Lock`` round trip costs six to thirteen times
+what a ``deque.append`` does.  The hot path therefore takes no lock.  It
 appends to a ``deque`` (whose ``append`` and ``popleft`` are atomic with or without
 the GIL) after checking the bound, and takes a lock only on the rare transitions:
 waking an idle writer, refusing a record, waiting for room.
@@ -247,8 +247,8 @@ class Admission:
 
         Never more than a batch: behind a slow sink the queue is always full, and a
         writer that took it whole would hold a second queue's worth of records (and
-        their formatting) while the first refills, which doubled the memory a full log
-        holds (the benchmark's overload scenario: +25 MiB where 10,512 records take ~5).
+        their formatting) while the first refills: in the benchmark's overload
+        scenario that made a full log hold several times what its records take.
         """
         pending = self._pending
         with self._count_lock:

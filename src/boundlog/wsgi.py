@@ -32,8 +32,8 @@ StartResponse = Callable[..., Callable[[bytes], object]]
 WSGIApp = Callable[[Environ, StartResponse], Iterable[bytes]]
 HeaderPicker = Callable[[Environ], dict[str, Any]]
 
-# The status lines applications send, by far, are the standard ones: a lookup finds
-# their code in a tenth of the time that parsing takes (~25 ns against ~240).
+# The status lines applications send, by far, are the standard ones: a dict lookup
+# finds their code many times faster than parsing the line does.
 _STANDARD_STATUS_CODES = {f"{status.value} {status.phrase}": status.value for status in HTTPStatus}
 
 
@@ -169,8 +169,8 @@ def _header_picker(names: Sequence[bytes]) -> HeaderPicker:
     """A function that copies the environ variables of header fields ``names``.
 
     The combined format's two fields (Referer and User-Agent) get a dict display of
-    their own: it costs a fifth of ``dict(zip(keys, map(environ.get, keys)))`` (~140 ns
-    against ~710 with ``strict=True``) and half a comprehension.
+    their own: it costs a fifth of ``dict(zip(keys, map(environ.get, keys)))`` with
+    ``strict=True``, and half a comprehension.
     """
     keys = tuple(map(environ_key, names))
     if len(keys) == 2:

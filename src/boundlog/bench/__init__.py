@@ -1,7 +1,7 @@
 """``boundlog bench``: what access logging costs real servers, measured with wrk.
 
 Run ``boundlog bench --help`` (or ``python -m boundlog.bench --help``); the method is
-described in docs/benchmarks.md.  Modules, in the order a run uses them:
+described in docs/performance.md.  Modules, in the order a run uses them:
 
 * ``_cli``: the options; ``_matrix``: the cells and the rotated order of trials;
 * ``_run``: a whole run; ``_trial``: one trial of one cell;

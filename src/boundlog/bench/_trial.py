@@ -1,6 +1,6 @@
 """One trial of one cell: a fresh server, a probe, a warm-up, then the timed window.
 
-The steps, in order (the fairness controls of docs/benchmarks.md):
+The steps, in order (the fairness controls of docs/performance.md):
 
 1. start the sink (and its reader process) and the server, pinned to its CPU;
 2. probe one request and check the exact status and body;
