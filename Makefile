@@ -21,7 +21,7 @@ else
 INSTALL := -e . -r tests/requirements-free-threaded.txt
 endif
 
-.PHONY: test check lint typecheck pytest test-tools bench clean
+.PHONY: test check lint typecheck pytest coverage test-tools bench clean
 
 test: check pytest
 
@@ -42,6 +42,17 @@ typecheck: $(BIN)/pytest
 
 pytest: $(BIN)/pytest test-tools
 	$(BIN)/pytest
+
+# The suite under coverage.py, measuring the branch coverage of src/boundlog in pytest
+# and in every server the tests start ([tool.coverage.run] in pyproject.toml): each
+# process writes a .coverage.* file, combined into .coverage.  The report lists the
+# modules not fully covered, and fails under the level held ([tool.coverage.report]
+# fail_under).  `$(BIN)/coverage html` then writes htmlcov/.
+coverage: $(BIN)/pytest test-tools
+	rm -f .coverage .coverage.*
+	$(BIN)/coverage run -m pytest
+	$(BIN)/coverage combine --quiet
+	$(BIN)/coverage report
 
 # The Debian packages the suite drives, as `command:package`: tests/test_bench.py runs
 # wrk, tests/test_faults_rotation.py logrotate, tests/test_readers.py lnav and goaccess.
@@ -88,4 +99,5 @@ $(VENV)/.bench-installed: pyproject.toml
 
 clean:
 	rm -rf $(VENV) .venv-[0-9]* .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf .coverage .coverage.* htmlcov
 	rm -rf build dist src/*.egg-info
