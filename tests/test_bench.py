@@ -28,12 +28,18 @@ from boundlog.bench._errors import BenchError
 from boundlog.bench._loggers import BODY, LoggerConfig
 from boundlog.bench._matrix import (
     LOGGERS,
+    PEER_LOGGERS,
+    QUICK_LOGGERS,
+    QUICK_SERVERS,
+    QUICK_SINKS,
     SERVERS,
     SILENT_LOGGERS,
     Cell,
     matrix,
+    not_applicable,
     overload_cells,
     rounds,
+    skipped,
 )
 from boundlog.bench._procstat import (
     cpu_seconds,
@@ -193,7 +199,24 @@ def test_pipe_sink_sees_lines_waiting_unread(tmp_path: Path) -> None:
         sink.close(10)
 
 
-def _request_count(log: bytes) -> int:
+def _request_count(logger: str, log: bytes) -> int:
+    """The lines of ``log`` that record a ``GET /`` answered with 200, in its format."""
+    # granian writes its own messages to the same stdout: they are not JSON.
+    records = [json.loads(line) for line in log.splitlines() if line.startswith(b"{")]
+    if logger == "fapilog":
+        # A JSON object a line, its request fields under "data".
+        lines = [record["log"] for record in records]
+        return sum(
+            line["message"] == "request_completed"
+            and line["data"]["method"] == "GET"
+            and line["data"]["path"] == "/"
+            and line["data"]["status_code"] == 200
+            for line in lines
+        )
+    if logger == "otel-batch":
+        # A JSON record a line, its body the combined line.
+        bodies = [record["body"] for record in records]
+        return sum('"GET / HTTP/1.1" 200 1024' in body for body in bodies)
     return log.count(b'"GET / HTTP/1.1" 200')
 
 
@@ -251,14 +274,37 @@ def test_capture_only_captures_what_a_logger_needs_in_every_kind_of_server() -> 
     assert captures == [(200, len(BODY))]
 
 
-@pytest.mark.parametrize("logger", LOGGERS)
-@pytest.mark.parametrize(
-    "server",
-    [
-        pytest.param(server, marks=pytest.mark.needs(server)) if server == "granian" else server
-        for server in SERVERS
-    ],
-)
+def test_peers_run_under_the_asgi_servers_and_are_skipped_elsewhere() -> None:
+    """The peers are ASGI middleware: the matrix leaves them out under gunicorn and
+    http.server, and says why, instead of failing those cells."""
+    cells = matrix(SERVERS, LOGGERS, ("file",))
+    left_out = skipped(SERVERS, LOGGERS, ("file",))
+    assert {(c.server, c.logger) for c in left_out} == {
+        (server, peer) for server in ("gunicorn", "stdlib") for peer in PEER_LOGGERS
+    }
+    assert not set(cells) & set(left_out)
+    assert len(cells) + len(left_out) == len(SERVERS) * len(LOGGERS)
+    assert not_applicable("gunicorn", "fapilog") == "an ASGI middleware: uvicorn and granian only"
+    # The quick run shows boundlog beside its peers on uvicorn.
+    quick = matrix(QUICK_SERVERS, QUICK_LOGGERS, QUICK_SINKS)
+    assert {c.logger for c in quick if c.server == "uvicorn"} >= {"boundlog-drop", *PEER_LOGGERS}
+
+
+def _server_logger_params() -> list[Any]:
+    # Each pair the matrix runs (the peers only under the ASGI servers).  granian, and
+    # fapilog's orjson, do not install on a free-threaded CPython.
+    params = []
+    for cell in matrix(SERVERS, LOGGERS, ("file",)):
+        needs = [
+            pytest.mark.needs(name)
+            for name in (cell.server, cell.logger)
+            if name in ("granian", "fapilog")
+        ]
+        params.append(pytest.param(cell.server, cell.logger, marks=needs, id=cell.name))
+    return params
+
+
+@pytest.mark.parametrize(("server", "logger"), _server_logger_params())
 def test_every_server_serves_the_body_and_logs_each_request(
     server: str, logger: str, tmp_path: Path
 ) -> None:
@@ -299,7 +345,7 @@ def test_every_server_serves_the_body_and_logs_each_request(
     assert stopped, "the server did not stop on SIGTERM"
     log = (tmp_path / "access.log").read_bytes()
     expected = 0 if logger in SILENT_LOGGERS else REQUESTS + 1
-    assert _request_count(log) == expected, log[-2000:]
+    assert _request_count(logger, log) == expected, log[-2000:]
     if logger.startswith("boundlog"):
         stats = json.loads(stats_file.read_bytes())
         assert stats["submitted"] == stats["written"] == REQUESTS + 1

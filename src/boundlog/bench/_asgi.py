@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable
 
 from boundlog.asgi import AccessLogMiddleware, ASGIApp, Message, Receive, Scope, Send
 
+from . import _peers
 from ._loggers import (
     BODY,
     Emit,
@@ -146,4 +147,12 @@ def create_app() -> ASGIApp:
         app.on_shutdown.append(final_stats_writer(middleware.log.close, config.stats_file))
         serve_stats(middleware.log, config.stats_socket)
         return middleware
+    if config.logger == "asgi-logger":
+        return _peers.asgi_logger(app)
+    if config.logger == "fapilog":
+        return _peers.fapilog(app)
+    if config.logger == "otel-batch":
+        emit, shutdown = _peers.otel_emitter()
+        app.on_shutdown.append(shutdown)
+        return LineLoggingMiddleware(app, emit)
     raise ValueError(f"unknown logger {config.logger!r}")

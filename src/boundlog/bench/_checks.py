@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from boundlog import Record
 
 from ._loggers import BOUNDLOG_BATCH_SIZE
-from ._matrix import Cell
+from ._matrix import BOUNDLOG_LOGGERS, SILENT_LOGGERS, Cell
 from ._summary import CellSummary
 from ._trial import TrialResult
 
@@ -31,7 +31,7 @@ RSS_SLACK_MIB = 8.0
 class Check:
     """One verdict: what was checked, whether it held, and the figure behind it."""
 
-    #: "accounting" (exact, a failure is a bug), "overload" or "target".
+    #: "accounting" (exact, a failure is a bug), "delivery", "overload" or "target".
     kind: str
     subject: str
     passed: bool
@@ -94,6 +94,30 @@ def accounting_checks(trials: Sequence[TrialResult]) -> list[Check]:
                     **final
                 ),
             ))  # fmt: skip
+    return checks
+
+
+def delivery_checks(summaries: Sequence[CellSummary]) -> list[Check]:
+    """Every logger without counters of its own wrote a line per request (reported only).
+
+    For them the sink's line count is all there is: a logger that lost lines, or still
+    held them when the trial settled, did less work in the window than one that wrote
+    them all, and its ratios flatter it by that much.
+    """
+    checks = []
+    for summary in summaries:
+        cell = summary.cell
+        if (
+            cell.logger in (*SILENT_LOGGERS, *BOUNDLOG_LOGGERS)
+            or cell.overload
+            or summary.delivery_pct is None
+        ):
+            continue
+        checks.append(Check(
+            "delivery", f"{cell.name}: a line at the sink for every request",
+            summary.delivery_pct >= 100.0,
+            f"lowest trial {summary.delivery_pct:.2f}%",
+        ))  # fmt: skip
     return checks
 
 

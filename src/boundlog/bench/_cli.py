@@ -17,6 +17,7 @@ from ._matrix import (
     SINKS,
     matrix,
     overload_cells,
+    skipped,
 )
 from ._run import Plan, run
 
@@ -26,7 +27,8 @@ on a loopback port, pinned to one CPU, loaded by wrk pinned to another, once per
 logger and sink, in rotated trials.  Prints a table of requests/s and server CPU per
 request as ratios to no logging, and writes a JSON artifact, a markdown table and
 (with matplotlib) a PNG chart into the output folder.  Without options it runs the
-quick matrix (uvicorn and gunicorn; none, default and boundlog-drop; file sink).
+quick matrix (uvicorn and gunicorn; none, default, boundlog-drop and the peers
+asgi-logger, fapilog and otel-batch, which run under uvicorn and granian only; file sink).
 """
 
 
@@ -133,6 +135,7 @@ def plan_from(args: argparse.Namespace) -> Plan:
         cells += overload_cells(servers, args.reader_rate)
     return Plan(
         cells=tuple(cells),
+        skipped=tuple(skipped(servers, loggers, sinks)),
         trials=args.trials,
         duration=args.duration,
         overload_duration=args.overload_duration,

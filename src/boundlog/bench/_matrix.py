@@ -6,18 +6,27 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 SERVERS = ("uvicorn", "gunicorn", "granian", "stdlib")
+# The peers: what a uvicorn user would deploy instead of boundlog, each set up the way
+# its own documentation says (see ``_peers``).  They are ASGI middleware (or, for
+# OpenTelemetry, a handler behind one), so they run under the ASGI servers only.
+PEER_LOGGERS = ("asgi-logger", "fapilog", "otel-batch")
+# How long a peer may hold a line before it writes it, by its defaults: the harness's
+# settle waits this long for quiet, so that late lines are counted, and their CPU too.
+FLUSH_SECONDS = {"fapilog": 0.25, "otel-batch": 1.0}
 LOGGERS = (
     "none", "default", "capture-only", "naive", "stdlib-queue", "boundlog-drop", "boundlog-wait",
+    *PEER_LOGGERS,
 )  # fmt: skip
 # Loggers that write no line: their delivery is not measured.
 SILENT_LOGGERS = ("none", "capture-only")
 SINKS = ("file", "devnull", "pipe", "tty")
 BOUNDLOG_LOGGERS = ("boundlog-drop", "boundlog-wait")
+ASGI_SERVERS = ("uvicorn", "granian")
 
-# `make bench`: the two servers and three loggers that answer the main question (what
-# does boundlog cost next to no log and next to the server's own), in under 3 minutes.
+# `make bench`: the two servers and the loggers that answer the main question (what does
+# boundlog cost next to no log, the server's own and the peers), in about 4 minutes.
 QUICK_SERVERS = ("uvicorn", "gunicorn")
-QUICK_LOGGERS = ("none", "default", "boundlog-drop")
+QUICK_LOGGERS = ("none", "default", "boundlog-drop", *PEER_LOGGERS)
 QUICK_SINKS = ("file",)
 
 # The overload scenario: a pipe whose reader drains far fewer lines a second than the
@@ -58,10 +67,32 @@ class Cell:
         return self.logger in BOUNDLOG_LOGGERS
 
 
+def not_applicable(server: str, logger: str) -> str | None:
+    """Why ``logger`` cannot run under ``server``, or None when it can."""
+    if logger in PEER_LOGGERS and server not in ASGI_SERVERS:
+        return "an ASGI middleware: uvicorn and granian only"
+    return None
+
+
 def matrix(servers: Sequence[str], loggers: Sequence[str], sinks: Sequence[str]) -> list[Cell]:
-    """Every combination, grouped by server then sink, loggers in the order given."""
+    """Every combination that applies, grouped by server then sink, loggers in order given."""
     return [
-        Cell(server, logger, sink) for server in servers for sink in sinks for logger in loggers
+        Cell(server, logger, sink)
+        for server in servers
+        for sink in sinks
+        for logger in loggers
+        if not_applicable(server, logger) is None
+    ]
+
+
+def skipped(servers: Sequence[str], loggers: Sequence[str], sinks: Sequence[str]) -> list[Cell]:
+    """The combinations :func:`matrix` leaves out because the logger does not apply."""
+    return [
+        Cell(server, logger, sink)
+        for server in servers
+        for sink in sinks
+        for logger in loggers
+        if not_applicable(server, logger) is not None
     ]
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ._checks import Check
+from ._matrix import Cell, not_applicable
 from ._summary import CellSummary
 from ._trial import TrialResult
 
@@ -33,9 +34,11 @@ def _groups(summaries: Sequence[CellSummary]) -> dict[tuple[str, str], list[Cell
     return groups
 
 
+# Delivery stands beside the ratios: a logger that loses lines does less work, and its
+# ratios are only worth what its delivery is.
 _MATRIX_HEADER = (
-    "| logger | req/s | MAD | req/s vs none | CPU µs/req | CPU vs none | p50 ms | p99 ms "
-    "| peak RSS MiB | delivery | dropped | socket errors / non-2xx |\n"
+    "| logger | req/s | MAD | req/s vs none | CPU µs/req | CPU vs none | delivery | p50 ms "
+    "| p99 ms | peak RSS MiB | dropped | socket errors / non-2xx |\n"
     "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"
 )
 _OVERLOAD_HEADER = (
@@ -53,8 +56,14 @@ def _failed_row(summary: CellSummary) -> str | None:
 
 
 def _label(summary: CellSummary) -> str:
-    failed = len(summary.failures)
-    return f"{summary.cell.logger} ({failed} failed)" if failed else summary.cell.logger
+    notes = []
+    if failed := len(summary.failures):
+        notes.append(f"{failed} failed")
+    delivery = summary.delivery_pct
+    if delivery is not None and delivery < 100.0 and not summary.cell.uses_boundlog:
+        # boundlog counts what it drops (the dropped column); a peer's missing lines show here.
+        notes.append(f"lines missing: {delivery:.1f}% delivered")
+    return f"{summary.cell.logger} ({', '.join(notes)})" if notes else summary.cell.logger
 
 
 def _count(value: int | None) -> str:
@@ -65,8 +74,8 @@ def _matrix_row(s: CellSummary) -> str:
     return _failed_row(s) or (
         f"| {_label(s)} | {_number(s.rps, 0)} | {_number(s.rps_mad_pct, 1, '%')} "
         f"| {_ratio(s.rps_vs_none)} | {_number(s.cpu_us)} | {_ratio(s.cpu_vs_none)} "
-        f"| {_number(s.p50_ms, 2)} | {_number(s.p99_ms, 2)} | {_number(s.peak_rss_mib)} "
-        f"| {_number(s.delivery_pct, 2, '%')} | {_count(s.dropped)} "
+        f"| {_number(s.delivery_pct, 2, '%')} | {_number(s.p50_ms, 2)} "
+        f"| {_number(s.p99_ms, 2)} | {_number(s.peak_rss_mib)} | {_count(s.dropped)} "
         f"| {s.socket_errors} / {s.status_errors} |"
     )
 
@@ -81,21 +90,38 @@ def _overload_row(s: CellSummary) -> str:
     )
 
 
-def tables(summaries: Sequence[CellSummary]) -> str:
-    """One markdown table per server and sink, the overload scenario last."""
-    parts = []
-    for (server, sink), group in _groups(summaries).items():
+def _skipped_row(cell: Cell) -> str:
+    return f"| {cell.logger} | skipped: {not_applicable(cell.server, cell.logger)} |"
+
+
+def tables(summaries: Sequence[CellSummary], skipped: Sequence[Cell] = ()) -> str:
+    """One markdown table per server and sink, the overload scenario last.
+
+    A cell asked for whose logger does not run under its server gets a row that says so.
+    """
+    groups: dict[tuple[str, str], list[str]] = {}
+    titles: dict[tuple[str, str], tuple[str, str]] = {}
+    for key, group in _groups(summaries).items():
+        server, sink = key
         overload = group[0].cell.overload
         title = f"overload: {server}, pipe read at {group[0].cell.reader_rate:,} lines/s"
-        parts.append(f"#### {title if overload else f'{server} · {sink}'}\n")
-        parts.append(_OVERLOAD_HEADER if overload else _MATRIX_HEADER)
-        parts.extend((_overload_row if overload else _matrix_row)(s) for s in group)
-        parts.append("")
+        titles[key] = (title if overload else f"{server} · {sink}",
+                       _OVERLOAD_HEADER if overload else _MATRIX_HEADER)  # fmt: skip
+        groups[key] = [(_overload_row if overload else _matrix_row)(s) for s in group]
+    for cell in skipped:
+        key = (cell.server, cell.sink_label)
+        titles.setdefault(key, (f"{cell.server} · {cell.sink_label}", _MATRIX_HEADER))
+        groups.setdefault(key, []).append(_skipped_row(cell))
+    parts = []
+    for key, rows in groups.items():
+        title, header = titles[key]
+        parts.extend([f"#### {title}\n", header, *rows, ""])
     return "\n".join(parts)
 
 
 _CHECK_TITLES = {
     "accounting": "Exact accounting (boundlog's counters against the lines at the sink)",
+    "delivery": "Delivery (lines at the sink per request, for loggers without counters)",
     "overload": "Overload scenario",
     "target": "Targets (performance goals; noisy on a shared machine)",
 }
@@ -119,9 +145,14 @@ def checks_text(checks: Sequence[Check]) -> str:
     return "\n".join(lines)
 
 
-def markdown(header: str, summaries: Sequence[CellSummary], checks: Sequence[Check]) -> str:
+def markdown(
+    header: str,
+    summaries: Sequence[CellSummary],
+    checks: Sequence[Check],
+    skipped: Sequence[Cell] = (),
+) -> str:
     """The whole markdown report."""
-    return f"{header}\n\n{tables(summaries)}\n{checks_text(checks)}"
+    return f"{header}\n\n{tables(summaries, skipped)}\n{checks_text(checks)}"
 
 
 def write_json(

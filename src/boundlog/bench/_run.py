@@ -14,13 +14,13 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, TextIO
 
-from ._checks import accounting_checks, overload_checks, target_checks
+from ._checks import accounting_checks, delivery_checks, overload_checks, target_checks
 from ._environment import environment
 from ._errors import BenchError
-from ._matrix import Cell, rounds
+from ._matrix import Cell, not_applicable, rounds
 from ._progress import Progress
 from ._report import markdown, write_chart, write_json
-from ._servers import REQUIREMENTS
+from ._servers import PEER_REQUIREMENTS, REQUIREMENTS
 from ._summary import summarize
 from ._trial import TrialResult, TrialSettings, run_trial
 from ._wrk import find_wrk, write_script
@@ -40,15 +40,25 @@ class Plan:
     wrk: str
     gunicorn_threads: int
     max_queue: int
+    #: Cells asked for whose logger does not run under that server (see ``not_applicable``).
+    skipped: tuple[Cell, ...] = ()
+
+
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:
+        # A dotted name whose parent package is missing.
+        return False
 
 
 def check_requirements(cells: Sequence[Cell]) -> None:
-    """Stop with an explanation when a server's Python package is missing."""
+    """Stop with an explanation when a server's or a peer's Python package is missing."""
     missing = sorted({
         module
         for cell in cells
-        for module in REQUIREMENTS[cell.server]
-        if importlib.util.find_spec(module) is None
+        for module in (*REQUIREMENTS[cell.server], *PEER_REQUIREMENTS.get(cell.logger, ()))
+        if not _installed(module)
     })  # fmt: skip
     if missing:
         raise BenchError(
@@ -140,6 +150,8 @@ def run(plan: Plan, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
     progress.say(
         f"boundlog bench: {len(plan.cells)} cells x {plan.trials} trials, results in {plan.output}/"
     )
+    for cell in plan.skipped:
+        progress.say(f"skipped {cell.name}: {not_applicable(cell.server, cell.logger)}")
     own_cpus = os.sched_getaffinity(0)
     with tempfile.TemporaryDirectory(dir=plan.output, prefix=".work-") as work:
         settings = TrialSettings(
@@ -159,16 +171,18 @@ def run(plan: Plan, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
     summaries = summarize(plan.cells, results)
     checks = [
         *accounting_checks(results),
+        *delivery_checks(summaries),
         *overload_checks(summaries, results, plan.max_queue),
         *target_checks(summaries),
     ]
-    report = markdown(_header(env, plan), summaries, checks)
+    report = markdown(_header(env, plan), summaries, checks, plan.skipped)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     base = plan.output / f"bench-{stamp}"
     settings_json = {
         **asdict(plan),
         "output": str(plan.output),
         "cells": [cell.name for cell in plan.cells],
+        "skipped": [cell.name for cell in plan.skipped],
     }
     write_json(
         base.with_suffix(".json"), environment=env, settings=settings_json,

@@ -38,6 +38,12 @@ REQUIREMENTS = {
     "granian": ("granian",),
     "stdlib": (),
 }
+# And those each peer needs (the `bench` extra installs them).
+PEER_REQUIREMENTS = {
+    "asgi-logger": ("asgi_logger",),
+    "fapilog": ("fapilog", "starlette"),
+    "otel-batch": ("opentelemetry.sdk",),
+}
 
 
 @functools.cache

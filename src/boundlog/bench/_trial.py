@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import secrets
 import subprocess
@@ -28,7 +29,7 @@ from typing import Any
 
 from ._errors import BenchError
 from ._loggers import LoggerConfig
-from ._matrix import SILENT_LOGGERS, Cell
+from ._matrix import FLUSH_SECONDS, SILENT_LOGGERS, Cell
 from ._procstat import CLOCK_TICKS, tree_cpu_seconds, tree_peak_rss_bytes
 from ._servers import (
     HOST,
@@ -139,19 +140,23 @@ def _always() -> bool:
     return True
 
 
-def settle(sink: Sink, server_pid: int, done: Callable[[], bool] = _always) -> bool:
+def settle(
+    sink: Sink, server_pid: int, done: Callable[[], bool] = _always, flush_seconds: float = 0.0
+) -> bool:
     """Wait until the sink's line count and the server's CPU time stop moving, and ``done()``.
 
     Quiet alone can deceive on a crowded machine, where a starved process looks idle, so
     it also takes a pipe or terminal with nothing left unread, and ``done`` checks what
-    can be known for sure (boundlog's own counters).  Returns False if the deadline
-    passed first.
+    can be known for sure (boundlog's own counters).  A logger that writes on a timer
+    (``flush_seconds``, its interval) must also have been quiet for longer than that.
+    Returns False if the deadline passed first.
     """
     deadline = time.monotonic() + _SETTLE_TIMEOUT
     last = (sink.lines(), tree_cpu_seconds(server_pid))
     quiet = 0
+    quiet_polls = _SETTLE_QUIET_POLLS + math.ceil(flush_seconds / _SETTLE_POLL)
     while True:
-        if quiet >= _SETTLE_QUIET_POLLS:
+        if quiet >= quiet_polls:
             if done():
                 return True
             quiet = 0
@@ -183,6 +188,7 @@ def _measure(
 ) -> None:
     cell = result.cell
     url = f"http://{HOST}:{port}/"
+    flush_seconds = FLUSH_SECONDS.get(cell.logger, 0.0)
     wait_until_ready(process, port, stderr_path)
     probe(port)
     if settings.warmup:
@@ -193,7 +199,7 @@ def _measure(
     if cell.uses_boundlog:
         warmed_up = settle(sink, process.pid, lambda: _nothing_pending(fetch_stats(stats_socket)))
     else:
-        warmed_up = settle(sink, process.pid)
+        warmed_up = settle(sink, process.pid, flush_seconds=flush_seconds)
     if not warmed_up:
         result.notes.append("the log was still growing a minute after the warm-up")
     sink.start_window()
@@ -220,7 +226,9 @@ def _measure(
         written = stats["written"] - before["written"] if before else None
         return _nothing_pending(stats) and (lines is None or lines == written)
 
-    result.settled = settle(sink, process.pid, all_delivered if before else _always)
+    result.settled = settle(
+        sink, process.pid, all_delivered if before else _always, flush_seconds=flush_seconds
+    )
     if not result.settled:
         result.notes.append("the log was still growing a minute after the timed window")
     result.cpu_seconds = tree_cpu_seconds(process.pid) - cpu_before
