@@ -24,6 +24,7 @@ import pytest
 import boundlog.bench
 from _servers import poll_until
 from boundlog.bench._asgi import CaptureOnlyMiddleware, FixedBodyApp
+from boundlog.bench._checks import delivery_checks
 from boundlog.bench._errors import BenchError
 from boundlog.bench._loggers import BODY, LoggerConfig
 from boundlog.bench._matrix import (
@@ -48,6 +49,7 @@ from boundlog.bench._procstat import (
     tree_cpu_seconds,
     tree_peak_rss_bytes,
 )
+from boundlog.bench._report import tables
 from boundlog.bench._servers import (
     HOST,
     fetch_stats,
@@ -60,7 +62,7 @@ from boundlog.bench._servers import (
 from boundlog.bench._sinks import FileSink, open_sink
 from boundlog.bench._spawn import spawn, stop
 from boundlog.bench._stdlib_server import BenchServer, handler_class, handler_logging
-from boundlog.bench._summary import mad_pct, paired_ratio, rps
+from boundlog.bench._summary import mad_pct, paired_ratio, rps, summarize
 from boundlog.bench._trial import TrialResult
 from boundlog.bench._wrk import WrkResult, parse_output
 from boundlog.bench._wsgi import CaptureOnlyMiddleware as CaptureOnlyWsgiMiddleware
@@ -288,6 +290,26 @@ def test_peers_run_under_the_asgi_servers_and_are_skipped_elsewhere() -> None:
     # The quick run shows boundlog beside its peers on uvicorn.
     quick = matrix(QUICK_SERVERS, QUICK_LOGGERS, QUICK_SINKS)
     assert {c.logger for c in quick if c.server == "uvicorn"} >= {"boundlog-drop", *PEER_LOGGERS}
+
+
+def test_a_peer_short_of_its_lines_is_flagged_beside_its_ratios() -> None:
+    """A logger without counters is judged by the lines at the sink: one that lost lines
+    says so in its row, next to ratios that flatter it, and in a delivery check; a
+    skipped cell gets a row that says why."""
+    trials = []
+    for logger, lines in (("none", None), ("asgi-logger", 1000), ("otel-batch", 900)):
+        trial = _trial(logger, 0, 1000)
+        trial.lines = lines
+        trials.append(trial)
+    cells = [trial.cell for trial in trials]
+    summaries = summarize(cells, trials)
+    text = tables(summaries, [Cell("gunicorn", "fapilog", "file")])
+    assert "| otel-batch (lines missing: 90.0% delivered) |" in text
+    assert "| asgi-logger | " in text
+    assert "| fapilog | skipped: an ASGI middleware: uvicorn and granian only |" in text
+    assert "#### gunicorn · file" in text
+    verdicts = {check.subject.split(":")[0]: check.passed for check in delivery_checks(summaries)}
+    assert verdicts == {"uvicorn/asgi-logger/file": True, "uvicorn/otel-batch/file": False}
 
 
 def _server_logger_params() -> list[Any]:
