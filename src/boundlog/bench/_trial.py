@@ -29,7 +29,7 @@ from typing import Any
 
 from ._errors import BenchError
 from ._loggers import LoggerConfig
-from ._matrix import FLUSH_SECONDS, SILENT_LOGGERS, Cell
+from ._matrix import DROP_MESSAGES, FLUSH_SECONDS, SILENT_LOGGERS, Cell
 from ._procstat import CLOCK_TICKS, tree_cpu_seconds, tree_peak_rss_bytes
 from ._servers import (
     HOST,
@@ -273,10 +273,14 @@ def run_trial(cell: Cell, round_index: int, settings: TrialSettings) -> TrialRes
             result.final_stats = json.loads(stats_file.read_bytes())
         if result.final_stats is None:
             result.notes.append("the server wrote no final stats on its way out")
-    if b"Traceback" in stderr_path.read_bytes():
+    diagnostics = stderr_path.read_bytes()
+    if b"Traceback" in diagnostics:
         result.notes.append(
             f"the server printed a traceback, see {stderr_path.name}: " + _last_line(stderr_path)
         )
+    if (message := DROP_MESSAGES.get(cell.logger)) and (drops := diagnostics.count(message)):
+        # A peer without counters: the only word of its drops is on stderr.
+        result.notes.append(f"the logger said {drops:,} times: {message.decode()}")
     result.seconds = time.monotonic() - started
     return result
 
