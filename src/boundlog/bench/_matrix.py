@@ -13,8 +13,8 @@ PEER_LOGGERS = ("asgi-logger", "fapilog", "otel-batch")
 # How long a peer may hold a line before it writes it, by its defaults: the harness's
 # settle waits this long for quiet, so that late lines are counted, and their CPU too.
 FLUSH_SECONDS = {"fapilog": 0.25, "otel-batch": 1.0}
-# What a peer prints on stderr for each record it drops (it has no counter to read):
-# OpenTelemetry's batch processor, when its queue is full.
+# What a peer prints on stderr when it drops records (it has no counter to read):
+# OpenTelemetry's batch processor, when its queue is full (once, repeats filtered out).
 DROP_MESSAGES = {"otel-batch": b"Queue full, dropping"}
 LOGGERS = (
     "none", "default", "capture-only", "naive", "stdlib-queue", "boundlog-drop", "boundlog-wait",
