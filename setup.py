@@ -25,6 +25,9 @@ class OptionalBuildExt(build_ext):
     """Builds the extension if it can, and otherwise says so in one line."""
 
     def build_extension(self, ext: Extension) -> None:
+        # Always compiled afresh: objects left in build/ by a build with other flags
+        # (make asan's) must not be linked into this one.  Six small files: a second.
+        self.force = True
         if self.compiler.compiler_type == "unix":
             ext.extra_compile_args = [*UNIX_FLAGS, *EXTRA_FLAGS]
             ext.extra_link_args = list(EXTRA_FLAGS)

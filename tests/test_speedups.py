@@ -264,8 +264,10 @@ def test_a_million_records_leak_neither_references_nor_memory() -> None:
     grown = _rss_bytes() - rss
     gc.collect()
     assert [sys.getrefcount(value) for value in (records, *records[:3], *fields)] == before_refs
-    # A leak of one byte a record would be 1 MB; a leaked line, 200 MB.
-    assert grown < 1_000_000, grown
+    # A leak of one byte a record would be 1 MB; a leaked line, 200 MB.  Under
+    # AddressSanitizer (make asan) freed memory is held in quarantine: no measure there.
+    if "libasan" not in os.environ.get("LD_PRELOAD", ""):
+        assert grown < 1_000_000, grown
 
 
 @needs_c

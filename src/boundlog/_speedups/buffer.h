@@ -1,4 +1,5 @@
-/* A growable byte buffer: the one output of a batch, copied into a bytes object once.
+/* A growable byte buffer: the one output of a batch, written straight into the bytes
+ * object that is returned (cut to its length at the end, so no copy of it is made).
  *
  * Every write reserves its room first with buffer_reserve(); the writers after it
  * (buffer_put and friends) then cannot fail.  A failed reservation has set MemoryError.
@@ -11,7 +12,8 @@
 #include <string.h>
 
 typedef struct {
-    char *data;
+    PyObject *bytes; /* the bytes object being written, owned until buffer_finish */
+    char *data;      /* its contents */
     Py_ssize_t length;
     Py_ssize_t capacity;
 } Buffer;
@@ -19,7 +21,7 @@ typedef struct {
 int buffer_init(Buffer *buffer, Py_ssize_t capacity);
 /* Room for `extra` more bytes; 0 on success, -1 with MemoryError set. */
 int buffer_grow(Buffer *buffer, Py_ssize_t extra);
-/* The bytes written so far as a new bytes object (NULL on error); frees the buffer. */
+/* The bytes written so far (NULL on error); the buffer no longer holds them. */
 PyObject *buffer_finish(Buffer *buffer);
 void buffer_free(Buffer *buffer);
 
