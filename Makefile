@@ -47,7 +47,7 @@ pytest: ext test-tools
 pytest-pure: ext test-tools
 	BOUNDLOG_NO_EXTENSIONS=1 $(BIN)/pytest
 
-# The C core (src/boundlog/_speedups/*.c), built in place by `pip install -e .` (which
+# The C core (csrc/*.c), built in place by `pip install -e .` (which
 # uses the setuptools pyproject.toml asks for, not the venv's): again when a C file is
 # newer than the built module.  A failed build leaves the pure-Python core, and
 # tests/test_speedups.py then fails: the suite must not pass on it unknowingly.
@@ -55,7 +55,7 @@ EXT := src/boundlog/_speedups$(shell $(PYTHON) -c 'import sysconfig; print(sysco
 
 ext: $(EXT)
 
-$(EXT): $(wildcard src/boundlog/_speedups/*.[ch]) setup.py | $(BIN)/pytest
+$(EXT): $(wildcard csrc/*.[ch]) setup.py | $(BIN)/pytest
 	$(BIN)/pip install --quiet --no-deps -e .
 
 # The C core under AddressSanitizer and UndefinedBehaviorSanitizer: the package built
@@ -71,6 +71,7 @@ asan: $(BIN)/pytest
 	rm -rf build/asan
 	BOUNDLOG_CFLAGS='-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -g' \
 	  $(BIN)/pip install --quiet --no-deps --target build/asan/lib .
+	rm -rf build/lib.* build/temp.* build/bdist.*  # no sanitized module for a later build
 	$(ASAN_ENV) $(BIN)/python -c 'import boundlog._speedups as s; assert "build/asan" in s.__file__, s.__file__'
 	$(ASAN_ENV) $(BIN)/pytest -p no:cacheprovider $(ASAN_TESTS)
 

@@ -1,4 +1,6 @@
-"""The build of boundlog's optional C core, boundlog._speedups (see boundlog/_core.py).
+"""The build of boundlog's optional C core, boundlog._speedups (see boundlog/_core.py),
+from csrc/: outside src/, so that no directory named like the module can be imported
+in its place when it is not built.
 
 Everything else is in pyproject.toml.  The extension is optional: without a working C
 compiler the build says so in one line and installs the pure-Python package, whose
@@ -14,7 +16,7 @@ from pathlib import Path
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
-SOURCES = sorted(str(path) for path in Path("src/boundlog/_speedups").glob("*.c"))
+SOURCES = sorted(str(path) for path in Path("csrc").glob("*.c"))
 # gcc and clang: warnings are errors, so that a new one cannot slip in.
 UNIX_FLAGS = ["-O2", "-Wall", "-Wextra", "-Werror", "-std=c11"]
 # `make asan` adds the sanitizers here.
@@ -34,6 +36,8 @@ class OptionalBuildExt(build_ext):
         try:
             super().build_extension(ext)
         except Exception as error:  # a missing compiler, or headers: CCompilerError and others
+            # A module an earlier build left in build/ must not be installed instead.
+            Path(self.get_ext_fullpath(ext.name)).unlink(missing_ok=True)
             print(
                 f"boundlog: C extension not built ({type(error).__name__}: {error}); "
                 "installing the pure-Python core",
@@ -47,7 +51,7 @@ ext_modules = (
         Extension(
             "boundlog._speedups",
             SOURCES,
-            depends=sorted(map(str, Path("src/boundlog/_speedups").glob("*.h"))),
+            depends=sorted(map(str, Path("csrc").glob("*.h"))),
             optional=True,
         )
     ]

@@ -33,6 +33,9 @@ def _load() -> tuple[ModuleType | None, str]:
         from . import _speedups
     except ImportError:
         return None, "pure-Python core: extension not built"
+    if not hasattr(_speedups, "format_apache"):
+        # Not the extension: a directory of that name left behind, or a stale build.
+        return None, f"pure-Python core: {_speedups.__name__} is not the extension"
     return _speedups, "C core"
 
 

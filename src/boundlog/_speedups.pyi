@@ -1,4 +1,4 @@
-# The compiled core (src/boundlog/_speedups/*.c); imported through boundlog._core only.
+# The compiled core (csrc/*.c); imported through boundlog._core only.
 from collections.abc import Callable, Sequence
 
 from ._record import Record

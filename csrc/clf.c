@@ -100,12 +100,23 @@ write_escaped_bytes(Buffer *buffer, PyObject *bytes)
     return escape_write(buffer, PyBytes_AS_STRING(bytes), PyBytes_GET_SIZE(bytes), ESCAPE_QUOTED);
 }
 
+/* Appends `number` in decimal, as b"%d" % number (snprintf cost half a line's time). */
 static int
 write_number(Buffer *buffer, long long number)
 {
     char digits[24];
-    int size = snprintf(digits, sizeof digits, "%lld", number);
-    return buffer_write(buffer, digits, size);
+    char *end = digits + sizeof digits, *start = end;
+    /* Unsigned, so that the most negative number negates without overflow. */
+    unsigned long long magnitude = number < 0 ? 0ULL - (unsigned long long)number
+                                              : (unsigned long long)number;
+    do {
+        *--start = (char)('0' + magnitude % 10);
+        magnitude /= 10;
+    } while (magnitude != 0);
+    if (number < 0) {
+        *--start = '-';
+    }
+    return buffer_write(buffer, start, end - start);
 }
 
 /* Whether `method` (a str) is exactly "HEAD". */
