@@ -47,9 +47,9 @@ pytest: ext test-tools
 pytest-pure: ext test-tools
 	BOUNDLOG_NO_EXTENSIONS=1 $(BIN)/pytest
 
-# The C core (csrc/*.c), built in place by `pip install -e .` (which
-# uses the setuptools pyproject.toml asks for, not the venv's): again when a C file is
-# newer than the built module.  A failed build leaves the pure-Python core, and
+# The C core (csrc/*.c), built in place by `pip install -e .` (which uses the
+# setuptools pyproject.toml asks for, not the venv's): again when a C file is newer
+# than the built module.  A failed build leaves the pure-Python core, and
 # tests/test_speedups.py then fails: the suite must not pass on it unknowingly.
 EXT := src/boundlog/_speedups$(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
 
@@ -60,9 +60,9 @@ $(EXT): $(wildcard csrc/*.[ch]) setup.py | $(BIN)/pytest
 
 # The C core under AddressSanitizer and UndefinedBehaviorSanitizer: the package built
 # apart, into build/asan/lib (PYTHONPATH puts it before the editable install), then the
-# tests that run it.  libasan is preloaded into
-# the interpreter, which is not built with it; PYTHONMALLOC=malloc lets it see every
-# allocation, Python objects included; CPython's own leaks at exit are not ours.
+# tests that run it.  libasan is preloaded into the interpreter, which is not built
+# with it; PYTHONMALLOC=malloc lets it see every allocation, Python objects included;
+# CPython's own leaks at exit are not ours (detect_leaks=0).
 ASAN_TESTS ?= tests/test_speedups.py tests/test_formats.py tests/test_writer.py tests/test_cli.py
 ASAN_ENV := PYTHONPATH=build/asan/lib PYTHONMALLOC=malloc ASAN_OPTIONS=detect_leaks=0 \
 	UBSAN_OPTIONS=print_stacktrace=1 LD_PRELOAD=$$(gcc -print-file-name=libasan.so)
