@@ -12,6 +12,10 @@ has only printable ASCII, no backslash, and exactly the template's quotes and ne
 in the template's order, no client byte can have changed its shape and the batch is
 returned as it is.  Otherwise it is built again with every client-controlled column
 that holds an unsafe byte escaped (see ``_escape``).
+
+When the C core is built (``_core``), ``ApacheFormat.format_batch`` runs its C
+counterpart (``csrc/clf.c``) instead; the code here stays the reference it is tested
+against (``tests/test_speedups.py``) and formats any batch the C code hands back.
 """
 
 from __future__ import annotations
@@ -70,7 +74,8 @@ class ApacheFormat:
 
     def __init__(self, *, combined: bool, utc: bool) -> None:
         self._headers = HeaderReader(("referer", "user-agent")) if combined else None
-        # What the C core (boundlog._speedups) needs to find the same fields.
+        # What the C core (boundlog._speedups) needs to find the same fields (it redacts
+        # nothing: neither field is one of _headers.SENSITIVE_HEADERS).
         self._names = self._headers.names if self._headers is not None else ()
         self._environ_keys = tuple(map(environ_key, self._names))
         # The time, method, protocol and status fields carry the template text around
