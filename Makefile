@@ -21,7 +21,7 @@ else
 INSTALL := -e . -r tests/requirements-free-threaded.txt
 endif
 
-.PHONY: test check lint typecheck pytest coverage test-tools bench clean
+.PHONY: test check lint typecheck pytest pytest-pure ext asan coverage test-tools bench clean
 
 test: check pytest
 
@@ -40,15 +40,47 @@ lint: $(BIN)/pytest
 typecheck: $(BIN)/pytest
 	$(BIN)/mypy src
 
-pytest: $(BIN)/pytest test-tools
+pytest: ext test-tools
 	$(BIN)/pytest
+
+# The whole suite on the pure-Python core (boundlog/_core.py), as CI runs it once.
+pytest-pure: ext test-tools
+	BOUNDLOG_NO_EXTENSIONS=1 $(BIN)/pytest
+
+# The C core (csrc/*.c), built in place by `pip install -e .` (which uses the
+# setuptools pyproject.toml asks for, not the venv's): again when a C file is newer
+# than the built module.  A failed build leaves the pure-Python core, and
+# tests/test_speedups.py then fails: the suite must not pass on it unknowingly.
+EXT := src/boundlog/_speedups$(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
+
+ext: $(EXT)
+
+$(EXT): $(wildcard csrc/*.[ch]) setup.py | $(BIN)/pytest
+	$(BIN)/pip install --quiet --no-deps -e .
+
+# The C core under AddressSanitizer and UndefinedBehaviorSanitizer: the package built
+# apart, into build/asan/lib (PYTHONPATH puts it before the editable install), then the
+# tests that run it.  libasan is preloaded into the interpreter, which is not built
+# with it; PYTHONMALLOC=malloc lets it see every allocation, Python objects included;
+# CPython's own leaks at exit are not ours (detect_leaks=0).
+ASAN_TESTS ?= tests/test_speedups.py tests/test_formats.py tests/test_writer.py tests/test_cli.py
+ASAN_ENV := PYTHONPATH=build/asan/lib PYTHONMALLOC=malloc ASAN_OPTIONS=detect_leaks=0 \
+	UBSAN_OPTIONS=print_stacktrace=1 LD_PRELOAD=$$(gcc -print-file-name=libasan.so)
+
+asan: $(BIN)/pytest
+	rm -rf build/asan
+	BOUNDLOG_CFLAGS='-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -g' \
+	  $(BIN)/pip install --quiet --no-deps --target build/asan/lib .
+	rm -rf build/lib.* build/temp.* build/bdist.*  # no sanitized module for a later build
+	$(ASAN_ENV) $(BIN)/python -c 'import boundlog._speedups as s; assert "build/asan" in s.__file__, s.__file__'
+	$(ASAN_ENV) $(BIN)/pytest -p no:cacheprovider $(ASAN_TESTS)
 
 # The suite under coverage.py, measuring the branch coverage of src/boundlog in pytest
 # and in every server the tests start ([tool.coverage.run] in pyproject.toml): each
 # process writes a .coverage.* file, combined into .coverage.  The report lists the
 # modules not fully covered, and fails under the level held ([tool.coverage.report]
 # fail_under).  `$(BIN)/coverage html` then writes htmlcov/.
-coverage: $(BIN)/pytest test-tools
+coverage: ext test-tools
 	rm -f .coverage .coverage.*
 	$(BIN)/coverage run -m pytest
 	$(BIN)/coverage combine --quiet
@@ -100,4 +132,4 @@ $(VENV)/.bench-installed: pyproject.toml
 clean:
 	rm -rf $(VENV) .venv-[0-9]* .pytest_cache .mypy_cache .ruff_cache .hypothesis
 	rm -rf .coverage .coverage.* htmlcov
-	rm -rf build dist src/*.egg-info
+	rm -rf build dist src/*.egg-info src/boundlog/*.so

@@ -6,7 +6,8 @@
    The writer runs as in production, draining to /dev/null; only the CPU time of the
    calling thread is counted, so the writer's own formatting is not.
 2. The writer: formatting a batch of combined lines and writing it to /dev/null, in µs
-   per line.
+   per line, with the core ``boundlog --version`` names (``BOUNDLOG_NO_EXTENSIONS=1``
+   for the pure-Python one).
 
 Times are CPU time of the measuring thread (``time.thread_time``), which other load on
 a shared machine disturbs far less than wall-clock time.  Each figure is the median of
@@ -24,6 +25,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from boundlog import AccessLog, Record
+from boundlog._core import description as core_description
 from boundlog._formats import make_format
 from boundlog.asgi import AccessLogMiddleware
 
@@ -129,6 +131,7 @@ def main() -> None:
     args = parser.parse_args()
     plain, wrapped, extra = request_path(args.rounds, args.requests)
     line = writer_per_line(args.rounds, args.batch)
+    print(f"core:                      {core_description}")
     print(f"ASGI app alone:            {plain:6.2f} µs/request")
     print(f"ASGI app + boundlog:       {wrapped:6.2f} µs/request")
     print(f"request-path cost:         {extra:6.2f} µs/request   (target <= 1.2)")

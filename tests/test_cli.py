@@ -6,10 +6,11 @@ import subprocess
 import sys
 
 import boundlog
+from boundlog import _core
 
 
 def test_version() -> None:
-    """`boundlog --version` prints the installed version."""
+    """`boundlog --version` prints the installed version and the core in use."""
     result = subprocess.run(
         [sys.executable, "-m", "boundlog", "--version"],
         capture_output=True,
@@ -17,7 +18,7 @@ def test_version() -> None:
         check=True,
         timeout=60,
     )
-    assert result.stdout.strip() == f"boundlog {boundlog.__version__}"
+    assert result.stdout.strip() == f"boundlog {boundlog.__version__} ({_core.description})"
 
 
 def test_help_describes_the_tool() -> None:

@@ -362,3 +362,10 @@ def test_the_variables_of_boundlog_bench_are_not_settings(
         BOUNDLOG_FLUSH_INTERVAL="0",
     )
     assert options == {"policy": "wait", "max_queue": 100, "flush_interval": 0.0}
+
+
+def test_the_variable_that_picks_the_core_is_not_a_setting(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """BOUNDLOG_NO_EXTENSIONS (boundlog._core) does not stop gunicorn as a misspelt setting."""
+    assert _environment_options(monkeypatch, BOUNDLOG_NO_EXTENSIONS="1") == {}

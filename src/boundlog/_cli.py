@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
+from ._core import description as core_description
 from ._version import __version__
 from .bench._cli import configure_parser as configure_bench_parser
 from .bench._cli import run_from as run_bench
@@ -19,7 +20,9 @@ def build_parser() -> argparse.ArgumentParser:
             "queue, a writer thread, and every record written or counted."
         ),
     )
-    parser.add_argument("--version", action="version", version=f"boundlog {__version__}")
+    parser.add_argument(
+        "--version", action="version", version=f"boundlog {__version__} ({core_description})"
+    )
     commands = parser.add_subparsers(dest="command", title="commands", metavar="COMMAND")
     bench = commands.add_parser(
         "bench",

@@ -12,6 +12,10 @@ has only printable ASCII, no backslash, and exactly the template's quotes and ne
 in the template's order, no client byte can have changed its shape and the batch is
 returned as it is.  Otherwise it is built again with every client-controlled column
 that holds an unsafe byte escaped (see ``_escape``).
+
+When the C core is built (``_core``), ``ApacheFormat.format_batch`` runs its C
+counterpart (``csrc/clf.c``) instead; the code here stays the reference it is tested
+against (``tests/test_speedups.py``) and formats any batch the C code hands back.
 """
 
 from __future__ import annotations
@@ -33,11 +37,12 @@ from ._columns import (
     _text,
     _unchanged,
 )
+from ._core import format_apache as _format_apache
 from ._dev import DevFormat
 from ._errors import ConfigurationError
 from ._escape import PLAIN as _PLAIN
 from ._escape import escape
-from ._headers import HeaderReader
+from ._headers import HeaderReader, environ_key
 from ._json import JsonFormat
 from ._record import Record
 from ._timestamps import ClfClock
@@ -65,10 +70,14 @@ class Format(Protocol):
 class ApacheFormat:
     """The Common Log Format, optionally with Referer and User-Agent (combined)."""
 
-    __slots__ = ("_clock", "_headers", "_layout", "_shape")
+    __slots__ = ("_clock", "_environ_keys", "_headers", "_layout", "_names", "_shape")
 
     def __init__(self, *, combined: bool, utc: bool) -> None:
         self._headers = HeaderReader(("referer", "user-agent")) if combined else None
+        # What the C core (boundlog._speedups) needs to find the same fields (it redacts
+        # nothing: neither field is one of _headers.SENSITIVE_HEADERS).
+        self._names = self._headers.names if self._headers is not None else ()
+        self._environ_keys = tuple(map(environ_key, self._names))
         # The time, method, protocol and status fields carry the template text around
         # them: client - - [time] "method path?query protocol" status bytes "referer" "agent"
         self._clock = ClfClock(utc, prefix=b" - - ", suffix=b' "')
@@ -88,6 +97,15 @@ class ApacheFormat:
     response_header_names: frozenset[bytes] = frozenset()
 
     def format_batch(self, records: Sequence[Record]) -> bytes:
+        if _format_apache is not None:
+            # The C core gives the same bytes, or None for a batch it leaves to Python.
+            data = _format_apache(records, self._clock, self._names, self._environ_keys)
+            if data is not None:
+                return data
+        return self.format_batch_python(records)
+
+    def format_batch_python(self, records: Sequence[Record]) -> bytes:
+        """``format_batch`` in pure Python: the reference the C core is tested against."""
         if not records:
             return b""
         count = len(records)

@@ -22,8 +22,9 @@ The queue and policy come from the environment (or gunicorn's ``--env``/``raw_en
 ``BOUNDLOG_PROXY_HEADER`` (the one header those proxies set: ``x-forwarded-for``, the
 default, or ``forwarded``) and ``BOUNDLOG_REDACT_QUERY`` (comma-separated names,
 replacing the default list; empty turns redaction off).  A bad value, or a
-``BOUNDLOG_*`` variable that is none of these (``BOUNDLOG_MAXQUEUE``), stops gunicorn
-at startup with an error naming the variable.  A subclass may override
+``BOUNDLOG_*`` variable that is none of these (``BOUNDLOG_MAXQUEUE``; but
+``BOUNDLOG_NO_EXTENSIONS``, which picks the core, is fine), stops gunicorn at startup
+with an error naming the variable.  A subclass may override
 :meth:`Logger.log_options`, e.g. to pass ``keep``, or a ``format`` object (see
 :class:`~boundlog.Format`), which then replaces ``--access-logformat``.
 
@@ -44,6 +45,7 @@ from typing import Any, Protocol
 from gunicorn.glogging import Logger as GunicornLogger  # type: ignore[import-untyped]
 
 from ._budget import DEFAULT_MAX_RECORD_BYTES, MIN_RECORD_BYTES
+from ._core import NO_EXTENSIONS_VARIABLE
 from ._environ import environ_record
 from ._errors import AccessLogError, ConfigurationError
 from ._filters import make_select
@@ -263,5 +265,5 @@ _VARIABLES: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     REDACT_QUERY_VARIABLE: _selection("redact_query", "token,password"),
 }
 # The BOUNDLOG_* variables that are not settings: `boundlog bench` hands its gunicorn
-# servers their logger through these.
-_NOT_SETTINGS = ("BOUNDLOG_BENCH_",)
+# servers their logger through these, and BOUNDLOG_NO_EXTENSIONS picks the core (_core).
+_NOT_SETTINGS = ("BOUNDLOG_BENCH_", NO_EXTENSIONS_VARIABLE)

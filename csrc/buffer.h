@@ -1,0 +1,58 @@
+/* A growable byte buffer: the one output of a batch, written straight into the bytes
+ * object that is returned (cut to its length at the end, so no copy of it is made).
+ *
+ * Every write reserves its room first with buffer_reserve(); the writers after it
+ * (buffer_put and friends) then cannot fail.  A failed reservation has set MemoryError.
+ */
+#ifndef BOUNDLOG_BUFFER_H
+#define BOUNDLOG_BUFFER_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <string.h>
+
+typedef struct {
+    PyObject *bytes; /* the bytes object being written, owned until buffer_finish */
+    char *data;      /* its contents */
+    Py_ssize_t length;
+    Py_ssize_t capacity;
+} Buffer;
+
+int buffer_init(Buffer *buffer, Py_ssize_t capacity);
+/* Room for `extra` more bytes; 0 on success, -1 with MemoryError set. */
+int buffer_grow(Buffer *buffer, Py_ssize_t extra);
+/* The bytes written so far (NULL on error); the buffer no longer holds them. */
+PyObject *buffer_finish(Buffer *buffer);
+void buffer_free(Buffer *buffer);
+
+static inline int
+buffer_reserve(Buffer *buffer, Py_ssize_t extra)
+{
+    if (extra <= buffer->capacity - buffer->length) {
+        return 0;
+    }
+    return buffer_grow(buffer, extra);
+}
+
+/* Only after buffer_reserve() made room for `size` bytes. */
+static inline void
+buffer_put(Buffer *buffer, const char *bytes, Py_ssize_t size)
+{
+    memcpy(buffer->data + buffer->length, bytes, (size_t)size);
+    buffer->length += size;
+}
+
+/* Reserves and writes: 0, or -1 with MemoryError set. */
+static inline int
+buffer_write(Buffer *buffer, const char *bytes, Py_ssize_t size)
+{
+    if (buffer_reserve(buffer, size) < 0) {
+        return -1;
+    }
+    buffer_put(buffer, bytes, size);
+    return 0;
+}
+
+#define BUFFER_LITERAL(buffer, text) buffer_write((buffer), (text), (Py_ssize_t)sizeof(text) - 1)
+
+#endif

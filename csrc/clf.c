@@ -1,0 +1,264 @@
+/* The common and combined lines, byte for byte those of _formats.ApacheFormat:
+ *
+ *   client - - [time] "method path?query protocol" status bytes "referer" "agent"
+ *
+ * Every client-controlled field is escaped (escape.c); the stamp comes from the
+ * Python clock, once per distinct second per batch. */
+#include "clf.h"
+
+#include <math.h>
+
+#include "buffer.h"
+#include "escape.h"
+#include "headers.h"
+#include "text.h"
+
+/* The fields of a Record, by position (_record.py). */
+enum { TIME, DURATION, CLIENT, METHOD, PATH, QUERY, PROTOCOL, STATUS, BYTES_SENT,
+       REQUEST_HEADERS, RESPONSE_HEADERS, FIELDS };
+
+/* Not handled here: leave the batch to the pure-Python core. */
+#define UNSUPPORTED 1
+
+/* The stamps of the seconds seen last in this batch: a batch spans one or two. */
+#define CACHED_SECONDS 2
+typedef struct {
+    long long second[CACHED_SECONDS];
+    PyObject *stamp[CACHED_SECONDS]; /* strong references, or NULL */
+    int next;                        /* the slot to replace next */
+} Stamps;
+
+static void
+stamps_clear(Stamps *stamps)
+{
+    for (int i = 0; i < CACHED_SECONDS; i++) {
+        Py_CLEAR(stamps->stamp[i]);
+    }
+}
+
+/* Appends the stamp of `when` (a record's time). */
+static int
+write_stamp(Buffer *buffer, Stamps *stamps, PyObject *clock, PyObject *when)
+{
+    int cacheable = 0;
+    long long second = 0;
+    if (PyFloat_CheckExact(when)) {
+        double t = PyFloat_AS_DOUBLE(when);
+        /* The condition ClfClock.stamps tests: a time that truncates to its second and
+         * does not round up to the next one (datetime rounds to the microsecond).  The
+         * upper bound keeps the conversion defined; NaN fails the first test. */
+        if (t >= 0 && t < 1e15 && (t - trunc(t)) * 1e6 < 999999.5) {
+            second = (long long)t;
+            cacheable = 1;
+            for (int i = 0; i < CACHED_SECONDS; i++) {
+                if (stamps->stamp[i] != NULL && stamps->second[i] == second) {
+                    PyObject *stamp = stamps->stamp[i];
+                    return buffer_write(buffer, PyBytes_AS_STRING(stamp), PyBytes_GET_SIZE(stamp));
+                }
+            }
+        }
+    }
+    else if (!PyLong_CheckExact(when)) {
+        return UNSUPPORTED;
+    }
+    PyObject *stamp = PyObject_CallOneArg(clock, when);
+    if (stamp == NULL || !PyBytes_CheckExact(stamp)) {
+        /* The reference raises the same error for this time (or, for a clock that does
+         * not give bytes, whatever it does): let it. */
+        Py_XDECREF(stamp);
+        PyErr_Clear();
+        return UNSUPPORTED;
+    }
+    int rc = buffer_write(buffer, PyBytes_AS_STRING(stamp), PyBytes_GET_SIZE(stamp));
+    if (cacheable) {
+        Py_XSETREF(stamps->stamp[stamps->next], stamp);
+        stamps->second[stamps->next] = second;
+        stamps->next = (stamps->next + 1) % CACHED_SECONDS;
+    }
+    else {
+        Py_DECREF(stamp);
+    }
+    return rc;
+}
+
+/* Appends a str field's UTF-8 bytes, escaped. */
+static int
+write_text(Buffer *buffer, PyObject *text, EscapeMode mode)
+{
+    TextBytes bytes;
+    if (text_utf8(text, &bytes) < 0) {
+        return -1;
+    }
+    int rc = escape_write(buffer, bytes.data, bytes.size, mode);
+    text_release(&bytes);
+    return rc;
+}
+
+static int
+write_escaped_bytes(Buffer *buffer, PyObject *bytes)
+{
+    return escape_write(buffer, PyBytes_AS_STRING(bytes), PyBytes_GET_SIZE(bytes), ESCAPE_QUOTED);
+}
+
+/* Appends `number` in decimal, as b"%d" % number (snprintf cost half a line's time). */
+static int
+write_number(Buffer *buffer, long long number)
+{
+    char digits[24];
+    char *end = digits + sizeof digits, *start = end;
+    /* Unsigned, so that the most negative number negates without overflow. */
+    unsigned long long magnitude = number < 0 ? 0ULL - (unsigned long long)number
+                                              : (unsigned long long)number;
+    do {
+        *--start = (char)('0' + magnitude % 10);
+        magnitude /= 10;
+    } while (magnitude != 0);
+    if (number < 0) {
+        *--start = '-';
+    }
+    return buffer_write(buffer, start, end - start);
+}
+
+/* Whether `method` (a str) is exactly "HEAD". */
+static int
+is_head(PyObject *method)
+{
+    return PyUnicode_IS_ASCII(method) && PyUnicode_GET_LENGTH(method) == 4
+           && memcmp(PyUnicode_DATA(method), "HEAD", 4) == 0;
+}
+
+/* Appends one record's line: 0, -1 with an exception set, or UNSUPPORTED. */
+static int
+write_line(Buffer *buffer, PyObject *record, Stamps *stamps, PyObject *clock, PyObject *names,
+           PyObject *environ_keys)
+{
+    if (!PyTuple_Check(record) || PyTuple_GET_SIZE(record) != FIELDS) {
+        return UNSUPPORTED;
+    }
+    /* The record is held by the caller and a tuple's items cannot change. */
+    PyObject *client = PyTuple_GET_ITEM(record, CLIENT);
+    PyObject *method = PyTuple_GET_ITEM(record, METHOD);
+    PyObject *path = PyTuple_GET_ITEM(record, PATH);
+    PyObject *query = PyTuple_GET_ITEM(record, QUERY);
+    PyObject *protocol = PyTuple_GET_ITEM(record, PROTOCOL);
+    PyObject *status_field = PyTuple_GET_ITEM(record, STATUS);
+    PyObject *sent_field = PyTuple_GET_ITEM(record, BYTES_SENT);
+    PyObject *headers = PyTuple_GET_ITEM(record, REQUEST_HEADERS);
+    /* Exact types only: a subclass could change how the reference reads a value. */
+    if ((client != Py_None && !PyUnicode_CheckExact(client)) || !PyUnicode_CheckExact(method)
+        || !PyBytes_CheckExact(path) || !PyBytes_CheckExact(query)
+        || !PyUnicode_CheckExact(protocol) || !PyLong_CheckExact(status_field)
+        || !PyLong_CheckExact(sent_field)) {
+        return UNSUPPORTED;
+    }
+    int overflow;
+    long long status = PyLong_AsLongLongAndOverflow(status_field, &overflow);
+    if (overflow) {
+        return UNSUPPORTED;
+    }
+    long long sent = PyLong_AsLongLongAndOverflow(sent_field, &overflow);
+    if (overflow) {
+        return UNSUPPORTED;
+    }
+    Py_ssize_t start = buffer->length;
+    int rc;
+    /* A missing or empty client address is "-"; a space in one is escaped too. */
+    if (client == Py_None || PyUnicode_GET_LENGTH(client) == 0) {
+        rc = BUFFER_LITERAL(buffer, "-");
+    }
+    else {
+        rc = write_text(buffer, client, ESCAPE_UNQUOTED);
+    }
+    if (rc < 0 || (rc = write_stamp(buffer, stamps, clock, PyTuple_GET_ITEM(record, TIME))) != 0) {
+        return rc;
+    }
+    if (write_text(buffer, method, ESCAPE_QUOTED) < 0 || BUFFER_LITERAL(buffer, " ") < 0
+        || write_escaped_bytes(buffer, path) < 0) {
+        return -1;
+    }
+    if (PyBytes_GET_SIZE(query) > 0
+        && (BUFFER_LITERAL(buffer, "?") < 0 || write_escaped_bytes(buffer, query) < 0)) {
+        return -1;
+    }
+    if (BUFFER_LITERAL(buffer, " ") < 0 || write_text(buffer, protocol, ESCAPE_QUOTED) < 0
+        || BUFFER_LITERAL(buffer, "\" ") < 0 || write_number(buffer, status) < 0
+        || BUFFER_LITERAL(buffer, " ") < 0) {
+        return -1;
+    }
+    /* No body reaches the client of a HEAD, 1xx, 204 or 304 response
+     * (_columns._bytes_on_the_wire); no byte is "-". */
+    if (is_head(method) || status == 204 || status == 304 || (status >= 100 && status < 200)) {
+        sent = 0;
+    }
+    rc = sent == 0 ? BUFFER_LITERAL(buffer, "-") : write_number(buffer, sent);
+    if (rc < 0) {
+        return -1;
+    }
+    Py_ssize_t count = PyTuple_GET_SIZE(names);
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (BUFFER_LITERAL(buffer, " \"") < 0) {
+            return -1;
+        }
+        rc = headers_write(buffer, headers, PyTuple_GET_ITEM(names, i),
+                           PyTuple_GET_ITEM(environ_keys, i));
+        if (rc != 0) {
+            buffer->length = start;
+            return rc;
+        }
+        if (BUFFER_LITERAL(buffer, "\"") < 0) {
+            return -1;
+        }
+    }
+    return BUFFER_LITERAL(buffer, "\n");
+}
+
+PyObject *
+clf_format_apache(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "format_apache() takes 4 arguments");
+        return NULL;
+    }
+    PyObject *clock = args[1], *names = args[2], *environ_keys = args[3];
+    if (!PyTuple_CheckExact(names) || !PyTuple_CheckExact(environ_keys)
+        || PyTuple_GET_SIZE(names) != PyTuple_GET_SIZE(environ_keys)) {
+        PyErr_SetString(PyExc_TypeError, "names and environ_keys must be tuples of one length");
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(names); i++) {
+        if (!PyBytes_CheckExact(PyTuple_GET_ITEM(names, i))
+            || !PyUnicode_CheckExact(PyTuple_GET_ITEM(environ_keys, i))) {
+            PyErr_SetString(PyExc_TypeError, "names must be bytes and environ_keys str");
+            return NULL;
+        }
+    }
+    /* A tuple of the records, each held: the caller's list may change meanwhile (a
+     * list is copied under its lock on a free-threaded build). */
+    PyObject *records = PySequence_Tuple(args[0]);
+    if (records == NULL) {
+        return NULL;
+    }
+    Py_ssize_t count = PyTuple_GET_SIZE(records);
+    Buffer buffer;
+    /* A combined line is about 150 to 250 bytes. */
+    if (buffer_init(&buffer, count * 192) < 0) {
+        Py_DECREF(records);
+        return NULL;
+    }
+    Stamps stamps = {{0}, {NULL}, 0};
+    int rc = 0;
+    for (Py_ssize_t i = 0; i < count && rc == 0; i++) {
+        rc = write_line(&buffer, PyTuple_GET_ITEM(records, i), &stamps, clock, names,
+                        environ_keys);
+    }
+    stamps_clear(&stamps);
+    Py_DECREF(records);
+    if (rc != 0) {
+        buffer_free(&buffer);
+        if (rc < 0) {
+            return NULL;
+        }
+        Py_RETURN_NONE;
+    }
+    return buffer_finish(&buffer);
+}

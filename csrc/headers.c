@@ -1,0 +1,157 @@
+/* Finding a request header field in a record (see headers.h). */
+#include "headers.h"
+
+#include "escape.h"
+#include "text.h"
+
+/* Whether `candidate` (a pair's name, bytes or str) is `name` in any ASCII case, as
+ * _headers compares: the name's bytes lower-cased by bytes.lower(). */
+static int
+name_matches(PyObject *candidate, const char *name, Py_ssize_t size)
+{
+    const char *data;
+    Py_ssize_t length;
+    if (PyBytes_CheckExact(candidate)) {
+        data = PyBytes_AS_STRING(candidate);
+        length = PyBytes_GET_SIZE(candidate);
+    }
+    else {
+        /* A str name: only an ASCII one can equal an ASCII name once encoded. */
+        if (!PyUnicode_IS_ASCII(candidate)) {
+            return 0;
+        }
+        data = (const char *)PyUnicode_DATA(candidate);
+        length = PyUnicode_GET_LENGTH(candidate);
+    }
+    if (length != size) {
+        return 0;
+    }
+    for (Py_ssize_t i = 0; i < size; i++) {
+        char c = data[i];
+        if (c >= 'A' && c <= 'Z') {
+            c = (char)(c + ('a' - 'A'));
+        }
+        if (c != name[i]) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Appends a found value, bytes or str, escaped. */
+static int
+write_value(Buffer *buffer, PyObject *value)
+{
+    TextBytes text;
+    if (PyBytes_CheckExact(value)) {
+        text_of_bytes(value, &text);
+    }
+    else if (text_latin1_or_utf8(value, &text) < 0) {
+        return -1;
+    }
+    int rc = escape_write(buffer, text.data, text.size, ESCAPE_QUOTED);
+    text_release(&text);
+    return rc;
+}
+
+static int
+is_text(PyObject *value)
+{
+    return PyBytes_CheckExact(value) || PyUnicode_CheckExact(value);
+}
+
+/* The i-th item of a list or tuple as a strong reference, or NULL past its end.  A
+ * list's item is taken with PyList_GetItemRef where there is one (3.13): without the
+ * GIL another thread could replace it, and free it, between a read and an incref. */
+static PyObject *
+item_ref(PyObject *sequence, Py_ssize_t i)
+{
+    if (PyTuple_CheckExact(sequence)) {
+        return i < PyTuple_GET_SIZE(sequence) ? Py_NewRef(PyTuple_GET_ITEM(sequence, i)) : NULL;
+    }
+#if PY_VERSION_HEX >= 0x030D0000
+    PyObject *item = PyList_GetItemRef(sequence, i);
+    if (item == NULL) {
+        PyErr_Clear(); /* IndexError: the list is shorter now */
+    }
+    return item;
+#else
+    return i < PyList_GET_SIZE(sequence) ? Py_NewRef(PyList_GET_ITEM(sequence, i)) : NULL;
+#endif
+}
+
+static int
+write_from_pairs(Buffer *buffer, PyObject *pairs, PyObject *name)
+{
+    const char *wanted = PyBytes_AS_STRING(name);
+    Py_ssize_t wanted_size = PyBytes_GET_SIZE(name);
+    Py_ssize_t start = buffer->length;
+    int found = 0;
+    PyObject *pair;
+    for (Py_ssize_t i = 0; (pair = item_ref(pairs, i)) != NULL; i++) {
+        /* The pair is held, and a tuple's items cannot change: they may be borrowed. */
+        if (!PyTuple_CheckExact(pair) || PyTuple_GET_SIZE(pair) != 2
+            || !is_text(PyTuple_GET_ITEM(pair, 0))) {
+            Py_DECREF(pair);
+            goto unsupported;
+        }
+        if (name_matches(PyTuple_GET_ITEM(pair, 0), wanted, wanted_size)) {
+            PyObject *value = PyTuple_GET_ITEM(pair, 1);
+            if (!is_text(value)) {
+                Py_DECREF(pair);
+                goto unsupported;
+            }
+            /* A field sent more than once: its values joined with ", " (RFC 9110). */
+            if ((found && BUFFER_LITERAL(buffer, ", ") < 0) || write_value(buffer, value) < 0) {
+                Py_DECREF(pair);
+                return -1;
+            }
+            found = 1;
+        }
+        Py_DECREF(pair);
+    }
+    return found ? 0 : BUFFER_LITERAL(buffer, "-");
+unsupported:
+    buffer->length = start;
+    return HEADERS_UNSUPPORTED;
+}
+
+static int
+write_from_environ(Buffer *buffer, PyObject *environ, PyObject *environ_key)
+{
+    PyObject *value;
+#if PY_VERSION_HEX >= 0x030D0000
+    if (PyDict_GetItemRef(environ, environ_key, &value) < 0) {
+        return -1;
+    }
+#else
+    value = Py_XNewRef(PyDict_GetItemWithError(environ, environ_key));
+    if (value == NULL && PyErr_Occurred()) {
+        return -1;
+    }
+#endif
+    int rc;
+    if (value == NULL || value == Py_None) {
+        rc = BUFFER_LITERAL(buffer, "-");
+    }
+    else if (is_text(value)) {
+        rc = write_value(buffer, value);
+    }
+    else {
+        rc = HEADERS_UNSUPPORTED;
+    }
+    Py_XDECREF(value);
+    return rc;
+}
+
+int
+headers_write(Buffer *buffer, PyObject *headers, PyObject *name, PyObject *environ_key)
+{
+    if (PyList_CheckExact(headers) || PyTuple_CheckExact(headers)) {
+        return write_from_pairs(buffer, headers, name);
+    }
+    if (PyDict_CheckExact(headers)) {
+        return write_from_environ(buffer, headers, environ_key);
+    }
+    return HEADERS_UNSUPPORTED;
+}

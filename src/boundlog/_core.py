@@ -1,0 +1,55 @@
+"""Which core formats lines: the compiled one (``boundlog._speedups``) or pure Python.
+
+Decided once, at import.  The pure-Python modules are the reference: the C core must
+give byte-identical output (``tests/test_speedups.py``), and where it does not handle a
+batch (a field of a type it does not read) it hands the batch back to them.
+``BOUNDLOG_NO_EXTENSIONS`` set to any non-empty value forces pure Python, as
+``AIOHTTP_NO_EXTENSIONS``, ``YARL_NO_EXTENSIONS`` and ``MULTIDICT_NO_EXTENSIONS`` do
+(``bool(os.environ.get(...))``: even ``0`` forces it).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Sequence
+from types import ModuleType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ._record import Record
+
+#: The environment variable that forces the pure-Python core.
+NO_EXTENSIONS_VARIABLE = "BOUNDLOG_NO_EXTENSIONS"
+
+
+def _load() -> tuple[ModuleType | None, str]:
+    forced = os.environ.get(NO_EXTENSIONS_VARIABLE)
+    if forced:
+        return None, f"pure-Python core: {NO_EXTENSIONS_VARIABLE}={forced}"
+    if sys.implementation.name != "cpython":
+        return None, f"pure-Python core: {sys.implementation.name}"
+    try:
+        from . import _speedups
+    except ImportError:
+        return None, "pure-Python core: extension not built"
+    if not hasattr(_speedups, "format_apache"):
+        # Not the extension: a directory of that name left behind, or a stale build.
+        return None, f"pure-Python core: {_speedups.__name__} is not the extension"
+    return _speedups, "C core"
+
+
+#: The compiled module, or None when the pure-Python core is in use; and which it is,
+#: as ``boundlog --version`` says it ("C core", "pure-Python core: <why>").
+speedups, description = _load()
+
+#: The C functions the pure-Python modules call when the C core is in use, else None.
+format_apache: (
+    Callable[
+        [Sequence[Record], Callable[[float], bytes], tuple[bytes, ...], tuple[str, ...]],
+        bytes | None,
+    ]
+    | None
+) = None
+if speedups is not None:
+    format_apache = speedups.format_apache
