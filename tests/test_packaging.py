@@ -1,9 +1,13 @@
-"""The project's files agree: what a free-threaded CPython installs is the test extra."""
+"""What ships: the sdist and wheel hold what they must, and the files agree with each other."""
 
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
+import tarfile
 import tomllib
+import zipfile
 from pathlib import Path
 
 from packaging.requirements import Requirement
@@ -40,3 +44,47 @@ def test_the_free_threaded_requirements_name_every_package_of_the_test_extra() -
     # uvicorn[standard] is spelt out package by package there, watchfiles left out.
     assert {"httptools", "uvloop", "websockets"} <= installed
     assert "watchfiles" in left_out
+
+
+def test_the_sdist_builds_a_wheel_that_installs_with_the_c_core(tmp_path: Path) -> None:
+    """``python -m build``: the sdist, the wheel built from it, and that wheel in a new venv.
+
+    The wheel is built from the unpacked sdist, so a C source or header missing from
+    the sdist fails here, as it would for anyone installing from it.
+    """
+    dist = tmp_path / "dist"
+    built = subprocess.run(
+        [sys.executable, "-m", "build", "--outdir", str(dist), str(ROOT)],
+        capture_output=True,
+        text=True,
+    )
+    assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
+    (sdist,) = dist.glob("*.tar.gz")
+    (wheel,) = dist.glob("*.whl")
+    with tarfile.open(sdist) as archive:
+        sdist_names = {Path(*Path(name).parts[1:]).as_posix() for name in archive.getnames()}
+    assert {"LICENSE", "setup.py", "csrc/module.c", "csrc/clf.h"} <= sdist_names
+    with zipfile.ZipFile(wheel) as archive:
+        wheel_names = archive.namelist()
+    assert any(re.fullmatch(r"boundlog/_speedups\..*\.so", name) for name in wheel_names)
+    assert "boundlog/py.typed" in wheel_names
+    assert any(name.endswith(".dist-info/licenses/LICENSE") for name in wheel_names)
+    # A platform wheel, tagged for this interpreter (cp313t on a free-threaded 3.13).
+    assert "-none-any" not in wheel.name
+
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    subprocess.run(
+        [venv / "bin" / "pip", "install", "--quiet", "--no-deps", str(wheel)],
+        check=True,
+        capture_output=True,
+    )
+    # From an empty directory, so that nothing of the clone can be imported instead.
+    version = subprocess.run(
+        [venv / "bin" / "boundlog", "--version"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert version.stdout.strip().endswith("(C core)"), version.stdout
