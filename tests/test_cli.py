@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
+
+import pytest
 
 import boundlog
 from boundlog import _core
+from boundlog._cli import main
 
 
 def test_version() -> None:
@@ -32,3 +36,23 @@ def test_help_describes_the_tool() -> None:
     )
     assert "usage: boundlog" in result.stdout
     assert "every record written or counted" in result.stdout
+
+
+def test_the_bare_command_prints_its_help(capsys: pytest.CaptureFixture[str]) -> None:
+    """`boundlog` with no command says what it can do, and succeeds."""
+    assert main([]) == 0
+    output = capsys.readouterr().out
+    assert "usage: boundlog" in output
+    assert "bench" in output
+
+
+def test_bench_without_wrk_stops_naming_what_to_install(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """`boundlog bench` reaches the benchmark, which stops at once without its load generator."""
+    missing = tmp_path / "no-wrk-here"
+    assert main(["bench", "--wrk", str(missing), "--output", str(tmp_path / "out")]) == 2
+    error = capfd.readouterr().err
+    assert "wrk, the load generator, is not installed" in error
+    assert "--wrk" in error
+    assert not (tmp_path / "out").exists()

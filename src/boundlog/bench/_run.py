@@ -134,8 +134,14 @@ def _run_trials(plan: Plan, settings: TrialSettings, progress: Progress) -> list
     return results
 
 
-def run(plan: Plan, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
-    """Run the plan, print the tables, write the artifacts; return the exit status."""
+def run(plan: Plan, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    """Run the plan, print the tables, write the artifacts; return the exit status.
+
+    ``out`` and ``err`` default to the streams ``sys.stdout`` and ``sys.stderr`` are when
+    it runs (not when this module was imported), so that a redirection is honoured.
+    """
+    out = sys.stdout if out is None else out
+    err = sys.stderr if err is None else err
     total = len(plan.cells) * plan.trials
     progress = Progress(total, plan.trials, plan.warmup + plan.duration, err)
     try:
