@@ -297,3 +297,55 @@ def test_a_writer_that_stops_releases_waiting_submitters_and_counts_everything(
     assert [line.split(b'"')[1] for line in blocked_pipe.lines()] == [b"GET /written HTTP/1.1"]
     assert "boundlog: the writer thread stopped, the log refuses records from now on: " \
         "RuntimeError('a defect')" in capfd.readouterr().err  # fmt: skip
+
+
+def _cut_before(marker: bytes, keep: int) -> Callable[..., Any]:
+    """``Sink.write`` as a full disk does it, once: the batch holding ``marker`` stops
+    ``keep`` bytes after the start of the newline that ends the ``marker`` line."""
+    original = Sink.write
+    cut = []
+
+    def write(self: Sink, data: bytes) -> tuple[int, OSError | None]:
+        if cut or marker not in data:
+            return original(self, data)
+        end = data.index(b"\n", data.index(marker)) + keep
+        cut.append(end)
+        written, _ = original(self, data[:end])
+        return written, OSError(28, "No space left on device")
+
+    return write
+
+
+@pytest.mark.parametrize(
+    ("keep", "cut_lines", "failed"),
+    [(0, [], 0), (-1, [b"/cut"], 1)],
+    ids=["all-but-its-newline", "one-byte-short"],
+)
+def test_a_line_a_failed_write_leaves_whole_but_its_newline_counts_as_written(
+    tmp_path: Path,
+    capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    keep: int,
+    cut_lines: list[bytes],
+    failed: int,
+) -> None:
+    """The counters agree with the file: a record all in it but for the newline the next
+    write starts with is written; one shorter than that is a counted fragment."""
+    path = tmp_path / "access.log"
+    log = AccessLog(str(path), flush_interval=3600)
+    monkeypatch.setattr(Sink, "write", _cut_before(b"/cut", keep))
+    for target in (b"/1", b"/cut"):
+        assert log.submit(make_record(path=target))
+    assert log.flush(timeout=10)
+    assert log.submit(make_record(path=b"/2"))
+    stats = log.close()
+    assert _adds_up(stats)
+    assert (stats.written, stats.failed, stats.write_errors) == (3 - failed, failed, 1)
+    lines = path.read_bytes().splitlines()
+    whole = [line for line in lines if line.endswith(b'"')]
+    assert len(whole) == stats.written
+    assert [line.split(b'"')[1].split()[1] for line in whole] == [
+        target for target in (b"/1", b"/cut", b"/2") if target not in cut_lines
+    ]
+    assert len(lines) - len(whole) == len(cut_lines)
+    assert "No space left on device" in capfd.readouterr().err
