@@ -28,6 +28,7 @@ This file is also the application uvicorn serves (``create_app``).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import shutil
@@ -102,10 +103,21 @@ def _thread_totals(folder: Path) -> list[int]:
     return totals
 
 
-def measure(logger: str, seconds: float, connections: int, flush_interval: float) -> list[float]:
-    """Instructions per request of each busy thread of uvicorn serving ``logger``."""
+def measure(
+    logger: str, seconds: float, connections: int, flush_interval: float, keep: Path | None
+) -> list[float]:
+    """Instructions per request of each busy thread of uvicorn serving ``logger``.
+
+    With ``keep``, callgrind's files stay in ``keep/logger`` for callgrind_annotate.
+    """
     port = _free_port()
-    with tempfile.TemporaryDirectory(prefix="boundlog-instructions-") as folder:
+    with contextlib.ExitStack() as stack:
+        if keep is None:
+            folder = stack.enter_context(tempfile.TemporaryDirectory(prefix="boundlog-instr-"))
+        else:
+            folder = str(keep / logger)
+            shutil.rmtree(folder, ignore_errors=True)
+            os.makedirs(folder)
         environ = {**os.environ, _LOGGER_ENV: logger, _FLUSH_ENV: str(flush_interval)}
         server = subprocess.Popen(
             ["valgrind", "--tool=callgrind", "--separate-threads=yes",
@@ -136,6 +148,9 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=15.0, help="counted window")
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--flush-interval", type=float, default=0.5)
+    parser.add_argument(
+        "--keep", type=Path, help="keep callgrind's files in KEEP/<logger> (callgrind_annotate)"
+    )
     args = parser.parse_args()
     for tool in ("valgrind", "callgrind_control", "wrk"):
         if shutil.which(tool) is None:
@@ -147,7 +162,7 @@ def main() -> None:
     baseline = None
     print("logger          event loop     writer       total   vs none   (instructions/request)")
     for logger in loggers:
-        threads = measure(logger, args.seconds, args.connections, args.flush_interval)
+        threads = measure(logger, args.seconds, args.connections, args.flush_interval, args.keep)
         loop, writer = threads[0], sum(threads[1:])
         total = loop + writer
         if logger == "none":

@@ -1,6 +1,7 @@
 /* Finding a request header field in a record (see headers.h). */
 #include "headers.h"
 
+#include "compat.h"
 #include "escape.h"
 #include "text.h"
 
@@ -60,26 +61,6 @@ is_text(PyObject *value)
     return PyBytes_CheckExact(value) || PyUnicode_CheckExact(value);
 }
 
-/* The i-th item of a list or tuple as a strong reference, or NULL past its end.  A
- * list's item is taken with PyList_GetItemRef where there is one (3.13): without the
- * GIL another thread could replace it, and free it, between a read and an incref. */
-static PyObject *
-item_ref(PyObject *sequence, Py_ssize_t i)
-{
-    if (PyTuple_CheckExact(sequence)) {
-        return i < PyTuple_GET_SIZE(sequence) ? Py_NewRef(PyTuple_GET_ITEM(sequence, i)) : NULL;
-    }
-#if PY_VERSION_HEX >= 0x030D0000
-    PyObject *item = PyList_GetItemRef(sequence, i);
-    if (item == NULL) {
-        PyErr_Clear(); /* IndexError: the list is shorter now */
-    }
-    return item;
-#else
-    return i < PyList_GET_SIZE(sequence) ? Py_NewRef(PyList_GET_ITEM(sequence, i)) : NULL;
-#endif
-}
-
 static int
 write_from_pairs(Buffer *buffer, PyObject *pairs, PyObject *name)
 {
@@ -88,7 +69,7 @@ write_from_pairs(Buffer *buffer, PyObject *pairs, PyObject *name)
     Py_ssize_t start = buffer->length;
     int found = 0;
     PyObject *pair;
-    for (Py_ssize_t i = 0; (pair = item_ref(pairs, i)) != NULL; i++) {
+    for (Py_ssize_t i = 0; (pair = sequence_item_ref(pairs, i)) != NULL; i++) {
         /* The pair is held, and a tuple's items cannot change: they may be borrowed. */
         if (!PyTuple_CheckExact(pair) || PyTuple_GET_SIZE(pair) != 2
             || !is_text(PyTuple_GET_ITEM(pair, 0))) {
@@ -120,16 +101,9 @@ static int
 write_from_environ(Buffer *buffer, PyObject *environ, PyObject *environ_key)
 {
     PyObject *value;
-#if PY_VERSION_HEX >= 0x030D0000
     if (PyDict_GetItemRef(environ, environ_key, &value) < 0) {
         return -1;
     }
-#else
-    value = Py_XNewRef(PyDict_GetItemWithError(environ, environ_key));
-    if (value == NULL && PyErr_Occurred()) {
-        return -1;
-    }
-#endif
     int rc;
     if (value == NULL || value == Py_None) {
         rc = BUFFER_LITERAL(buffer, "-");

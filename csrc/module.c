@@ -1,10 +1,13 @@
 /* boundlog._speedups: the compiled core, imported through boundlog._core only.
  *
- * The module keeps no state: every function works on its arguments alone, so it
- * needs no per-module state and is safe without the GIL (Py_MOD_GIL_NOT_USED). */
+ * The module's only state is its types (AsgiTypes, per module object, made by
+ * module_exec); its functions work on their arguments alone.  Nothing is shared
+ * between threads without a strong reference or a critical section, so it is safe
+ * without the GIL (Py_MOD_GIL_NOT_USED). */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include "asgi.h"
 #include "clf.h"
 
 static PyMethodDef methods[] = {
@@ -15,12 +18,54 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+static int
+module_exec(PyObject *module)
+{
+    AsgiTypes *state = PyModule_GetState(module);
+    state->middleware_type = (PyTypeObject *)PyType_FromModuleAndSpec(module, &middleware_spec, NULL);
+    state->exchange_type = (PyTypeObject *)PyType_FromModuleAndSpec(module, &exchange_spec, NULL);
+    state->capture_type = (PyTypeObject *)PyType_FromModuleAndSpec(module, &capture_spec, NULL);
+    if (state->middleware_type == NULL || state->exchange_type == NULL
+        || state->capture_type == NULL) {
+        return -1;
+    }
+    return PyModule_AddType(module, state->middleware_type);
+}
+
+static int
+module_traverse(PyObject *module, visitproc visit, void *arg)
+{
+    AsgiTypes *state = PyModule_GetState(module);
+    Py_VISIT(state->middleware_type);
+    Py_VISIT(state->exchange_type);
+    Py_VISIT(state->capture_type);
+    return 0;
+}
+
+static int
+module_clear(PyObject *module)
+{
+    AsgiTypes *state = PyModule_GetState(module);
+    Py_CLEAR(state->middleware_type);
+    Py_CLEAR(state->exchange_type);
+    Py_CLEAR(state->capture_type);
+    return 0;
+}
+
+static void
+module_free(void *module)
+{
+    module_clear((PyObject *)module);
+}
+
 static PyModuleDef_Slot slots[] = {
+    {Py_mod_exec, module_exec},
 #if PY_VERSION_HEX >= 0x030C0000
     {Py_mod_multiple_interpreters, Py_MOD_PER_INTERPRETER_GIL_SUPPORTED},
 #endif
 #if PY_VERSION_HEX >= 0x030D0000
-    /* No static mutable state, no borrowed reference held across a call into Python. */
+    /* No static mutable state, no borrowed reference held across a call into Python,
+     * critical sections around each object's own mutable state. */
     {Py_mod_gil, Py_MOD_GIL_NOT_USED},
 #endif
     {0, NULL},
@@ -30,9 +75,12 @@ static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "boundlog._speedups",
     .m_doc = "boundlog's compiled core (see boundlog._core).",
-    .m_size = 0,
+    .m_size = sizeof(AsgiTypes),
     .m_methods = methods,
     .m_slots = slots,
+    .m_traverse = module_traverse,
+    .m_clear = module_clear,
+    .m_free = module_free,
 };
 
 PyMODINIT_FUNC

@@ -1,4 +1,4 @@
-"""Which core formats lines: the compiled one (``boundlog._speedups``) or pure Python.
+"""Which core runs: the compiled one (``boundlog._speedups``) or pure Python.
 
 Decided once, at import.  The pure-Python modules are the reference: the C core must
 give byte-identical output (``tests/test_speedups.py``), and where it does not handle a
@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ._record import Record
+    from ._speedups import AsgiMiddleware
 
 #: The environment variable that forces the pure-Python core.
 NO_EXTENSIONS_VARIABLE = "BOUNDLOG_NO_EXTENSIONS"
@@ -51,5 +52,8 @@ format_apache: (
     ]
     | None
 ) = None
+#: The base class of the ASGI middleware's compiled request path, else None.
+asgi_middleware: type[AsgiMiddleware] | None = None
 if speedups is not None:
     format_apache = speedups.format_apache
+    asgi_middleware = speedups.AsgiMiddleware

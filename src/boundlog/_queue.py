@@ -114,6 +114,10 @@ class Admission:
             return True
         return False
 
+    def refuse(self) -> None:
+        """Count a record refused that its submitter cannot offer again (it cannot wait)."""
+        self._count_refused()
+
     async def submit_async(self, record: Record) -> bool:
         """Like :meth:`submit`, but under ``wait`` it awaits room on the running loop."""
         if self.offer(record):

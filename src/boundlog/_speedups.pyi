@@ -10,3 +10,8 @@ def format_apache(
     environ_keys: tuple[str, ...],
     /,
 ) -> bytes | None: ...
+
+class AsgiMiddleware:
+    """The compiled request path of asgi.AccessLogMiddleware (csrc/asgi_middleware.c)."""
+
+    def bind(self, **request_path: object) -> None: ...

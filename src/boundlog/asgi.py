@@ -28,6 +28,11 @@ lifespan startup, where an exception reads to uvicorn's default ``--lifespan aut
 inside a running event loop, the middleware therefore keeps the error, answers the
 lifespan startup with ``lifespan.startup.failed`` and the reason, which stops the
 server, and raises the error for any request a server without lifespan sends it.
+
+With the C core (``_core``), ``AccessLogMiddleware(...)`` makes a
+``_CompiledAccessLogMiddleware``, whose HTTP requests take the same path in C
+(csrc/asgi_*.c); this module stays its reference, and the C code calls back into it
+for everything rare.
 """
 
 from __future__ import annotations
@@ -36,8 +41,10 @@ import asyncio
 import os
 from collections.abc import Awaitable, Callable, MutableMapping
 from time import perf_counter, time
-from typing import Any
+from types import MethodType
+from typing import Any, Self
 
+from . import _core
 from ._budget import FIELD_OVERHEAD, RecordBudget
 from ._errors import AccessLogError
 from ._log import AccessLog, log_for_middleware
@@ -65,6 +72,16 @@ class AccessLogMiddleware:
     ``format``, ``policy``, ...) to let the middleware build and own its log.
     """
 
+    #: What an instance whose log could not be built becomes (see __init__).
+    _unusable_class: type[AccessLogMiddleware]
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Self:
+        # The compiled request path when the C core is in use; a subclass keeps this
+        # class's pure-Python one.
+        if cls is AccessLogMiddleware and _core.asgi_middleware is not None:
+            cls = _CompiledAccessLogMiddleware
+        return super().__new__(cls)
+
     def __init__(self, app: ASGIApp, log: AccessLog | None = None, **options: Any) -> None:
         self.app = app
         try:
@@ -74,7 +91,7 @@ class AccessLogMiddleware:
                 raise
             # Made lazily by a framework, inside the server's first call: see the module
             # docstring.  A class of its own keeps the check off every request's path.
-            self.__class__ = _UnusableLogMiddleware
+            self.__class__ = self._unusable_class
             self.error = error
             return
         self._offer = self.log._offer
@@ -303,3 +320,60 @@ class _UnusableLogMiddleware(AccessLogMiddleware):
         # copy each time, because raising one instance again and again chains the
         # tracebacks of all the requests onto it.
         raise type(self.error)(*self.error.args) from None
+
+
+AccessLogMiddleware._unusable_class = _UnusableLogMiddleware
+
+if _core.asgi_middleware is not None:
+
+    class _CompiledAccessLogMiddleware(_core.asgi_middleware, AccessLogMiddleware):  # type: ignore[misc,valid-type]
+        """AccessLogMiddleware with its HTTP request path in C (csrc/asgi_*.c).
+
+        Servers find the reference ``async def __call__`` where they look for an ASGI 3
+        application: the instance's ``__call__`` (uvicorn and hypercorn test it with
+        ``inspect.iscoroutinefunction``, and a C callable is not a coroutine function).
+        Calling the instance runs the C type's call instead, which gives the same
+        records, messages and exceptions (``tests/test_speedups_asgi.py``) and calls
+        back into this module for everything rare.
+        """
+
+        def __init__(self, app: ASGIApp, log: AccessLog | None = None, **options: Any) -> None:
+            super().__init__(app, log, **options)
+            if isinstance(self, _UnusableLogMiddleware):
+                return
+            reference = MethodType(AccessLogMiddleware.__call__, self)
+            self.__call__ = reference  # type: ignore[method-assign]
+            self.bind(
+                reference_call=reference,
+                admission=self.log._admission,
+                admit_then=self._admit_then,
+                submit_unfinished=self._submit_unfinished,
+                submit_on_close=self._submit_on_close,
+                python_record=_record,
+                file_size=_file_size,
+                record_type=Record,
+                protocols=_PROTOCOLS,
+                budget=self._budget,
+                perf_counter=perf_counter,
+                wall_clock=time,
+                keeps_response_headers=self._keeps_response_headers,
+            )
+
+        async def _submit_unfinished(self, entry: Record, error: BaseException | None) -> None:
+            # The application ended without ending its response and the queue had no
+            # room: the reference's finally block, from its await on.
+            await self._submit_async(entry)
+            if error is not None:
+                raise error
+
+        def _submit_on_close(self, entry: Record) -> None:
+            # The exchange was closed (coroutine.close()): it cannot wait for room.
+            if not self._offer(entry):
+                self.log._admission.refuse()
+
+    class _UnusableCompiledLogMiddleware(_core.asgi_middleware, _UnusableLogMiddleware):  # type: ignore[misc,valid-type]
+        """What a _CompiledAccessLogMiddleware whose log could not be built becomes."""
+
+        __call__ = _UnusableLogMiddleware.__call__
+
+    _CompiledAccessLogMiddleware._unusable_class = _UnusableCompiledLogMiddleware

@@ -1,0 +1,113 @@
+/* The ASGI middleware's request path in C: what asgi.AccessLogMiddleware does for an
+ * HTTP request, in three types, one file each.
+ *
+ *   asgi_middleware.c  the middleware's call: an Exchange for an HTTP scope, the
+ *                      pure-Python __call__ for any other
+ *   asgi_exchange.c    the awaitable that runs the application for one request and
+ *                      hands over its record if the response never finished
+ *   asgi_send.c        the send wrapper (Capture) that counts status and bytes and
+ *                      hands over the record with the response's last message
+ *   asgi_record.c      the record built from the scope
+ *
+ * The Python module asgi.py stays the reference: every path here that is rare or
+ * unusual (a queue with no room, a scope of unexpected types, a request over the
+ * record budget) calls the Python function that does it there, which Middleware
+ * holds.  tests/test_speedups_asgi.py checks that both give the same records, messages
+ * and exceptions for arbitrary applications. */
+#ifndef BOUNDLOG_ASGI_H
+#define BOUNDLOG_ASGI_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+/* The dict keys and message types the request path compares with, interned once per
+ * middleware (the module keeps no state of its own). */
+enum {
+    NAME_TYPE, NAME_HTTP, NAME_BODY_MESSAGE, NAME_START_MESSAGE, NAME_TRAILERS_MESSAGE,
+    NAME_PATHSEND_MESSAGE, NAME_BODY, NAME_MORE_BODY, NAME_TRAILERS, NAME_MORE_TRAILERS,
+    NAME_STATUS, NAME_HEADERS, NAME_CLIENT, NAME_HTTP_VERSION, NAME_RAW_PATH, NAME_PATH,
+    NAME_QUERY_STRING, NAME_METHOD,
+    /* Admission's (handoff.c) */
+    NAME_PENDING, NAME_CLOSED, NAME_WAKE_AT, NAME_APPEND, NAME_WAKE_WRITER, NAME_WITHDRAW,
+    NAMES
+};
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *app; /* the `app` attribute: read with middleware_app() */
+    /* Set by bind(), all strong references; NULL until then. */
+    PyObject *reference_call; /* AccessLogMiddleware.__call__, bound: other scopes */
+    PyObject *admission;      /* the log's Admission: the queue (handoff.c) */
+    PyObject *admit_then;     /* async (record, send, message): queue full at the end */
+    PyObject *submit_unfinished; /* async (record, error): after the app, queue full */
+    PyObject *submit_on_close;   /* (record): a closed exchange, which cannot wait */
+    PyObject *python_record;  /* asgi._record, for the scopes asgi_record.c leaves */
+    PyObject *file_size;      /* asgi._file_size, for pathsend */
+    PyObject *record_type;    /* boundlog.Record */
+    PyObject *protocols;      /* asgi._PROTOCOLS */
+    PyObject *budget;         /* the log's RecordBudget */
+    PyObject *perf_counter;   /* time.perf_counter and time.time: the reference's clocks */
+    PyObject *wall_clock;
+    PyObject *keeps_response_headers; /* bool */
+    PyTypeObject *exchange_type;
+    PyTypeObject *capture_type;
+    Py_ssize_t budget_limit;
+    Py_ssize_t max_queue;     /* admission._max_queue, which never changes */
+    PyObject *names[NAMES];
+} Middleware;
+
+/* One request's response, as the send wrapper sees it go by. */
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    Middleware *middleware;
+    PyObject *scope;
+    PyObject *send;
+    PyObject *response;  /* the start message, or NULL before it and once handed over */
+    PyObject *status;    /* NULL until the start message: 0 */
+    PyObject *sent_object; /* what pathsend set bytes_sent to (any int), or NULL */
+    Py_ssize_t sent;       /* body bytes counted, added to sent_object if set */
+    double started;        /* perf_counter() when the exchange started */
+    int finished;          /* the record is handed over */
+} Capture;
+
+/* The module's state: the types the request path makes instances of. */
+typedef struct {
+    PyTypeObject *middleware_type;
+    PyTypeObject *exchange_type;
+    PyTypeObject *capture_type;
+} AsgiTypes;
+
+extern PyType_Spec middleware_spec;
+extern PyType_Spec exchange_spec;
+extern PyType_Spec capture_spec;
+
+/* The record of `capture`'s exchange with status `status`; a new reference, or NULL
+ * with an exception set (the reference's, for a scope it fails on). */
+PyObject *asgi_record(Capture *capture, PyObject *status);
+
+/* value == name, for a str `name`: 1, 0, or -1 on error. */
+int asgi_is(PyObject *value, PyObject *name);
+
+/* message[name] (a KeyError if absent) or message.get(name, fallback), for a dict or
+ * any mapping; new references, NULL on error. */
+PyObject *asgi_item(PyObject *mapping, PyObject *name);
+PyObject *asgi_get(PyObject *mapping, PyObject *name, PyObject *fallback);
+/* Whether mapping.get(name) is true: 1, 0, or -1 on error. */
+int asgi_flag(PyObject *mapping, PyObject *name);
+
+/* Hands `record` to the queue as Admission.offer does: 1 accepted, 0 no room (not
+ * counted), -1 on error (handoff.c). */
+int handoff_offer(Middleware *middleware, PyObject *record);
+
+/* The application, a new reference (NULL with an exception set if there is none). */
+PyObject *middleware_app(Middleware *middleware);
+
+/* A new Exchange for one call of the middleware (asgi_exchange.c). */
+PyObject *exchange_new(Middleware *middleware, PyObject *scope, PyObject *receive,
+                       PyObject *send);
+
+/* A new Capture for one exchange. */
+Capture *capture_new(Middleware *middleware, PyObject *scope, PyObject *send, double started);
+
+#endif

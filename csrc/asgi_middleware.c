@@ -1,0 +1,284 @@
+/* The middleware's call in C: the base class of asgi's compiled AccessLogMiddleware.
+ *
+ * Servers tell an ASGI 3 application from an ASGI 2 one by whether its __call__ is a
+ * coroutine function (uvicorn, hypercorn: inspect.iscoroutinefunction), and a C
+ * callable is not one.  So the Python class keeps its ``async def __call__`` (the
+ * reference) where servers look, and calling an instance runs this type's tp_call
+ * (see asgi.py's _CompiledAccessLogMiddleware).
+ *
+ * bind() is called once, from __init__, with everything the request path uses; the
+ * fields are read-only afterwards, so a call needs no lock. */
+#include "asgi.h"
+
+#include "compat.h"
+
+static const char *const name_strings[NAMES] = {
+    [NAME_TYPE] = "type",
+    [NAME_HTTP] = "http",
+    [NAME_BODY_MESSAGE] = "http.response.body",
+    [NAME_START_MESSAGE] = "http.response.start",
+    [NAME_TRAILERS_MESSAGE] = "http.response.trailers",
+    [NAME_PATHSEND_MESSAGE] = "http.response.pathsend",
+    [NAME_BODY] = "body",
+    [NAME_MORE_BODY] = "more_body",
+    [NAME_TRAILERS] = "trailers",
+    [NAME_MORE_TRAILERS] = "more_trailers",
+    [NAME_STATUS] = "status",
+    [NAME_HEADERS] = "headers",
+    [NAME_CLIENT] = "client",
+    [NAME_HTTP_VERSION] = "http_version",
+    [NAME_RAW_PATH] = "raw_path",
+    [NAME_PATH] = "path",
+    [NAME_QUERY_STRING] = "query_string",
+    [NAME_METHOD] = "method",
+    [NAME_PENDING] = "_pending",
+    [NAME_CLOSED] = "_closed",
+    [NAME_WAKE_AT] = "_wake_at",
+    [NAME_APPEND] = "append",
+    [NAME_WAKE_WRITER] = "_wake_writer",
+    [NAME_WITHDRAW] = "_withdraw",
+};
+
+/* bind()'s arguments, all keyword-only, in this order. */
+static const char *const bind_keywords[] = {
+    "reference_call", "admission", "admit_then", "submit_unfinished",
+    "submit_on_close", "python_record", "file_size", "record_type", "protocols",
+    "budget", "perf_counter", "wall_clock", "keeps_response_headers",
+};
+#define BIND_ARGUMENTS (sizeof(bind_keywords) / sizeof(bind_keywords[0]))
+
+static PyObject **
+bound_field(Middleware *middleware, size_t i)
+{
+    PyObject **fields[BIND_ARGUMENTS] = {
+        &middleware->reference_call, &middleware->admission,
+        &middleware->admit_then, &middleware->submit_unfinished,
+        &middleware->submit_on_close, &middleware->python_record, &middleware->file_size,
+        &middleware->record_type, &middleware->protocols, &middleware->budget,
+        &middleware->perf_counter, &middleware->wall_clock,
+        &middleware->keeps_response_headers,
+    };
+    return fields[i];
+}
+
+static PyObject *
+middleware_bind(PyObject *self, PyTypeObject *defining_class, PyObject *const *args,
+                Py_ssize_t nargs, PyObject *kwnames)
+{
+    Middleware *middleware = (Middleware *)self;
+    Py_ssize_t given = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+    if (nargs != 0 || given != (Py_ssize_t)BIND_ARGUMENTS) {
+        PyErr_Format(PyExc_TypeError, "bind() takes exactly %d keyword arguments",
+                     (int)BIND_ARGUMENTS);
+        return NULL;
+    }
+    if (middleware->reference_call != NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "bind() was called already");
+        return NULL;
+    }
+    PyObject *values[BIND_ARGUMENTS] = {NULL};
+    for (Py_ssize_t k = 0; k < given; k++) {
+        const char *keyword = PyUnicode_AsUTF8(PyTuple_GET_ITEM(kwnames, k));
+        size_t i = 0;
+        while (keyword != NULL && i < BIND_ARGUMENTS && strcmp(keyword, bind_keywords[i]) != 0) {
+            i++;
+        }
+        if (keyword == NULL || i == BIND_ARGUMENTS || values[i] != NULL) {
+            PyErr_Format(PyExc_TypeError, "bind() got an unexpected keyword argument %R",
+                         PyTuple_GET_ITEM(kwnames, k));
+            return NULL;
+        }
+        values[i] = args[k];
+    }
+    if (!PyType_Check(values[7]) || !PyDict_CheckExact(values[8]) || !PyBool_Check(values[12])) {
+        PyErr_SetString(PyExc_TypeError, "bind(): record_type must be a type, protocols a "
+                                         "dict and keeps_response_headers a bool");
+        return NULL;
+    }
+    PyObject *limit = PyObject_GetAttrString(values[9], "limit");
+    Py_ssize_t budget_limit = limit == NULL ? -1 : PyLong_AsSsize_t(limit);
+    Py_XDECREF(limit);
+    if (budget_limit < 0) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_ValueError, "bind(): budget.limit must not be negative");
+        }
+        return NULL;
+    }
+    PyObject *max = PyObject_GetAttrString(values[1], "_max_queue");
+    Py_ssize_t max_queue = max == NULL ? -1 : PyLong_AsSsize_t(max);
+    Py_XDECREF(max);
+    if (max_queue < 0) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_ValueError, "bind(): admission._max_queue must not be negative");
+        }
+        return NULL;
+    }
+    PyObject *names[NAMES];
+    for (int i = 0; i < NAMES; i++) {
+        names[i] = PyUnicode_InternFromString(name_strings[i]);
+        if (names[i] == NULL) {
+            while (--i >= 0) {
+                Py_DECREF(names[i]);
+            }
+            return NULL;
+        }
+    }
+    AsgiTypes *state = PyType_GetModuleState(defining_class);
+    for (size_t i = 0; i < BIND_ARGUMENTS; i++) {
+        *bound_field(middleware, i) = Py_NewRef(values[i]);
+    }
+    for (int i = 0; i < NAMES; i++) {
+        middleware->names[i] = names[i];
+    }
+    middleware->exchange_type = (PyTypeObject *)Py_NewRef(state->exchange_type);
+    middleware->capture_type = (PyTypeObject *)Py_NewRef(state->capture_type);
+    middleware->budget_limit = budget_limit;
+    middleware->max_queue = max_queue;
+    Py_RETURN_NONE;
+}
+
+/* 1 if `scope` is an "http" scope of a dict, 0 if not, -1 on error. */
+static int
+is_http(Middleware *middleware, PyObject *scope)
+{
+    if (!PyDict_CheckExact(scope)) {
+        return 0;
+    }
+    PyObject *kind;
+    if (PyDict_GetItemRef(scope, middleware->names[NAME_TYPE], &kind) <= 0) {
+        return PyErr_Occurred() ? -1 : 0;
+    }
+    int rc = asgi_is(kind, middleware->names[NAME_HTTP]);
+    Py_DECREF(kind);
+    return rc;
+}
+
+static PyObject *
+middleware_call(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    Middleware *middleware = (Middleware *)self;
+    if (middleware->reference_call == NULL) {
+        PyErr_SetString(PyExc_TypeError, "the middleware is not set up: its __init__ did "
+                                         "not run");
+        return NULL;
+    }
+    if (kwargs != NULL || PyTuple_GET_SIZE(args) != 3) {
+        return PyObject_Call(middleware->reference_call, args, kwargs);
+    }
+    PyObject *scope = PyTuple_GET_ITEM(args, 0);
+    int http = is_http(middleware, scope);
+    if (http < 0) {
+        return NULL;
+    }
+    if (!http) {
+        /* Lifespan, websocket, or a scope of an odd type: the reference does it all. */
+        return PyObject_Call(middleware->reference_call, args, NULL);
+    }
+    return exchange_new(middleware, scope, PyTuple_GET_ITEM(args, 1), PyTuple_GET_ITEM(args, 2));
+}
+
+static int
+middleware_traverse(PyObject *self, visitproc visit, void *arg)
+{
+    Middleware *middleware = (Middleware *)self;
+    Py_VISIT(Py_TYPE(self));
+    for (size_t i = 0; i < BIND_ARGUMENTS; i++) {
+        Py_VISIT(*bound_field(middleware, i));
+    }
+    Py_VISIT(middleware->app);
+    Py_VISIT(middleware->exchange_type);
+    Py_VISIT(middleware->capture_type);
+    return 0;
+}
+
+static int
+middleware_clear(PyObject *self)
+{
+    Middleware *middleware = (Middleware *)self;
+    for (size_t i = 0; i < BIND_ARGUMENTS; i++) {
+        Py_CLEAR(*bound_field(middleware, i));
+    }
+    Py_CLEAR(middleware->app);
+    Py_CLEAR(middleware->exchange_type);
+    Py_CLEAR(middleware->capture_type);
+    for (int i = 0; i < NAMES; i++) {
+        Py_CLEAR(middleware->names[i]);
+    }
+    return 0;
+}
+
+static void
+middleware_dealloc(PyObject *self)
+{
+    PyTypeObject *type = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    middleware_clear(self);
+    type->tp_free(self);
+    Py_DECREF(type);
+}
+
+PyObject *
+middleware_app(Middleware *middleware)
+{
+    PyObject *app = NULL;
+    Py_BEGIN_CRITICAL_SECTION(middleware);
+    app = Py_XNewRef(middleware->app);
+    Py_END_CRITICAL_SECTION();
+    if (app == NULL) {
+        PyErr_Format(PyExc_AttributeError, "'%.100s' object has no attribute 'app'",
+                     Py_TYPE(middleware)->tp_name);
+    }
+    return app;
+}
+
+static PyObject *
+get_app(PyObject *self, void *Py_UNUSED(closure))
+{
+    return middleware_app((Middleware *)self);
+}
+
+/* The reference reads self.app at each request, and so does the C path: an
+ * application set after the middleware was made is the one called. */
+static int
+set_app(PyObject *self, PyObject *app, void *Py_UNUSED(closure))
+{
+    if (app == NULL) {
+        PyErr_SetString(PyExc_AttributeError, "cannot delete app");
+        return -1;
+    }
+    Py_BEGIN_CRITICAL_SECTION(self);
+    Py_XSETREF(((Middleware *)self)->app, Py_NewRef(app));
+    Py_END_CRITICAL_SECTION();
+    return 0;
+}
+
+static PyGetSetDef middleware_getset[] = {
+    {"app", get_app, set_app, "The application the middleware wraps.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyMethodDef middleware_methods[] = {
+    {"bind", (PyCFunction)(void (*)(void))middleware_bind,
+     METH_METHOD | METH_FASTCALL | METH_KEYWORDS,
+     "bind(*, reference_call, admission, ...): what the request path uses (asgi.py)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyType_Slot middleware_slots[] = {
+    {Py_tp_doc, "The compiled request path of boundlog.asgi.AccessLogMiddleware."},
+    {Py_tp_call, middleware_call},
+    {Py_tp_methods, middleware_methods},
+    {Py_tp_getset, middleware_getset},
+    {Py_tp_traverse, middleware_traverse},
+    {Py_tp_clear, middleware_clear},
+    {Py_tp_dealloc, middleware_dealloc},
+    {0, NULL},
+};
+
+PyType_Spec middleware_spec = {
+    .name = "boundlog._speedups.AsgiMiddleware",
+    .basicsize = sizeof(Middleware),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_BASETYPE
+             | Py_TPFLAGS_IMMUTABLETYPE,
+    .slots = middleware_slots,
+};

@@ -1,0 +1,262 @@
+/* The record of one exchange, built from the scope as asgi._record builds it.
+ *
+ * Only the shape every server gives is read here: a dict scope with a bytes
+ * raw_path, a known http_version, and a list or tuple of (bytes, bytes) headers
+ * within the record budget.  Anything else (a request over the budget, a scope some
+ * test or framework made by hand) goes to asgi._record itself, so that what a record
+ * holds, and what an odd scope raises, is the reference's by construction. */
+#include "asgi.h"
+
+#include "clock.h"
+#include "compat.h"
+
+/* The reference's FIELD_OVERHEAD (_budget.py): what a header pair costs beyond its bytes. */
+#define FIELD_OVERHEAD 160
+
+/* Leave this scope to asgi._record. */
+#define UNUSUAL 1
+
+int
+asgi_is(PyObject *value, PyObject *name)
+{
+    if (value == name) {
+        return 1;
+    }
+    if (PyUnicode_CheckExact(value)) {
+        /* Equal str objects have the same kind (PEP 393's canonical form). */
+        Py_ssize_t length = PyUnicode_GET_LENGTH(name);
+        return PyUnicode_GET_LENGTH(value) == length
+               && PyUnicode_KIND(value) == PyUnicode_KIND(name)
+               && memcmp(PyUnicode_DATA(value), PyUnicode_DATA(name),
+                         (size_t)length * PyUnicode_KIND(name)) == 0;
+    }
+    return PyObject_RichCompareBool(value, name, Py_EQ);
+}
+
+PyObject *
+asgi_item(PyObject *mapping, PyObject *name)
+{
+    if (!PyDict_CheckExact(mapping)) {
+        return PyObject_GetItem(mapping, name);
+    }
+    PyObject *value;
+    if (PyDict_GetItemRef(mapping, name, &value) == 0) {
+        PyErr_SetObject(PyExc_KeyError, name);
+    }
+    return value;
+}
+
+PyObject *
+asgi_get(PyObject *mapping, PyObject *name, PyObject *fallback)
+{
+    if (!PyDict_CheckExact(mapping)) {
+        PyObject *get = PyObject_GetAttrString(mapping, "get");
+        if (get == NULL) {
+            return NULL;
+        }
+        PyObject *value = PyObject_CallFunctionObjArgs(get, name, fallback, NULL);
+        Py_DECREF(get);
+        return value;
+    }
+    PyObject *value;
+    if (PyDict_GetItemRef(mapping, name, &value) == 0) {
+        value = Py_NewRef(fallback);
+    }
+    return value;
+}
+
+int
+asgi_flag(PyObject *mapping, PyObject *name)
+{
+    PyObject *value = asgi_get(mapping, name, Py_False);
+    if (value == NULL) {
+        return -1;
+    }
+    int flag = PyObject_IsTrue(value);
+    Py_DECREF(value);
+    return flag;
+}
+
+/* client[0] if client else None, for None or a non-empty tuple. */
+static int
+client_address(PyObject *scope, PyObject *name, PyObject **address)
+{
+    PyObject *client;
+    if (PyDict_GetItemRef(scope, name, &client) < 0) {
+        return -1;
+    }
+    int rc = 0;
+    if (client == NULL || client == Py_None) {
+        *address = Py_NewRef(Py_None);
+    }
+    else if (PyTuple_CheckExact(client) && PyTuple_GET_SIZE(client) > 0) {
+        *address = Py_NewRef(PyTuple_GET_ITEM(client, 0));
+    }
+    else {
+        rc = UNUSUAL;
+    }
+    Py_XDECREF(client);
+    return rc;
+}
+
+/* Adds what the headers cost the record budget to *size: UNUSUAL for anything but a
+ * list or tuple of (bytes, bytes). */
+static int
+headers_size(PyObject *headers, Py_ssize_t *size)
+{
+    if (!PyList_CheckExact(headers) && !PyTuple_CheckExact(headers)) {
+        return UNUSUAL;
+    }
+    PyObject *pair;
+    for (Py_ssize_t i = 0; (pair = sequence_item_ref(headers, i)) != NULL; i++) {
+        int usual = PyTuple_CheckExact(pair) && PyTuple_GET_SIZE(pair) == 2
+                    && PyBytes_CheckExact(PyTuple_GET_ITEM(pair, 0))
+                    && PyBytes_CheckExact(PyTuple_GET_ITEM(pair, 1));
+        if (usual) {
+            *size += FIELD_OVERHEAD + PyBytes_GET_SIZE(PyTuple_GET_ITEM(pair, 0))
+                     + PyBytes_GET_SIZE(PyTuple_GET_ITEM(pair, 1));
+        }
+        Py_DECREF(pair);
+        if (!usual) {
+            return UNUSUAL;
+        }
+    }
+    return 0;
+}
+
+/* The record's fields 2 to 6 and 9 (client to protocol, request headers) from a scope
+ * of the usual shape: 0, UNUSUAL, or -1 on error.  fields[] gets strong references. */
+static int
+scope_fields(Capture *capture, PyObject **fields)
+{
+    PyObject *scope = capture->scope;
+    PyObject **names = capture->middleware->names;
+    if (!PyDict_CheckExact(scope)) {
+        return UNUSUAL;
+    }
+    int rc = client_address(scope, names[NAME_CLIENT], &fields[2]);
+    if (rc != 0) {
+        return rc;
+    }
+    PyObject *version = NULL;
+    if (PyDict_GetItemRef(scope, names[NAME_METHOD], &fields[3]) <= 0
+        || PyDict_GetItemRef(scope, names[NAME_RAW_PATH], &fields[4]) <= 0
+        || PyDict_GetItemRef(scope, names[NAME_HEADERS], &fields[9]) <= 0
+        || PyDict_GetItemRef(scope, names[NAME_HTTP_VERSION], &version) <= 0
+        || !PyUnicode_CheckExact(version)
+        || PyDict_GetItemRef(capture->middleware->protocols, version, &fields[6]) <= 0) {
+        /* Missing or errors: the reference raises what it raises. */
+        Py_XDECREF(version);
+        PyErr_Clear();
+        return UNUSUAL;
+    }
+    Py_DECREF(version);
+    if (!PyBytes_CheckExact(fields[4]) || PyBytes_GET_SIZE(fields[4]) == 0) {
+        return UNUSUAL; /* no raw_path: the reference encodes path */
+    }
+    if (PyDict_GetItemRef(scope, names[NAME_QUERY_STRING], &fields[5]) < 0) {
+        return -1;
+    }
+    if (fields[5] == NULL) {
+        fields[5] = PyBytes_FromStringAndSize(NULL, 0);
+        if (fields[5] == NULL) {
+            return -1;
+        }
+    }
+    if (!PyBytes_CheckExact(fields[5])) {
+        return UNUSUAL;
+    }
+    Py_ssize_t size = PyBytes_GET_SIZE(fields[4]) + PyBytes_GET_SIZE(fields[5]);
+    rc = headers_size(fields[9], &size);
+    if (rc != 0) {
+        return rc;
+    }
+    return size > capture->middleware->budget_limit ? UNUSUAL : 0;
+}
+
+/* asgi._record(scope, started, status, sent, response, keeps_response_headers, budget) */
+static PyObject *
+python_record(Capture *capture, PyObject *status, PyObject *sent)
+{
+    Middleware *middleware = capture->middleware;
+    PyObject *started = PyFloat_FromDouble(capture->started);
+    PyObject *response = capture->response != NULL ? Py_NewRef(capture->response) : PyDict_New();
+    PyObject *record = NULL;
+    if (started != NULL && response != NULL) {
+        PyObject *args[] = {capture->scope, started, status, sent, response,
+                            middleware->keeps_response_headers, middleware->budget};
+        record = PyObject_Vectorcall(middleware->python_record, args, 7, NULL);
+    }
+    Py_XDECREF(started);
+    Py_XDECREF(response);
+    return record;
+}
+
+static PyObject *
+response_headers(Capture *capture)
+{
+    Middleware *middleware = capture->middleware;
+    if (middleware->keeps_response_headers != Py_True || capture->response == NULL) {
+        return PyTuple_New(0);
+    }
+    PyObject *empty = PyTuple_New(0);
+    PyObject *response = Py_NewRef(capture->response); /* held: .get() may run code */
+    PyObject *headers = empty == NULL ? NULL
+                        : asgi_get(response, middleware->names[NAME_HEADERS], empty);
+    Py_XDECREF(empty);
+    Py_DECREF(response);
+    return headers;
+}
+
+PyObject *
+asgi_record(Capture *capture, PyObject *status)
+{
+    Middleware *middleware = capture->middleware;
+    PyObject *sent;
+    if (capture->sent_object != NULL) {
+        PyObject *base = Py_NewRef(capture->sent_object);
+        PyObject *counted = PyLong_FromSsize_t(capture->sent);
+        sent = counted == NULL ? NULL : PyNumber_Add(base, counted);
+        Py_XDECREF(counted);
+        Py_DECREF(base);
+    }
+    else {
+        sent = PyLong_FromSsize_t(capture->sent);
+    }
+    if (sent == NULL) {
+        return NULL;
+    }
+    PyObject *fields[11] = {NULL};
+    PyObject *record = NULL;
+    int rc = scope_fields(capture, fields);
+    if (rc == UNUSUAL) {
+        record = python_record(capture, status, sent);
+        goto done;
+    }
+    if (rc < 0 || (fields[10] = response_headers(capture)) == NULL) {
+        goto done;
+    }
+    double duration = clock_seconds(CLOCK_PERF_COUNTER, middleware->perf_counter)
+                      - capture->started;
+    double now = clock_seconds(CLOCK_WALL, middleware->wall_clock);
+    if (PyErr_Occurred() || (fields[0] = PyFloat_FromDouble(now - duration)) == NULL
+        || (fields[1] = PyFloat_FromDouble(duration)) == NULL) {
+        goto done;
+    }
+    fields[7] = Py_NewRef(status);
+    fields[8] = Py_NewRef(sent);
+    /* tuple.__new__(Record, fields), without the intermediate tuple. */
+    record = ((PyTypeObject *)middleware->record_type)->tp_alloc((PyTypeObject *)middleware->record_type, 11);
+    if (record != NULL) {
+        for (int i = 0; i < 11; i++) {
+            PyTuple_SET_ITEM(record, i, fields[i]); /* stolen */
+            fields[i] = NULL;
+        }
+    }
+done:
+    for (int i = 0; i < 11; i++) {
+        Py_XDECREF(fields[i]);
+    }
+    Py_DECREF(sent);
+    return record;
+}

@@ -1,0 +1,362 @@
+"""The ASGI middleware's C request path against its pure-Python reference.
+
+``AccessLogMiddleware(...)`` with the C core in use is a ``_CompiledAccessLogMiddleware``:
+calling it runs the C type's call (csrc/asgi_*.c), while its ``__call__`` attribute is
+the reference ``async def``.  For arbitrary applications (any sequence of messages,
+suspensions, raises and early returns), scopes (every shape the C code reads, and those
+it hands to the reference), and drivers (a server that cancels or closes the request),
+both must give the server the same messages, end the same way, and hand the log the
+same records with the same counts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import threading
+import types
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from boundlog import AccessLog, Record, _core
+from boundlog.asgi import AccessLogMiddleware
+
+pytestmark = pytest.mark.skipif(
+    _core.asgi_middleware is None, reason=f"the C core is not in use ({_core.description})"
+)
+
+EXISTING_FILE = Path(__file__)
+# Pathsend to these: one there, one not, and one whose path os.stat refuses.
+PATHS = st.sampled_from([str(EXISTING_FILE), "/nonexistent/boundlog", "nul\x00byte"])
+
+
+class AppError(Exception):
+    """What a scripted application raises."""
+
+
+class Suspend:
+    """An awaitable that suspends its coroutine once, yielding itself to the driver."""
+
+    def __await__(self) -> Iterator[Suspend]:
+        yield self
+
+
+class Collecting:
+    """A format that keeps the records it is given, and writes nothing."""
+
+    def __init__(self, reads_headers: bool) -> None:
+        self.records: list[Record] = []
+        if not reads_headers:
+            self.request_header_names = frozenset({b"user-agent"})
+            self.response_header_names: frozenset[bytes] = frozenset()
+
+    def format_batch(self, records: Sequence[Record]) -> bytes:
+        self.records.extend(records)
+        return b""
+
+
+HEADER_PAIRS = st.lists(
+    st.tuples(st.sampled_from([b"user-agent", b"content-length", b"x"]), st.binary(max_size=8)),
+    max_size=3,
+)
+START = st.fixed_dictionaries(
+    {"type": st.just("http.response.start"), "headers": HEADER_PAIRS},
+    optional={
+        "status": st.sampled_from([200, 204, 304, 404, 500, 0]),
+        "trailers": st.booleans(),
+    },
+)
+BODY = st.fixed_dictionaries(
+    {"type": st.just("http.response.body")},
+    optional={
+        "body": st.one_of(st.binary(max_size=20), st.binary(max_size=5).map(bytearray), st.none()),
+        "more_body": st.one_of(st.booleans(), st.sampled_from([0, 1])),
+    },
+)
+TRAILERS = st.fixed_dictionaries(
+    {"type": st.just("http.response.trailers"), "headers": st.just([])},
+    optional={"more_trailers": st.booleans()},
+)
+PATHSEND = st.fixed_dictionaries({"type": st.just("http.response.pathsend"), "path": PATHS})
+OTHER = st.sampled_from([{"type": "http.response.zerocopysend"}, {"no type": 1}])
+MESSAGE = st.one_of(START, BODY, BODY, TRAILERS, PATHSEND, OTHER)
+# What the application does, in order; a message may be given as a mapping proxy.
+ACTION = st.one_of(
+    st.tuples(st.just("send"), MESSAGE, st.booleans()),
+    st.tuples(st.just("suspend")),
+    st.tuples(st.just("raise")),
+    st.tuples(st.just("return")),
+)
+SCRIPT = st.lists(ACTION, max_size=8)
+
+
+def _scope_of(options: dict[str, Any]) -> dict[str, Any]:
+    scope: dict[str, Any] = {"type": "http", "path": "/p\xe9", "method": "GET"}
+    for key, value in options.items():
+        if value != "absent":
+            scope[key] = value
+    return scope
+
+
+SCOPE = st.fixed_dictionaries(
+    {
+        "http_version": st.sampled_from(["1.1", "2", "1", "1.0", "3", "4", "absent"]),
+        "client": st.sampled_from([("10.0.0.1", 5), None, ["10.0.0.2", 6], (), "absent"]),
+        "raw_path": st.sampled_from([b"/raw", b"", None, "absent"]),
+        "query_string": st.sampled_from([b"a=1", b"", "absent"]),
+        "headers": st.one_of(
+            HEADER_PAIRS,
+            HEADER_PAIRS.map(tuple),
+            # Over the record budget (max_record_bytes=4096 below).
+            st.just([(b"user-agent", b"u" * 5000), (b"cookie", b"c" * 10)]),
+            st.just([("user-agent", "text")]),
+            st.just("absent"),
+        ),
+        "method": st.sampled_from(["GET", "POST", "absent"]),
+    }
+).map(_scope_of)
+# How the server drives the request: to the end, or throwing CancelledError in (or
+# closing it, or dropping it) at its n-th suspension.
+DRIVER = st.one_of(
+    st.just(("run",)),
+    st.tuples(st.just("cancel"), st.integers(0, 3)),
+    st.tuples(st.just("close"), st.integers(0, 3)),
+    st.tuples(st.just("drop"), st.integers(0, 3)),
+)
+
+
+def _application(script: list[tuple[Any, ...]]) -> Any:
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        for action in script:
+            if action[0] == "send":
+                _, message, proxied = action
+                message = dict(message)
+                await send(types.MappingProxyType(message) if proxied else message)
+            elif action[0] == "suspend":
+                await Suspend()
+            elif action[0] == "raise":
+                raise AppError("scripted")
+            else:
+                return
+
+    return app
+
+
+def _drive(awaitable: Any, driver: tuple[Any, ...]) -> tuple[Any, ...]:
+    """Run ``awaitable`` as a server's task would, by hand: how it ended."""
+    iterator = awaitable.__await__()
+    suspensions = 0
+    value: Any = None
+    try:
+        while True:
+            if driver[0] == "cancel" and suspensions == driver[1] + 1:
+                iterator.throw(asyncio.CancelledError())
+            elif driver[0] == "close" and suspensions == driver[1] + 1:
+                iterator.close()
+                return ("closed",)
+            elif driver[0] == "drop" and suspensions == driver[1] + 1:
+                # A server that forgets a request: its finalizer closes it.
+                del awaitable, iterator
+                return ("dropped",)
+            else:
+                iterator.send(value)
+            suspensions += 1
+    except StopIteration as stop:
+        return ("returned", stop.value)
+    except BaseException as error:
+        return ("raised", type(error), error.args)
+
+
+def _exchange(
+    middleware: AccessLogMiddleware, call: Any, scope: dict[str, Any], script: Any, driver: Any
+) -> tuple[Any, ...]:
+    seen: list[Any] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: Any) -> None:
+        seen.append(dict(message))
+
+    middleware.app = _application(script)
+
+    async def on_a_loop() -> tuple[Any, ...]:
+        # Driven by hand, but where a loop runs, as the policy "wait" needs.
+        return _drive(call(scope, receive, send), driver)
+
+    return asyncio.run(on_a_loop()), seen
+
+
+def _comparable(record: Record) -> tuple[Any, ...]:
+    # Times differ between two runs; everything else must not.
+    assert record.duration >= 0
+    return (*record[2:9], list(record[9]), list(record[10]))
+
+
+@pytest.fixture(scope="module")
+def logs() -> Iterator[dict[tuple[str, bool], tuple[AccessLog, Collecting]]]:
+    made = {}
+    for path in ("python", "c"):
+        for reads_headers in (True, False):
+            fmt = Collecting(reads_headers)
+            log = AccessLog("/dev/null", fmt, flush_interval=0, max_record_bytes=4096)
+            made[path, reads_headers] = log, fmt
+    yield made
+    for log, _ in made.values():
+        log.close()
+
+
+def _middleware(log: AccessLog) -> AccessLogMiddleware:
+    async def placeholder(scope: Any, receive: Any, send: Any) -> None:
+        raise AssertionError("replaced by each example's application")
+
+    middleware = AccessLogMiddleware(placeholder, log=log)
+    assert type(middleware).__name__ == "_CompiledAccessLogMiddleware"
+    return middleware
+
+
+# A dropped exchange whose scope the record cannot be made of reports the error as
+# "Exception ignored", in both paths alike.
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+@settings(max_examples=500, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(script=SCRIPT, scope=SCOPE, driver=DRIVER, reads_headers=st.booleans())
+def test_c_and_python_give_the_same_exchange_records_and_counts(
+    logs: dict[tuple[str, bool], tuple[AccessLog, Collecting]],
+    script: list[tuple[Any, ...]],
+    scope: dict[str, Any],
+    driver: tuple[Any, ...],
+    reads_headers: bool,
+) -> None:
+    results = []
+    for path in ("python", "c"):
+        log, fmt = logs[path, reads_headers]
+        middleware = _middleware(log)
+        call = middleware.__call__ if path == "python" else middleware
+        before = log.stats()
+        outcome, seen = _exchange(middleware, call, dict(scope), script, driver)
+        assert log.flush(timeout=10)
+        after = log.stats()
+        records = [_comparable(record) for record in fmt.records]
+        fmt.records.clear()
+        counts = (after.submitted - before.submitted, after.dropped - before.dropped)
+        results.append((outcome, seen, records, counts))
+    assert results[0] == results[1]
+
+
+@settings(max_examples=100, deadline=None)
+@given(script=SCRIPT, driver=DRIVER, policy=st.sampled_from(["drop", "wait"]))
+def test_a_closed_log_refuses_alike(
+    script: list[tuple[Any, ...]], driver: tuple[Any, ...], policy: str
+) -> None:
+    """No room in the queue (here: a closed log) takes the Python side paths from C."""
+    results = []
+    scope = _scope_of({"http_version": "1.1", "raw_path": b"/", "headers": []})
+    for path in ("python", "c"):
+        log = AccessLog("/dev/null", policy=policy)
+        log.close()
+        middleware = _middleware(log)
+        call = middleware.__call__ if path == "python" else middleware
+        outcome, seen = _exchange(middleware, call, dict(scope), script, driver)
+        stats = log.stats()
+        results.append((outcome, seen, stats.submitted, stats.dropped))
+    assert results[0] == results[1]
+
+
+def test_servers_see_an_asgi3_application_and_calls_run_the_c_path() -> None:
+    log = AccessLog("/dev/null")
+    try:
+        middleware = _middleware(log)
+        # uvicorn, hypercorn and Starlette look at __call__; asyncio tasks at the result.
+        assert inspect.iscoroutinefunction(middleware.__call__)
+        assert asyncio.iscoroutinefunction(middleware.__call__)
+        exchange = middleware({"type": "http"}, None, None)
+        assert type(exchange).__module__ == "boundlog._speedups"
+        assert asyncio.iscoroutine(exchange)
+        exchange.close()
+        # Other scopes go to the reference.
+        lifespan = middleware({"type": "lifespan"}, None, None)
+        assert inspect.iscoroutine(lifespan)
+        lifespan.close()
+    finally:
+        log.close()
+
+
+def test_a_subclass_keeps_the_python_path() -> None:
+    class Mine(AccessLogMiddleware):
+        pass
+
+    log = AccessLog("/dev/null")
+    try:
+        middleware = Mine(_application([]), log=log)
+        coroutine = middleware({"type": "http"}, None, None)
+        assert inspect.iscoroutine(coroutine)
+        coroutine.close()
+    finally:
+        log.close()
+
+
+def test_an_exchange_runs_on_a_real_event_loop_and_is_not_reused() -> None:
+    fmt = Collecting(True)
+    log = AccessLog("/dev/null", fmt, flush_interval=0)
+    try:
+        middleware = _middleware(log)
+        middleware.app = _application(
+            [("send", {"type": "http.response.start", "status": 201}, False),
+             ("send", {"type": "http.response.body", "body": b"abc"}, False)]
+        )  # fmt: skip
+        scope = _scope_of({"http_version": "1.1", "raw_path": b"/", "headers": []})
+
+        async def send(message: Any) -> None:
+            await asyncio.sleep(0)  # a real suspension, through the exchange
+
+        async def main() -> None:
+            exchange = middleware(scope, None, send)
+            await asyncio.create_task(exchange)
+            with pytest.raises(RuntimeError, match="cannot reuse"):
+                await exchange
+
+        asyncio.run(main())
+        assert log.flush(timeout=10)
+        [record] = fmt.records
+        assert (record.status, record.bytes_sent, record.path) == (201, 3, b"/")
+    finally:
+        log.close()
+
+
+def test_threads_sharing_a_middleware_lose_nothing() -> None:
+    """Without the GIL (3.13t) the C path is driven from many threads at once: each
+    request's objects are its own, the middleware's are read-only, the queue is shared."""
+    fmt = Collecting(True)
+    log = AccessLog("/dev/null", fmt, flush_interval=0, max_queue=100_000)
+    threads, each = 8, 300
+    try:
+        middleware = _middleware(log)
+        middleware.app = _application(
+            [("send", {"type": "http.response.start", "status": 200}, False),
+             ("suspend",),
+             ("send", {"type": "http.response.body", "body": b"abc"}, False)]
+        )  # fmt: skip
+        scope = _scope_of({"http_version": "1.1", "raw_path": b"/t", "headers": []})
+
+        async def send(message: Any) -> None:
+            pass
+
+        def serve() -> None:
+            for _ in range(each):
+                assert _drive(middleware(dict(scope), None, send), ("run",)) == ("returned", None)
+
+        workers = [threading.Thread(target=serve) for _ in range(threads)]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+        stats = log.close()
+    finally:
+        log.close()
+    assert (stats.submitted, stats.written) == (threads * each, threads * each)
+    assert {(record.status, record.bytes_sent) for record in fmt.records} == {(200, 3)}
