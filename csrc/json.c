@@ -34,25 +34,6 @@ enum { HEADER_TEXT, HEADER_RESPONSE, HEADER_NAME, HEADER_ENVIRON_KEY, HEADER_RED
 /* Larger float times are left to Python (the conversion to long long stays defined). */
 #define LARGEST_TIME 1e15
 
-/* Python's float floor division (floatobject.c's _float_div_mod). */
-static double
-python_floor_divide(double vx, double wx)
-{
-    double mod = fmod(vx, wx);
-    double div = (vx - mod) / wx;
-    if (mod != 0.0 && ((wx < 0) != (mod < 0))) {
-        div -= 1.0;
-    }
-    if (div == 0.0) {
-        return copysign(0.0, vx / wx);
-    }
-    double floored = floor(div);
-    if (div - floored > 0.5) {
-        floored += 1.0;
-    }
-    return floored;
-}
-
 /* Python's round(x) of a float: to the nearest integer, half to even. */
 static double
 python_round(double x)
@@ -118,8 +99,13 @@ split_time(PyObject *when, int one_by_one, long long *second, int *millisecond)
     double fraction = t - whole;
     *second = (long long)whole;
     if (!one_by_one) {
-        /* (fraction * 1e6 + 0.5) // 1000.0, as Rfc3339Clock.stamps. */
-        *millisecond = (int)python_floor_divide(fraction * 1e6 + 0.5, 1000.0);
+        /* (fraction * 1e6 + 0.5) // 1000.0, as Rfc3339Clock.stamps: two statements, so
+         * that no compiler fuses them into one multiply-add, which rounds once where
+         * Python rounds twice.  Python's float // is exact (its fmod is): for x in
+         * [0.5, 1e6) it is floor(x) // 1000 in integers. */
+        double microseconds = fraction * 1e6;
+        double rounded = microseconds + 0.5;
+        *millisecond = (int)((long long)rounded / 1000);
         return;
     }
     /* _timestamps._second_and_microsecond, then microsecond // 1000. */

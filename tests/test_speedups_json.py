@@ -195,6 +195,7 @@ def test_durations(durations: list[float]) -> None:
 @given(st.lists(JSON_TIMES, min_size=1, max_size=6), st.booleans())
 @example([1_600_000_000.9999995, 1_600_000_000.25], True)
 @example([-0.9999996, -1.5, 0.0005], False)
+@example([1_700_000_000 + k / 1000 + 0.0005 for k in range(0, 1000, 37)], True)
 def test_times(times: list[float], utc: bool) -> None:
     """Times column-wise, or one by one when one is negative or rounds up: as Python."""
     fmt = JsonFormat(utc=utc)
