@@ -5,9 +5,9 @@
    hand (no event loop) so that only the middleware and the submission are measured.
    The writer runs as in production, draining to /dev/null; only the CPU time of the
    calling thread is counted, so the writer's own formatting is not.
-2. The writer: formatting a batch of combined lines and writing it to /dev/null, in µs
-   per line, with the core ``boundlog --version`` names (``BOUNDLOG_NO_EXTENSIONS=1``
-   for the pure-Python one).
+2. The writer: formatting a batch of combined lines, and one of JSON lines, and writing
+   it to /dev/null, in µs per line, with the core ``boundlog --version`` names
+   (``BOUNDLOG_NO_EXTENSIONS=1`` for the pure-Python one).
 
 Times are CPU time of the measuring thread (``time.thread_time``), which other load on
 a shared machine disturbs far less than wall-clock time.  Each figure is the median of
@@ -100,8 +100,8 @@ def request_path(rounds: int, count: int) -> tuple[float, float, float]:
     return plain, with_log, with_log - plain
 
 
-def writer_per_line(rounds: int, batch: int) -> float:
-    fmt = make_format("combined", utc=False)
+def writer_per_line(rounds: int, batch: int, format_name: str) -> float:
+    fmt = make_format(format_name, utc=False)
     now = time.time()
     records = [
         Record(now + i / batch, 0.0004, "127.0.0.1", "GET", b"/hello", b"name=world",
@@ -130,12 +130,14 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=512, help="lines per writer batch")
     args = parser.parse_args()
     plain, wrapped, extra = request_path(args.rounds, args.requests)
-    line = writer_per_line(args.rounds, args.batch)
+    line = writer_per_line(args.rounds, args.batch, "combined")
+    json_line = writer_per_line(args.rounds, args.batch, "json")
     print(f"core:                      {core_description}")
     print(f"ASGI app alone:            {plain:6.2f} µs/request")
     print(f"ASGI app + boundlog:       {wrapped:6.2f} µs/request")
     print(f"request-path cost:         {extra:6.2f} µs/request   (target <= 1.2)")
     print(f"writer, combined->devnull: {line:6.2f} µs/line      (target <= 1.5)")
+    print(f"writer, json->devnull:     {json_line:6.2f} µs/line")
 
 
 if __name__ == "__main__":

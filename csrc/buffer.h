@@ -24,6 +24,12 @@ int buffer_grow(Buffer *buffer, Py_ssize_t extra);
 /* The bytes written so far (NULL on error); the buffer no longer holds them. */
 PyObject *buffer_finish(Buffer *buffer);
 void buffer_free(Buffer *buffer);
+/* What a format returns for a batch whose writing ended with `rc`: the bytes written
+ * (rc 0), None (rc > 0: a record left to the pure-Python core), or NULL (rc < 0, with
+ * an exception set).  The buffer no longer holds anything. */
+PyObject *buffer_result(Buffer *buffer, int rc);
+/* Appends `number` in decimal, as b"%d" % number does: 0, or -1 with MemoryError set. */
+int buffer_write_decimal(Buffer *buffer, long long number);
 
 static inline int
 buffer_reserve(Buffer *buffer, Py_ssize_t extra)

@@ -11,14 +11,8 @@
 #include "buffer.h"
 #include "escape.h"
 #include "headers.h"
+#include "record.h"
 #include "text.h"
-
-/* The fields of a Record, by position (_record.py). */
-enum { TIME, DURATION, CLIENT, METHOD, PATH, QUERY, PROTOCOL, STATUS, BYTES_SENT,
-       REQUEST_HEADERS, RESPONSE_HEADERS, FIELDS };
-
-/* Not handled here: leave the batch to the pure-Python core. */
-#define UNSUPPORTED 1
 
 /* The stamps of the seconds seen last in this batch: a batch spans one or two. */
 #define CACHED_SECONDS 2
@@ -100,33 +94,6 @@ write_escaped_bytes(Buffer *buffer, PyObject *bytes)
     return escape_write(buffer, PyBytes_AS_STRING(bytes), PyBytes_GET_SIZE(bytes), ESCAPE_QUOTED);
 }
 
-/* Appends `number` in decimal, as b"%d" % number (snprintf cost half a line's time). */
-static int
-write_number(Buffer *buffer, long long number)
-{
-    char digits[24];
-    char *end = digits + sizeof digits, *start = end;
-    /* Unsigned, so that the most negative number negates without overflow. */
-    unsigned long long magnitude = number < 0 ? 0ULL - (unsigned long long)number
-                                              : (unsigned long long)number;
-    do {
-        *--start = (char)('0' + magnitude % 10);
-        magnitude /= 10;
-    } while (magnitude != 0);
-    if (number < 0) {
-        *--start = '-';
-    }
-    return buffer_write(buffer, start, end - start);
-}
-
-/* Whether `method` (a str) is exactly "HEAD". */
-static int
-is_head(PyObject *method)
-{
-    return PyUnicode_IS_ASCII(method) && PyUnicode_GET_LENGTH(method) == 4
-           && memcmp(PyUnicode_DATA(method), "HEAD", 4) == 0;
-}
-
 /* Appends one record's line: 0, -1 with an exception set, or UNSUPPORTED. */
 static int
 write_line(Buffer *buffer, PyObject *record, Stamps *stamps, PyObject *clock, PyObject *names,
@@ -141,23 +108,13 @@ write_line(Buffer *buffer, PyObject *record, Stamps *stamps, PyObject *clock, Py
     PyObject *path = PyTuple_GET_ITEM(record, PATH);
     PyObject *query = PyTuple_GET_ITEM(record, QUERY);
     PyObject *protocol = PyTuple_GET_ITEM(record, PROTOCOL);
-    PyObject *status_field = PyTuple_GET_ITEM(record, STATUS);
-    PyObject *sent_field = PyTuple_GET_ITEM(record, BYTES_SENT);
     PyObject *headers = PyTuple_GET_ITEM(record, REQUEST_HEADERS);
     /* Exact types only: a subclass could change how the reference reads a value. */
+    long long status, sent;
     if ((client != Py_None && !PyUnicode_CheckExact(client)) || !PyUnicode_CheckExact(method)
         || !PyBytes_CheckExact(path) || !PyBytes_CheckExact(query)
-        || !PyUnicode_CheckExact(protocol) || !PyLong_CheckExact(status_field)
-        || !PyLong_CheckExact(sent_field)) {
-        return UNSUPPORTED;
-    }
-    int overflow;
-    long long status = PyLong_AsLongLongAndOverflow(status_field, &overflow);
-    if (overflow) {
-        return UNSUPPORTED;
-    }
-    long long sent = PyLong_AsLongLongAndOverflow(sent_field, &overflow);
-    if (overflow) {
+        || !PyUnicode_CheckExact(protocol)
+        || record_status_and_sent(record, &status, &sent) != 0) {
         return UNSUPPORTED;
     }
     Py_ssize_t start = buffer->length;
@@ -181,16 +138,13 @@ write_line(Buffer *buffer, PyObject *record, Stamps *stamps, PyObject *clock, Py
         return -1;
     }
     if (BUFFER_LITERAL(buffer, " ") < 0 || write_text(buffer, protocol, ESCAPE_QUOTED) < 0
-        || BUFFER_LITERAL(buffer, "\" ") < 0 || write_number(buffer, status) < 0
+        || BUFFER_LITERAL(buffer, "\" ") < 0 || buffer_write_decimal(buffer, status) < 0
         || BUFFER_LITERAL(buffer, " ") < 0) {
         return -1;
     }
-    /* No body reaches the client of a HEAD, 1xx, 204 or 304 response
-     * (_columns._bytes_on_the_wire); no byte is "-". */
-    if (is_head(method) || status == 204 || status == 304 || (status >= 100 && status < 200)) {
-        sent = 0;
-    }
-    rc = sent == 0 ? BUFFER_LITERAL(buffer, "-") : write_number(buffer, sent);
+    /* No byte is "-". */
+    sent = record_bytes_on_the_wire(method, status, sent);
+    rc = sent == 0 ? BUFFER_LITERAL(buffer, "-") : buffer_write_decimal(buffer, sent);
     if (rc < 0) {
         return -1;
     }
@@ -253,12 +207,5 @@ clf_format_apache(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t
     }
     stamps_clear(&stamps);
     Py_DECREF(records);
-    if (rc != 0) {
-        buffer_free(&buffer);
-        if (rc < 0) {
-            return NULL;
-        }
-        Py_RETURN_NONE;
-    }
-    return buffer_finish(&buffer);
+    return buffer_result(&buffer, rc);
 }

@@ -39,9 +39,9 @@ name_matches(PyObject *candidate, const char *name, Py_ssize_t size)
     return 1;
 }
 
-/* Appends a found value, bytes or str, escaped. */
+/* Hands a found value, bytes or str, to `write`. */
 static int
-write_value(Buffer *buffer, PyObject *value)
+write_value(Buffer *buffer, PyObject *value, HeaderValueWriter write)
 {
     TextBytes text;
     if (PyBytes_CheckExact(value)) {
@@ -50,7 +50,7 @@ write_value(Buffer *buffer, PyObject *value)
     else if (text_latin1_or_utf8(value, &text) < 0) {
         return -1;
     }
-    int rc = escape_write(buffer, text.data, text.size, ESCAPE_QUOTED);
+    int rc = write(buffer, text.data, text.size);
     text_release(&text);
     return rc;
 }
@@ -62,7 +62,7 @@ is_text(PyObject *value)
 }
 
 static int
-write_from_pairs(Buffer *buffer, PyObject *pairs, PyObject *name)
+write_from_pairs(Buffer *buffer, PyObject *pairs, PyObject *name, HeaderValueWriter write)
 {
     const char *wanted = PyBytes_AS_STRING(name);
     Py_ssize_t wanted_size = PyBytes_GET_SIZE(name);
@@ -83,7 +83,8 @@ write_from_pairs(Buffer *buffer, PyObject *pairs, PyObject *name)
                 goto unsupported;
             }
             /* A field sent more than once: its values joined with ", " (RFC 9110). */
-            if ((found && BUFFER_LITERAL(buffer, ", ") < 0) || write_value(buffer, value) < 0) {
+            if ((found && BUFFER_LITERAL(buffer, ", ") < 0)
+                || write_value(buffer, value, write) < 0) {
                 Py_DECREF(pair);
                 return -1;
             }
@@ -91,14 +92,15 @@ write_from_pairs(Buffer *buffer, PyObject *pairs, PyObject *name)
         }
         Py_DECREF(pair);
     }
-    return found ? 0 : BUFFER_LITERAL(buffer, "-");
+    return found ? 0 : HEADERS_ABSENT;
 unsupported:
     buffer->length = start;
     return HEADERS_UNSUPPORTED;
 }
 
 static int
-write_from_environ(Buffer *buffer, PyObject *environ, PyObject *environ_key)
+write_from_environ(Buffer *buffer, PyObject *environ, PyObject *environ_key,
+                   HeaderValueWriter write)
 {
     PyObject *value;
     if (PyDict_GetItemRef(environ, environ_key, &value) < 0) {
@@ -106,10 +108,10 @@ write_from_environ(Buffer *buffer, PyObject *environ, PyObject *environ_key)
     }
     int rc;
     if (value == NULL || value == Py_None) {
-        rc = BUFFER_LITERAL(buffer, "-");
+        rc = HEADERS_ABSENT;
     }
     else if (is_text(value)) {
-        rc = write_value(buffer, value);
+        rc = write_value(buffer, value, write);
     }
     else {
         rc = HEADERS_UNSUPPORTED;
@@ -119,13 +121,27 @@ write_from_environ(Buffer *buffer, PyObject *environ, PyObject *environ_key)
 }
 
 int
-headers_write(Buffer *buffer, PyObject *headers, PyObject *name, PyObject *environ_key)
+headers_find(Buffer *buffer, PyObject *headers, PyObject *name, PyObject *environ_key,
+             HeaderValueWriter write)
 {
     if (PyList_CheckExact(headers) || PyTuple_CheckExact(headers)) {
-        return write_from_pairs(buffer, headers, name);
+        return write_from_pairs(buffer, headers, name, write);
     }
     if (PyDict_CheckExact(headers)) {
-        return write_from_environ(buffer, headers, environ_key);
+        return write_from_environ(buffer, headers, environ_key, write);
     }
     return HEADERS_UNSUPPORTED;
+}
+
+static int
+write_escaped(Buffer *buffer, const char *bytes, Py_ssize_t size)
+{
+    return escape_write(buffer, bytes, size, ESCAPE_QUOTED);
+}
+
+int
+headers_write(Buffer *buffer, PyObject *headers, PyObject *name, PyObject *environ_key)
+{
+    int rc = headers_find(buffer, headers, name, environ_key, write_escaped);
+    return rc == HEADERS_ABSENT ? BUFFER_LITERAL(buffer, "-") : rc;
 }

@@ -9,12 +9,17 @@
 
 #include "asgi.h"
 #include "clf.h"
+#include "json.h"
 
 static PyMethodDef methods[] = {
     {"format_apache", (PyCFunction)(void (*)(void))clf_format_apache, METH_FASTCALL,
      "format_apache(records, clock, names, environ_keys) -> bytes | None\n\n"
      "The common or combined lines of a batch, or None to leave it to the pure-Python\n"
      "core (_formats.ApacheFormat)."},
+    {"format_json", (PyCFunction)(void (*)(void))json_format_json, METH_FASTCALL,
+     "format_json(records, stamp_parts, texts, headers) -> bytes | None\n\n"
+     "The JSON lines of a batch, or None to leave it to the pure-Python core\n"
+     "(_json.JsonFormat)."},
     {NULL, NULL, 0, NULL},
 };
 

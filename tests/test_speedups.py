@@ -3,6 +3,8 @@
 The pure-Python ``ApacheFormat.format_batch_python`` defines the common and combined
 lines; the C ``format_apache`` must give the same bytes for every batch it handles, and
 hand back (None) every batch it does not, which the format then formats in Python.
+The JSON lines' equivalence is in tests/test_speedups_json.py; the leak and thread
+tests here run both formats.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import subprocess
 import sys
 import sysconfig
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -20,7 +23,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from _records import make_record
-from boundlog import Record, _core
+from _strategies import NUMBERS, RAW, TEXT, TIMES, VALUES, outcome
+from boundlog import JsonFormat, Record, _core
 from boundlog._formats import ApacheFormat
 
 FORCED_PURE = bool(os.environ.get(_core.NO_EXTENSIONS_VARIABLE))
@@ -28,13 +32,6 @@ needs_c = pytest.mark.skipif(
     _core.speedups is None, reason=f"the C core is not in use ({_core.description})"
 )
 
-# Text and bytes weighted towards what breaks lines, quoting and encodings: line
-# breaks, quotes, backslashes, spaces, NUL, DEL, latin-1, lone surrogates, astral.
-SPECIAL = '\n\r\x0b\x0c\x1c\x85\u2028"\\ %?-\x00\x7f\xe9\xff\ud800\udc00\U0001f600'
-TEXT = st.text(st.one_of(st.sampled_from(SPECIAL), st.characters(exclude_categories=())))
-LATIN1 = st.text(st.characters(max_codepoint=0xFF))
-RAW = st.one_of(st.binary(), TEXT.map(lambda text: text.encode("utf-8", "surrogatepass")))
-VALUES = st.one_of(RAW, TEXT, LATIN1)
 # Every spelling the Python reader accepts, in bytes and in text, and names to skip.
 NAMES = st.sampled_from(
     [b"referer", b"Referer", b"REFERER", "referer", "REFERER", "Referer",
@@ -47,19 +44,6 @@ ENVIRONS = st.dictionaries(
     st.none() | VALUES,
 )
 HEADERS = st.one_of(PAIRS, PAIRS.map(tuple), ENVIRONS, st.just(()))
-TIMES = st.one_of(
-    st.floats(min_value=0, max_value=4102444800.0),
-    st.floats(min_value=-1e9, max_value=4102444800.0),
-    # Around a second's end, where datetime rounds up to the next second.
-    st.integers(min_value=1_600_000_000, max_value=1_600_000_003).flatmap(
-        lambda second: st.sampled_from([second + 0.9999994, second + 0.9999995, second + 1e-7])
-    ),
-    st.integers(min_value=0, max_value=2**31),
-)
-NUMBERS = st.one_of(
-    st.sampled_from([0, 1, 100, 101, 199, 200, 204, 304, 404, 500, 599]),
-    st.integers(min_value=-(2**63), max_value=2**63 - 1),
-)
 RECORDS = st.builds(
     Record,
     time=TIMES,
@@ -84,14 +68,6 @@ PLAIN_RECORDS = st.builds(
     referer=st.none() | st.just(b"https://example.test/"),
 )
 FORMAT_OPTIONS = st.tuples(st.booleans(), st.booleans())  # combined, utc
-
-
-def outcome(function: Any, records: list[Record]) -> Any:
-    """What ``function(records)`` returns, or the type of what it raises."""
-    try:
-        return function(records)
-    except Exception as error:
-        return type(error)
 
 
 def c_lines(fmt: ApacheFormat, records: list[Record]) -> bytes | None:
@@ -187,6 +163,8 @@ def test_the_c_core_is_in_use_unless_forced_off() -> None:
         assert _core.speedups is not None, _core.description
         assert _core.description == "C core"
         assert ApacheFormat.format_batch is not ApacheFormat.format_batch_python
+        assert _core.format_json is not None
+        assert JsonFormat.format_batch is not JsonFormat.format_batch_python
 
 
 @pytest.mark.parametrize("value", ["1", "0", "yes"])
@@ -234,11 +212,32 @@ def _hostile_batch() -> list[Record]:
                     method=["GET", "HEAD", "G\xe9T"][i % 3], path=b'/p"\\\n\xff' * (i % 2),
                     query=[b"", b"q=\x00"][i % 2], status=[200, 304, 101][i % 3],
                     request_headers=[[(b"Referer", "\u20ac"), ("REFERER", "caf\xe9"),
-                                      (b"user-agent", b"ua\x7f")],
+                                      (b"user-agent", b"ua\x7f"), (b"cookie", b"s")],
                                      {"HTTP_USER_AGENT": "wsgi\xe9", "HTTP_REFERER": None},
-                                     ()][i % 3])
+                                     ()][i % 3],
+                    response_headers=[[(b"Content-Type", b"t\xff")], {"HTTP_CONTENT_TYPE": "x"},
+                                      ()][i % 3])
         for i in range(1000)
     ]  # fmt: skip
+
+
+def _c_formatter(name: str, *, utc: bool) -> Callable[[list[Record]], bytes | None]:
+    """The C core's function for the format ``name`` (combined or json), its other
+    arguments bound; the JSON format with added, redacted and response header fields."""
+    if name == "json":
+        json = JsonFormat(
+            utc=utc, request_headers=["Accept", "Cookie"], response_headers=["Content-Type"]
+        )
+        format_json = _core.format_json
+        assert format_json is not None
+        return lambda records: format_json(
+            records, json._clock.parts, json._texts, json._header_fields
+        )
+    apache = ApacheFormat(combined=True, utc=utc)
+    return lambda records: c_lines(apache, records)
+
+
+C_FORMATS = ["combined", "json"]
 
 
 def _rss_bytes() -> int:
@@ -248,19 +247,21 @@ def _rss_bytes() -> int:
 
 @needs_c
 @pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="no /proc")
-def test_a_million_records_leak_neither_references_nor_memory() -> None:
+@pytest.mark.parametrize("name", C_FORMATS)
+def test_a_million_records_leak_neither_references_nor_memory(name: str) -> None:
     """tracemalloc does not see C allocations: the references held and the process's
     resident memory must both come back after a million records."""
-    fmt = ApacheFormat(combined=True, utc=False)
+    c_format = _c_formatter(name, utc=False)
     records = _hostile_batch()
+    assert c_format(records) is not None  # formatted in C, not handed back
     fields = [value for record in records[:3] for value in record]
     gc.collect()
     before_refs = [sys.getrefcount(value) for value in (records, *records[:3], *fields)]
     for _ in range(20):  # warm the allocator up
-        c_lines(fmt, records)
+        c_format(records)
     rss = _rss_bytes()
     for _ in range(1000):
-        c_lines(fmt, records)
+        c_format(records)
     grown = _rss_bytes() - rss
     gc.collect()
     assert [sys.getrefcount(value) for value in (records, *records[:3], *fields)] == before_refs
@@ -271,9 +272,10 @@ def test_a_million_records_leak_neither_references_nor_memory() -> None:
 
 
 @needs_c
-def test_threads_formatting_while_the_batch_list_changes() -> None:
+@pytest.mark.parametrize("name", C_FORMATS)
+def test_threads_formatting_while_the_batch_list_changes(name: str) -> None:
     """Without the GIL: the list a caller owns may change while C reads it."""
-    fmt = ApacheFormat(combined=True, utc=True)
+    c_format = _c_formatter(name, utc=True)
     records = _hostile_batch()[:200]
     headers: list[tuple[bytes, bytes]] = [(b"referer", b"r")] * 50
     shared = [*records, make_record(request_headers=headers)]
@@ -288,7 +290,7 @@ def test_threads_formatting_while_the_batch_list_changes() -> None:
 
     def format_many() -> None:
         for _ in range(200):
-            data = c_lines(fmt, shared)
+            data = c_format(shared)
             assert data is not None
             assert data.count(b"\n") in (201, 202)
 

@@ -34,7 +34,7 @@ def _load() -> tuple[ModuleType | None, str]:
         from . import _speedups
     except ImportError:
         return None, "pure-Python core: extension not built"
-    if not hasattr(_speedups, "format_apache"):
+    if not all(hasattr(_speedups, name) for name in ("format_apache", "format_json")):
         # Not the extension: a directory of that name left behind, or a stale build.
         return None, f"pure-Python core: {_speedups.__name__} is not the extension"
     return _speedups, "C core"
@@ -52,8 +52,21 @@ format_apache: (
     ]
     | None
 ) = None
+format_json: (
+    Callable[
+        [
+            Sequence[Record],
+            Callable[[int], tuple[bytes, bytes]],
+            tuple[bytes, ...],
+            tuple[tuple[bytes, bool, bytes, str, bytes | None], ...],
+        ],
+        bytes | None,
+    ]
+    | None
+) = None
 #: The base class of the ASGI middleware's compiled request path, else None.
 asgi_middleware: type[AsgiMiddleware] | None = None
 if speedups is not None:
     format_apache = speedups.format_apache
+    format_json = speedups.format_json
     asgi_middleware = speedups.AsgiMiddleware

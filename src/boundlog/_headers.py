@@ -107,6 +107,10 @@ class HeaderReader:
         self._environ_keys = {name: environ_key(name) for name in self.names}
         self._upper_names = tuple(name.decode().upper() for name in self.names)
 
+    def redacts(self, name: bytes) -> bool:
+        """Whether the field ``name`` (one of :attr:`names`) is written as :data:`REDACTED`."""
+        return name in self._masked
+
     def columns(self, sources: Sequence[Headers], missing: Any = None) -> list[list[Any]]:
         """One column per name: each record's value of that field, or ``missing``."""
         # The writer's cost per line is mostly here, so the two shapes servers hand over

@@ -15,6 +15,10 @@ So ``boundlog.unescape(string.encode("utf-8"))`` recovers the bytes of a decoded
 string.  Text fields (client, method, protocol) are their UTF-8 bytes under the same
 rule (a lone surrogate makes them invalid UTF-8).  Every step is a C-level pass over a
 value, whatever bytes a client chooses.
+
+When the C core is built (``_core``), ``JsonFormat.format_batch`` runs its C
+counterpart (``csrc/json.c``) instead; the code here stays the reference it is tested
+against (``tests/test_speedups_json.py``) and formats any batch the C code hands back.
 """
 
 from __future__ import annotations
@@ -32,8 +36,9 @@ from ._columns import (
     _per_value,
     _text,
 )
+from ._core import format_json as _format_json
 from ._errors import ConfigurationError
-from ._headers import HeaderReader, header_name, header_names
+from ._headers import REDACTED, HeaderReader, environ_key, header_name, header_names
 from ._record import Record
 from ._timestamps import Rfc3339Clock
 
@@ -68,6 +73,10 @@ def _json_string(value: bytes) -> str:
     except UnicodeDecodeError:
         text = value.decode("latin-1").encode("ascii", "backslashreplace").decode("ascii")
     return encode_basestring_ascii(text)
+
+
+#: A redacted header field's JSON string, as bytes (for the C core).
+_REDACTED = encode_basestring_ascii(REDACTED.decode("ascii")).encode("ascii")
 
 
 def _json_bytes(values: Sequence[bytes | None]) -> Iterable[str]:
@@ -153,8 +162,8 @@ class JsonFormat:
     """
 
     __slots__ = (
-        "_clock", "_layout", "_method", "_numbers", "_protocol", "_request", "_request_added",
-        "_response", "_response_added",
+        "_clock", "_header_fields", "_layout", "_method", "_numbers", "_protocol", "_request",
+        "_request_added", "_response", "_response_added", "_texts",
     )  # fmt: skip
 
     def __init__(
@@ -188,23 +197,50 @@ class JsonFormat:
             self._response.names.index(header_name(name)) for name, _ in response_added
         ]
         self._clock = Rfc3339Clock(utc)
-        # Keys are escaped once, here.  The method, protocol and numbers fields carry
-        # the template text around them.
+        # Keys are escaped once, here.  The text before each field is ,"key": (the
+        # time's opens the line and its string, the client's closes that string).
         key = {field: encode_basestring_ascii(name) for field, name in keys.items()}
-        self._method = f",{key['method']}:", f",{key['path']}:"
-        self._protocol = f",{key['protocol']}:", f",{key['status']}:"
-        numbers = f"%d,{_percent_safe(key['bytes_sent'])}:%d,{_percent_safe(key['duration_ms'])}:"
+        before = {field: f",{name}:" for field, name in key.items()}
+        before["time"] = "{" + key["time"] + ':"'
+        before["client"] = '"' + before["client"]
+        # The method, protocol and numbers fields carry the template text around them.
+        self._method = before["method"], before["path"]
+        self._protocol = before["protocol"], before["status"]
+        numbers = f"%d{_percent_safe(before['bytes_sent'])}%d{_percent_safe(before['duration_ms'])}"
         self._numbers = numbers + "%.3f\n", numbers + "%s\n"
         added_keys = [encode_basestring_ascii(name) for _, name in request_added + response_added]
+        before_headers = [
+            before["referer"], before["user_agent"], before["request_id"],
+            *(f",{added}:" for added in added_keys),
+        ]  # fmt: skip
         self._layout = _Layout(
             [
-                "{" + key["time"] + ':"', None, '",' + key["client"] + ":", None, None, None,
-                "," + key["query"] + ":", None, None, None, "," + key["referer"] + ":", None,
-                "," + key["user_agent"] + ":", None, "," + key["request_id"] + ":", None,
-                *chain.from_iterable(("," + added + ":", None) for added in added_keys),
-                "}\n",
+                before["time"], None, before["client"], None, None, None, before["query"], None,
+                None, None, *chain.from_iterable((text, None) for text in before_headers), "}\n",
             ]
         )  # fmt: skip
+        # What the C core (_core.format_json) needs to write the same lines: the text
+        # before each built-in field and the line's end, then each header field's text,
+        # source (True: the response), name, environ key and redaction (csrc/json.h).
+        self._texts = (
+            *(before[field].encode("ascii") for field in JSON_FIELDS[: -len(_BUILT_IN_HEADERS)]),
+            b"}\n",
+        )
+        columns = [
+            *((self._request, index) for index in range(len(_BUILT_IN_HEADERS))),
+            *((self._request, index) for index in self._request_added),
+            *((self._response, index) for index in self._response_added),
+        ]
+        self._header_fields = tuple(
+            (
+                text.encode("ascii"),
+                reader is self._response,
+                reader.names[index],
+                environ_key(reader.names[index]),
+                _REDACTED if reader.redacts(reader.names[index]) else None,
+            )
+            for text, (reader, index) in zip(before_headers, columns, strict=True)
+        )
 
     @property
     def request_header_names(self) -> frozenset[bytes]:
@@ -217,6 +253,15 @@ class JsonFormat:
         return frozenset(self._response.names)
 
     def format_batch(self, records: Sequence[Record]) -> bytes:
+        if _format_json is not None:
+            # The C core gives the same bytes, or None for a batch it leaves to Python.
+            data = _format_json(records, self._clock.parts, self._texts, self._header_fields)
+            if data is not None:
+                return data
+        return self.format_batch_python(records)
+
+    def format_batch_python(self, records: Sequence[Record]) -> bytes:
+        """``format_batch`` in pure Python: the reference the C core is tested against."""
         if not records:
             return b""
         # The columns are dropped once laid out, so that encoding the line holds only

@@ -10,6 +10,13 @@ def format_apache(
     environ_keys: tuple[str, ...],
     /,
 ) -> bytes | None: ...
+def format_json(
+    records: Sequence[Record],
+    stamp_parts: Callable[[int], tuple[bytes, bytes]],
+    texts: tuple[bytes, ...],
+    headers: tuple[tuple[bytes, bool, bytes, str, bytes | None], ...],
+    /,
+) -> bytes | None: ...
 
 class AsgiMiddleware:
     """The compiled request path of asgi.AccessLogMiddleware (csrc/asgi_middleware.c)."""

@@ -213,6 +213,12 @@ class Rfc3339Clock:
         # One %-formatting for the whole batch: no template holds a newline or another %.
         return ("\n".join(self._templates.all(seconds)) % milliseconds).split("\n")
 
+    def parts(self, second: int) -> tuple[bytes, bytes]:
+        """The stamp of ``second`` as the text before its milliseconds and the text after
+        them (for the C core, which writes the milliseconds between)."""
+        before, after = self._templates[second].split("%03d")
+        return before.encode("ascii"), after.encode("ascii")
+
     def _template(self, second: int) -> str:
         tm, _, offset = self._calendar(second)
         return (

@@ -1,0 +1,454 @@
+/* JSON lines, byte for byte those of _json.JsonFormat:
+ *
+ *   {"time":"2000-10-10T13:55:36.123-07:00","client":"::1","method":"GET","path":"/",
+ *   "query":"","protocol":"HTTP/1.1","status":200,"bytes_sent":5,"duration_ms":0.412,
+ *   "referer":null,"user_agent":"curl/8.0","request_id":null}
+ *
+ * with the keys and added header fields the format was built with (json.h).  Every
+ * string follows the JSON string rule (escape.c); the stamp's text comes from the
+ * Python clock, once per distinct second per batch. */
+#include "json.h"
+
+#include <math.h>
+
+#include "buffer.h"
+#include "escape.h"
+#include "headers.h"
+#include "record.h"
+#include "text.h"
+
+/* The items of `texts` (json.h). */
+enum { BEFORE_TIME, BEFORE_CLIENT, BEFORE_METHOD, BEFORE_PATH, BEFORE_QUERY, BEFORE_PROTOCOL,
+       BEFORE_STATUS, BEFORE_SENT, BEFORE_DURATION, LINE_END, TEXTS };
+/* The items of each of `headers`. */
+enum { HEADER_TEXT, HEADER_RESPONSE, HEADER_NAME, HEADER_ENVIRON_KEY, HEADER_REDACTION,
+       HEADER_ITEMS };
+
+/* Times: Rfc3339Clock.stamps, step for step.  It splits a batch's times column-wise
+ * unless one is negative or rounds up to the next second; then it reads every time of
+ * the batch as datetime does (Rfc3339Clock.__call__).  Both are copied here with the
+ * same float operations, so that no millisecond can differ. */
+
+/* The fraction of a second, in microseconds, from which datetime rounds up. */
+#define ROUNDS_TO_NEXT_SECOND 999999.5
+/* Larger float times are left to Python (the conversion to long long stays defined). */
+#define LARGEST_TIME 1e15
+
+/* Python's round(x) of a float: to the nearest integer, half to even. */
+static double
+python_round(double x)
+{
+    double rounded = round(x);
+    if (fabs(x - rounded) == 0.5) {
+        rounded = 2.0 * round(x / 2.0);
+    }
+    return rounded;
+}
+
+/* Checks every record's shape and time first, and says in *one_by_one whether the
+ * clock would read the times one by one: 0, or UNSUPPORTED. */
+static int
+read_times(PyObject *records, int *one_by_one)
+{
+    *one_by_one = 0;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(records); i++) {
+        PyObject *record = PyTuple_GET_ITEM(records, i);
+        if (!PyTuple_Check(record) || PyTuple_GET_SIZE(record) != FIELDS) {
+            return UNSUPPORTED;
+        }
+        PyObject *when = PyTuple_GET_ITEM(record, TIME);
+        if (PyFloat_CheckExact(when)) {
+            double t = PyFloat_AS_DOUBLE(when);
+            /* NaN and infinities make Python raise: let it. */
+            if (!(fabs(t) < LARGEST_TIME)) {
+                return UNSUPPORTED;
+            }
+            if (t < 0 || (t - trunc(t)) * 1e6 >= ROUNDS_TO_NEXT_SECOND) {
+                *one_by_one = 1;
+            }
+        }
+        else if (PyLong_CheckExact(when)) {
+            int overflow;
+            long long second = PyLong_AsLongLongAndOverflow(when, &overflow);
+            if (overflow) {
+                return UNSUPPORTED;
+            }
+            if (second < 0) {
+                *one_by_one = 1;
+            }
+        }
+        else {
+            return UNSUPPORTED;
+        }
+    }
+    return 0;
+}
+
+/* The second and millisecond a record's time (checked by read_times) is stamped with. */
+static void
+split_time(PyObject *when, int one_by_one, long long *second, int *millisecond)
+{
+    if (PyLong_CheckExact(when)) {
+        /* A fraction of 0: both ways give millisecond 0. */
+        *second = PyLong_AsLongLong(when);
+        *millisecond = 0;
+        return;
+    }
+    double t = PyFloat_AS_DOUBLE(when);
+    double whole = trunc(t);
+    double fraction = t - whole;
+    *second = (long long)whole;
+    if (!one_by_one) {
+        /* (fraction * 1e6 + 0.5) // 1000.0, as Rfc3339Clock.stamps: two statements, so
+         * that no compiler fuses them into one multiply-add, which rounds once where
+         * Python rounds twice.  Python's float // is exact (its fmod is): for x in
+         * [0.5, 1e6) it is floor(x) // 1000 in integers. */
+        double microseconds = fraction * 1e6;
+        double rounded = microseconds + 0.5;
+        *millisecond = (int)((long long)rounded / 1000);
+        return;
+    }
+    /* _timestamps._second_and_microsecond, then microsecond // 1000. */
+    long long microsecond = (long long)python_round(fraction * 1e6);
+    if (microsecond >= 1000000) {
+        *second += 1;
+        microsecond -= 1000000;
+    }
+    else if (microsecond < 0) {
+        *second -= 1;
+        microsecond += 1000000;
+    }
+    *millisecond = (int)(microsecond / 1000);
+}
+
+/* The clock's parts of the seconds seen last in this batch: a batch spans one or two. */
+#define CACHED_SECONDS 2
+typedef struct {
+    long long second[CACHED_SECONDS];
+    PyObject *parts[CACHED_SECONDS]; /* (before, after) tuples held, or NULL */
+    int next;                        /* the slot to replace next */
+} Stamps;
+
+static void
+stamps_clear(Stamps *stamps)
+{
+    for (int i = 0; i < CACHED_SECONDS; i++) {
+        Py_CLEAR(stamps->parts[i]);
+    }
+}
+
+/* The (before, after) parts of `second`'s stamp, borrowed from the cache (which holds
+ * them for the batch); NULL with no exception set when the clock refused it. */
+static PyObject *
+stamp_parts(Stamps *stamps, PyObject *clock_parts, long long second)
+{
+    for (int i = 0; i < CACHED_SECONDS; i++) {
+        if (stamps->parts[i] != NULL && stamps->second[i] == second) {
+            return stamps->parts[i];
+        }
+    }
+    PyObject *number = PyLong_FromLongLong(second);
+    PyObject *parts = number == NULL ? NULL : PyObject_CallOneArg(clock_parts, number);
+    Py_XDECREF(number);
+    if (parts == NULL || !PyTuple_CheckExact(parts) || PyTuple_GET_SIZE(parts) != 2
+        || !PyBytes_CheckExact(PyTuple_GET_ITEM(parts, 0))
+        || !PyBytes_CheckExact(PyTuple_GET_ITEM(parts, 1))) {
+        /* The reference raises the same error for this second (or does whatever an
+         * odd clock makes it do): let it. */
+        Py_XDECREF(parts);
+        PyErr_Clear();
+        return NULL;
+    }
+    Py_XSETREF(stamps->parts[stamps->next], parts);
+    stamps->second[stamps->next] = second;
+    stamps->next = (stamps->next + 1) % CACHED_SECONDS;
+    return parts;
+}
+
+static int
+write_bytes_object(Buffer *buffer, PyObject *bytes)
+{
+    return buffer_write(buffer, PyBytes_AS_STRING(bytes), PyBytes_GET_SIZE(bytes));
+}
+
+/* Appends the stamp of `when`: the text before the milliseconds, them, the rest. */
+static int
+write_stamp(Buffer *buffer, Stamps *stamps, PyObject *clock_parts, PyObject *when,
+            int one_by_one)
+{
+    long long second;
+    int millisecond;
+    split_time(when, one_by_one, &second, &millisecond);
+    PyObject *parts = stamp_parts(stamps, clock_parts, second);
+    if (parts == NULL) {
+        return UNSUPPORTED;
+    }
+    char digits[3] = {(char)('0' + millisecond / 100), (char)('0' + millisecond / 10 % 10),
+                      (char)('0' + millisecond % 10)};
+    if (write_bytes_object(buffer, PyTuple_GET_ITEM(parts, 0)) < 0
+        || buffer_write(buffer, digits, 3) < 0
+        || write_bytes_object(buffer, PyTuple_GET_ITEM(parts, 1)) < 0) {
+        return -1;
+    }
+    return 0;
+}
+
+/* Appends "%.3f" % milliseconds, or null when it is not finite (_json_milliseconds). */
+static int
+write_milliseconds(Buffer *buffer, double milliseconds)
+{
+    if (!isfinite(milliseconds)) {
+        return BUFFER_LITERAL(buffer, "null");
+    }
+    if (milliseconds >= 0 && !signbit(milliseconds) && milliseconds < 1e9) {
+        /* The number of thousandths, rounded half to even from the exact product: it
+         * is p + e, both exact (fma), |e| at most half a unit of p's last place.  Below
+         * 2**52 the distance of p's fraction d from one half is 0 or at least a unit of
+         * that place, so e decides only a tie. */
+        double p = milliseconds * 1000.0;
+        double e = fma(milliseconds, 1000.0, -p);
+        double whole = floor(p);
+        double d = p - whole;
+        long long n = (long long)whole;
+        if (d > 0.5 || (d == 0.5 && (e > 0 || (e == 0 && (n & 1))))) {
+            n += 1;
+        }
+        if (buffer_write_decimal(buffer, n / 1000) < 0 || buffer_reserve(buffer, 4) < 0) {
+            return -1;
+        }
+        int thousandths = (int)(n % 1000);
+        char fraction[4] = {'.', (char)('0' + thousandths / 100),
+                            (char)('0' + thousandths / 10 % 10), (char)('0' + thousandths % 10)};
+        buffer_put(buffer, fraction, 4);
+        return 0;
+    }
+    /* Python's own formatting of "%.3f" (negative, or very large). */
+    char *text = PyOS_double_to_string(milliseconds, 'f', 3, 0, NULL);
+    if (text == NULL) {
+        return -1;
+    }
+    int rc = buffer_write(buffer, text, (Py_ssize_t)strlen(text));
+    PyMem_Free(text);
+    return rc;
+}
+
+/* Appends a text field (client, method, protocol) as _json._json_text: null for None,
+ * else its UTF-8 bytes (surrogatepass) as a JSON string. */
+static int
+write_json_text(Buffer *buffer, PyObject *text)
+{
+    if (text == Py_None) {
+        return BUFFER_LITERAL(buffer, "null");
+    }
+    TextBytes bytes;
+    if (text_utf8(text, &bytes) < 0) {
+        return -1;
+    }
+    int rc = escape_json_write(buffer, bytes.data, bytes.size);
+    text_release(&bytes);
+    return rc;
+}
+
+/* Appends a bytes field (path, query) as _json._json_bytes: null for None. */
+static int
+write_json_bytes(Buffer *buffer, PyObject *bytes)
+{
+    if (bytes == Py_None) {
+        return BUFFER_LITERAL(buffer, "null");
+    }
+    return escape_json_write(buffer, PyBytes_AS_STRING(bytes), PyBytes_GET_SIZE(bytes));
+}
+
+/* Appends the text before a header field and the field: null when absent, else its
+ * value (repeats joined, gathered in `scratch` first: whether it is valid UTF-8 is
+ * decided for the whole) as a JSON string, or the redaction.  0, -1 or UNSUPPORTED. */
+static int
+write_header(Buffer *buffer, Buffer *scratch, PyObject *record, PyObject *field)
+{
+    int response = PyTuple_GET_ITEM(field, HEADER_RESPONSE) == Py_True;
+    PyObject *source = PyTuple_GET_ITEM(record, response ? RESPONSE_HEADERS : REQUEST_HEADERS);
+    PyObject *redaction = PyTuple_GET_ITEM(field, HEADER_REDACTION);
+    scratch->length = 0;
+    int rc = headers_find(scratch, source, PyTuple_GET_ITEM(field, HEADER_NAME),
+                          PyTuple_GET_ITEM(field, HEADER_ENVIRON_KEY), buffer_write);
+    if (rc == -1 || rc == HEADERS_UNSUPPORTED) {
+        return rc;
+    }
+    if (write_bytes_object(buffer, PyTuple_GET_ITEM(field, HEADER_TEXT)) < 0) {
+        return -1;
+    }
+    if (rc == HEADERS_ABSENT) {
+        return BUFFER_LITERAL(buffer, "null");
+    }
+    if (redaction != Py_None) {
+        return write_bytes_object(buffer, redaction);
+    }
+    return escape_json_write(buffer, scratch->data, scratch->length);
+}
+
+static int
+is_text_or_none(PyObject *value)
+{
+    return value == Py_None || PyUnicode_CheckExact(value);
+}
+
+static int
+is_bytes_or_none(PyObject *value)
+{
+    return value == Py_None || PyBytes_CheckExact(value);
+}
+
+/* Everything a line is built from besides its record. */
+typedef struct {
+    PyObject *clock_parts;
+    PyObject *texts;   /* a tuple of TEXTS bytes */
+    PyObject *headers; /* a tuple of HEADER_ITEMS-tuples */
+    int one_by_one;    /* how the clock reads this batch's times (read_times) */
+} Line;
+
+#define TEXT(line, i) PyTuple_GET_ITEM((line)->texts, (i))
+
+/* Appends one record's line: 0, -1 with an exception set, or UNSUPPORTED.  The record
+ * is held by the caller and a tuple's items cannot change: they may be borrowed. */
+static int
+write_line(Buffer *buffer, Buffer *scratch, Stamps *stamps, const Line *line, PyObject *record)
+{
+    PyObject *duration_field = PyTuple_GET_ITEM(record, DURATION);
+    PyObject *client = PyTuple_GET_ITEM(record, CLIENT);
+    PyObject *method = PyTuple_GET_ITEM(record, METHOD);
+    PyObject *path = PyTuple_GET_ITEM(record, PATH);
+    PyObject *query = PyTuple_GET_ITEM(record, QUERY);
+    PyObject *protocol = PyTuple_GET_ITEM(record, PROTOCOL);
+    /* Exact types only: a subclass could change how the reference reads a value.  None
+     * is null wherever the reference makes it null. */
+    long long status, sent;
+    if (!is_text_or_none(client) || !is_text_or_none(method) || !is_bytes_or_none(path)
+        || !is_bytes_or_none(query) || !is_text_or_none(protocol)
+        || record_status_and_sent(record, &status, &sent) != 0) {
+        return UNSUPPORTED;
+    }
+    double milliseconds;
+    if (PyFloat_CheckExact(duration_field)) {
+        milliseconds = PyFloat_AS_DOUBLE(duration_field) * 1000.0;
+    }
+    else if (PyLong_CheckExact(duration_field)) {
+        /* int * 1000.0 converts the int as PyLong_AsDouble does (OverflowError: Python's). */
+        double duration = PyLong_AsDouble(duration_field);
+        if (duration == -1.0 && PyErr_Occurred()) {
+            PyErr_Clear();
+            return UNSUPPORTED;
+        }
+        milliseconds = duration * 1000.0;
+    }
+    else {
+        return UNSUPPORTED;
+    }
+    int rc;
+    if (write_bytes_object(buffer, TEXT(line, BEFORE_TIME)) < 0) {
+        return -1;
+    }
+    rc = write_stamp(buffer, stamps, line->clock_parts, PyTuple_GET_ITEM(record, TIME),
+                     line->one_by_one);
+    if (rc != 0) {
+        return rc;
+    }
+    if (write_bytes_object(buffer, TEXT(line, BEFORE_CLIENT)) < 0
+        || write_json_text(buffer, client) < 0
+        || write_bytes_object(buffer, TEXT(line, BEFORE_METHOD)) < 0
+        || write_json_text(buffer, method) < 0
+        || write_bytes_object(buffer, TEXT(line, BEFORE_PATH)) < 0
+        || write_json_bytes(buffer, path) < 0
+        || write_bytes_object(buffer, TEXT(line, BEFORE_QUERY)) < 0
+        || write_json_bytes(buffer, query) < 0
+        || write_bytes_object(buffer, TEXT(line, BEFORE_PROTOCOL)) < 0
+        || write_json_text(buffer, protocol) < 0
+        || write_bytes_object(buffer, TEXT(line, BEFORE_STATUS)) < 0
+        || buffer_write_decimal(buffer, status) < 0
+        || write_bytes_object(buffer, TEXT(line, BEFORE_SENT)) < 0
+        || buffer_write_decimal(buffer, record_bytes_on_the_wire(method, status, sent)) < 0
+        || write_bytes_object(buffer, TEXT(line, BEFORE_DURATION)) < 0
+        || write_milliseconds(buffer, milliseconds) < 0) {
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(line->headers); i++) {
+        rc = write_header(buffer, scratch, record, PyTuple_GET_ITEM(line->headers, i));
+        if (rc != 0) {
+            return rc;
+        }
+    }
+    return write_bytes_object(buffer, TEXT(line, LINE_END));
+}
+
+/* Whether the arguments other than the records have the shapes json.h gives. */
+static int
+check_arguments(PyObject *texts, PyObject *headers)
+{
+    if (!PyTuple_CheckExact(texts) || PyTuple_GET_SIZE(texts) != TEXTS
+        || !PyTuple_CheckExact(headers)) {
+        return 0;
+    }
+    for (Py_ssize_t i = 0; i < TEXTS; i++) {
+        if (!PyBytes_CheckExact(PyTuple_GET_ITEM(texts, i))) {
+            return 0;
+        }
+    }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(headers); i++) {
+        PyObject *field = PyTuple_GET_ITEM(headers, i);
+        if (!PyTuple_CheckExact(field) || PyTuple_GET_SIZE(field) != HEADER_ITEMS
+            || !PyBytes_CheckExact(PyTuple_GET_ITEM(field, HEADER_TEXT))
+            || !PyBool_Check(PyTuple_GET_ITEM(field, HEADER_RESPONSE))
+            || !PyBytes_CheckExact(PyTuple_GET_ITEM(field, HEADER_NAME))
+            || !PyUnicode_CheckExact(PyTuple_GET_ITEM(field, HEADER_ENVIRON_KEY))
+            || !is_bytes_or_none(PyTuple_GET_ITEM(field, HEADER_REDACTION))) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+PyObject *
+json_format_json(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "format_json() takes 4 arguments");
+        return NULL;
+    }
+    if (!check_arguments(args[2], args[3])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "format_json(): texts must be a tuple of 10 bytes and headers a tuple "
+                        "of (bytes, bool, bytes, str, bytes | None) tuples");
+        return NULL;
+    }
+    Line line = {args[1], args[2], args[3], 0};
+    /* A tuple of the records, each held: the caller's list may change meanwhile (a
+     * list is copied under its lock on a free-threaded build). */
+    PyObject *records = PySequence_Tuple(args[0]);
+    if (records == NULL) {
+        return NULL;
+    }
+    if (read_times(records, &line.one_by_one) != 0) {
+        Py_DECREF(records);
+        Py_RETURN_NONE;
+    }
+    Py_ssize_t count = PyTuple_GET_SIZE(records);
+    Buffer buffer, scratch;
+    /* A default JSON line is about 250 to 350 bytes. */
+    if (buffer_init(&buffer, count * 320) < 0) {
+        Py_DECREF(records);
+        return NULL;
+    }
+    if (buffer_init(&scratch, 256) < 0) {
+        buffer_free(&buffer);
+        Py_DECREF(records);
+        return NULL;
+    }
+    Stamps stamps = {{0}, {NULL}, 0};
+    int rc = 0;
+    for (Py_ssize_t i = 0; i < count && rc == 0; i++) {
+        rc = write_line(&buffer, &scratch, &stamps, &line, PyTuple_GET_ITEM(records, i));
+    }
+    stamps_clear(&stamps);
+    buffer_free(&scratch);
+    Py_DECREF(records);
+    return buffer_result(&buffer, rc);
+}

@@ -1,0 +1,54 @@
+/* A Record (_record.py) as the formats read it: its fields by position, and the rule
+ * for the body bytes that reach the client. */
+#ifndef BOUNDLOG_RECORD_H
+#define BOUNDLOG_RECORD_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <string.h>
+
+enum { TIME, DURATION, CLIENT, METHOD, PATH, QUERY, PROTOCOL, STATUS, BYTES_SENT,
+       REQUEST_HEADERS, RESPONSE_HEADERS, FIELDS };
+
+/* What a format's writer returns besides 0 and -1 (an exception is set) for a record
+ * it does not read: the batch is left to the pure-Python core.  The value is
+ * HEADERS_UNSUPPORTED's (headers.h), so that a lookup's answer passes through. */
+#define UNSUPPORTED 1
+
+/* The status and byte count of a record as 64-bit integers: 0, or UNSUPPORTED for a
+ * value of another type than int (exactly) or one past 64 bits. */
+static inline int
+record_status_and_sent(PyObject *record, long long *status, long long *sent)
+{
+    PyObject *status_field = PyTuple_GET_ITEM(record, STATUS);
+    PyObject *sent_field = PyTuple_GET_ITEM(record, BYTES_SENT);
+    if (!PyLong_CheckExact(status_field) || !PyLong_CheckExact(sent_field)) {
+        return UNSUPPORTED;
+    }
+    int status_overflow, sent_overflow;
+    *status = PyLong_AsLongLongAndOverflow(status_field, &status_overflow);
+    *sent = PyLong_AsLongLongAndOverflow(sent_field, &sent_overflow);
+    return status_overflow || sent_overflow ? UNSUPPORTED : 0;
+}
+
+/* Whether `method` (a str, or None) is exactly "HEAD". */
+static inline int
+record_is_head(PyObject *method)
+{
+    return method != Py_None && PyUnicode_IS_ASCII(method) && PyUnicode_GET_LENGTH(method) == 4
+           && memcmp(PyUnicode_DATA(method), "HEAD", 4) == 0;
+}
+
+/* The body bytes servers really send (_columns._bytes_on_the_wire): none for a HEAD,
+ * 1xx, 204 or 304 response, whatever the application handed over. */
+static inline long long
+record_bytes_on_the_wire(PyObject *method, long long status, long long sent)
+{
+    if (record_is_head(method) || status == 204 || status == 304
+        || (status >= 100 && status < 200)) {
+        return 0;
+    }
+    return sent;
+}
+
+#endif

@@ -1,0 +1,277 @@
+"""The C core's JSON lines (csrc/json.c) against the pure-Python reference: the same bytes.
+
+``JsonFormat.format_batch_python`` defines a JSON line; the C ``format_json`` must give
+the same bytes for every batch it handles, with every option of the format, and hand
+back (None) every batch it does not, which the format then formats in Python.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, assume, example, given, settings
+from hypothesis import strategies as st
+
+from _records import make_record
+from _strategies import NUMBERS, RAW, TEXT, TIMES, VALUES, outcome
+from boundlog import ConfigurationError, JsonFormat, Record, _core
+from boundlog._json import JSON_FIELDS
+
+needs_c = pytest.mark.skipif(
+    _core.speedups is None, reason=f"the C core is not in use ({_core.description})"
+)
+
+# Every spelling of the fields a JSON line reads, in bytes and in text, and names to skip.
+NAMES = st.sampled_from(
+    [b"referer", b"Referer", "REFERER", b"user-agent", "User-Agent", b"x-request-id",
+     b"X-Request-ID", "X-REQUEST-ID", b"cookie", "Cookie", b"authorization", b"accept",
+     "ACCEPT", b"content-type", "Content-Type", b"set-cookie", "Set-Cookie",
+     b"x-forwarded-for", b"host", b"referer\x00", "r\xe9ferer", "\u0130", b""]
+)  # fmt: skip
+PAIRS = st.lists(st.tuples(NAMES, VALUES), max_size=6)
+ENVIRONS = st.dictionaries(
+    st.sampled_from(
+        ["HTTP_REFERER", "HTTP_USER_AGENT", "HTTP_X_REQUEST_ID", "HTTP_COOKIE", "HTTP_ACCEPT",
+         "CONTENT_TYPE", "HTTP_CONTENT_TYPE", "HTTP_SET_COOKIE", "REMOTE_ADDR"]
+    ),
+    st.none() | VALUES,
+)  # fmt: skip
+HEADERS = st.one_of(PAIRS, PAIRS.map(tuple), ENVIRONS, st.just(()))
+# Durations: any float (NaN, infinities, negative, huge, subnormal), exact ties at the
+# third decimal of a millisecond, and ints (one too big for a float).
+DURATIONS = st.one_of(
+    st.floats(),
+    st.floats(min_value=0, max_value=10),
+    st.integers(min_value=0, max_value=2**24).map(lambda k: k / 16 / 1000),
+    st.integers(min_value=0, max_value=10**6).map(lambda k: k / 1e6),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.just(10**400),
+)
+# Times: the Apache tests' ones, and negative ones, whole seconds' ends, the limits.
+JSON_TIMES = st.one_of(
+    TIMES,
+    st.floats(min_value=-3.0, max_value=3.0),
+    st.integers(min_value=-3, max_value=3).flatmap(
+        lambda second: st.sampled_from([second - 4e-7, second - 5e-7, second + 0.9999995])
+    ),
+    st.sampled_from([-0.0, 1e15, -1e15, 9.9e14, float("nan"), float("inf"), 2**62, -(2**63)]),
+)
+RECORDS = st.builds(
+    Record,
+    time=JSON_TIMES,
+    duration=DURATIONS,
+    client=st.one_of(st.none(), st.sampled_from(["", "127.0.0.1", "::1", "/a b.sock"]), TEXT),
+    method=st.one_of(st.none(), st.sampled_from(["GET", "HEAD", "head", "POST"]), TEXT),
+    path=st.one_of(st.none(), RAW),
+    query=st.one_of(st.just(b""), st.none(), RAW),
+    protocol=st.one_of(st.none(), st.sampled_from(["HTTP/1.1", "HTTP/2"]), TEXT),
+    status=NUMBERS | st.integers(),
+    bytes_sent=NUMBERS,
+    request_headers=HEADERS,
+    response_headers=HEADERS,
+)
+PLAIN_RECORDS = st.builds(
+    make_record,
+    time=st.floats(min_value=1.7e9, max_value=1.7e9 + 3),
+    duration=st.floats(min_value=0, max_value=30),
+    client=st.sampled_from(["127.0.0.1", "::1", None]),
+    status=st.sampled_from([200, 204, 304, 404]),
+    bytes_sent=st.integers(min_value=0, max_value=10**6),
+    method=st.sampled_from(["GET", "HEAD"]),
+    query=st.sampled_from([b"", b"a=1"]),
+    referer=st.none() | st.just(b"https://example.test/"),
+)
+
+HEADER_NAMES = ["X-Request-ID", "Cookie", "Referer", "Accept", "Content-Type", "Set-Cookie",
+                "Authorization", "user-agent", "X-Forwarded-For"]  # fmt: skip
+# Keys of every kind: quotes, backslashes, %, non-ASCII, a lone surrogate, a newline.
+KEYS = st.one_of(st.sampled_from(["k", 'k"', "k\\", "k%d", "%", "caf\xe9", "\ud800", "k\n"]), TEXT)
+HEADER_OPTION = st.one_of(
+    st.lists(st.sampled_from(HEADER_NAMES), unique_by=str.lower, max_size=4),
+    st.dictionaries(st.sampled_from(HEADER_NAMES), KEYS.map(lambda key: "h:" + key), max_size=4),
+)
+OPTIONS = st.fixed_dictionaries(
+    {"utc": st.booleans()},
+    optional={
+        "request_headers": HEADER_OPTION,
+        "response_headers": HEADER_OPTION,
+        "rename": st.dictionaries(st.sampled_from(JSON_FIELDS), KEYS.map(lambda key: "r:" + key)),
+        "allow_headers": st.lists(st.sampled_from(["Cookie", "Set-Cookie", "Authorization"])),
+    },
+)
+
+
+def json_format(options: dict[str, Any]) -> JsonFormat:
+    try:
+        return JsonFormat(**options)
+    except ConfigurationError:
+        assume(False)  # two fields given one key
+        raise
+
+
+def c_lines(fmt: JsonFormat, records: list[Record]) -> bytes | None:
+    assert _core.format_json is not None
+    return _core.format_json(records, fmt._clock.parts, fmt._texts, fmt._header_fields)
+
+
+def check(fmt: JsonFormat, records: list[Record]) -> Any:
+    """The C lines (None if handed back), checked against the reference."""
+    expected = outcome(fmt.format_batch_python, records)
+    c = outcome(lambda batch: c_lines(fmt, batch), records)
+    assert c is None or c == expected
+    assert outcome(fmt.format_batch, records) == expected
+    return c
+
+
+@needs_c
+@settings(max_examples=500, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(RECORDS, max_size=8), OPTIONS)
+def test_c_and_python_give_the_same_bytes(records: list[Record], options: dict[str, Any]) -> None:
+    check(json_format(options), records)
+
+
+@needs_c
+@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(PLAIN_RECORDS, max_size=8), RECORDS, st.data(), OPTIONS)
+def test_a_batch_mixing_plain_and_hostile_records(
+    plain: list[Record], hostile: Record, data: st.DataObject, options: dict[str, Any]
+) -> None:
+    records = list(plain)
+    records.insert(data.draw(st.integers(min_value=0, max_value=len(records))), hostile)
+    check(json_format(options), records)
+
+
+@needs_c
+@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(PLAIN_RECORDS, min_size=1, max_size=8), OPTIONS)
+def test_c_handles_every_ordinary_batch(records: list[Record], options: dict[str, Any]) -> None:
+    """What servers hand over is formatted in C, never handed back to Python."""
+    fmt = json_format(options)
+    assert c_lines(fmt, records) == fmt.format_batch_python(records)
+
+
+@needs_c
+@settings(max_examples=300)
+@given(
+    st.lists(
+        st.builds(
+            make_record,
+            client=st.none() | TEXT,
+            method=TEXT,
+            protocol=TEXT,
+            path=RAW,
+            query=RAW,
+            request_headers=PAIRS,
+        ),
+        min_size=1,
+        max_size=6,
+    ),
+    OPTIONS,
+)
+def test_c_formats_hostile_text_and_bytes(records: list[Record], options: dict[str, Any]) -> None:
+    """Hostile bytes, surrogates, control characters, non-ASCII, None: all in C."""
+    assert check(json_format(options), records) is not None
+
+
+@needs_c
+@settings(max_examples=300)
+@given(st.lists(st.floats() | st.integers(min_value=-(2**60), max_value=2**60), min_size=1))
+@example(
+    [0.0625e-3, 0.1875e-3, 0.0005, -0.0, 5e-324, 1e308, 999999.9995e-3, 0.1, float("nan"), 1e6, 4.5]
+)
+def test_durations(durations: list[float]) -> None:
+    """Every duration is its milliseconds as "%.3f" (null when not finite), in C."""
+    fmt = JsonFormat()
+    records = [make_record(duration=duration) for duration in durations]
+    c = check(fmt, records)
+    finite = all(math.isfinite(duration * 1000.0) for duration in durations)
+    assert c is not None or not finite
+
+
+@needs_c
+@settings(max_examples=300)
+@given(st.lists(JSON_TIMES, min_size=1, max_size=6), st.booleans())
+@example([1_600_000_000.9999995, 1_600_000_000.25], True)
+@example([-0.9999996, -1.5, 0.0005], False)
+@example([1_700_000_000 + k / 1000 + 0.0005 for k in range(0, 1000, 37)], True)
+def test_times(times: list[float], utc: bool) -> None:
+    """Times column-wise, or one by one when one is negative or rounds up: as Python."""
+    fmt = JsonFormat(utc=utc)
+    records = [make_record(time=when) for when in times]
+    c = check(fmt, records)
+    readable = all(
+        type(when) is int or (type(when) is float and abs(when) < 1e15) for when in times
+    )
+    assert c is not None or not readable or any(abs(when) >= 2**40 for when in times)
+
+
+# Each batch the C core leaves to Python, and why.
+HANDED_BACK = {
+    "a status past 64 bits": make_record(status=2**64),
+    "a byte count past 64 bits": make_record(bytes_sent=-(2**64)),
+    "a duration too big for a float": make_record(duration=10**400),
+    "a duration of another type": make_record(duration="1"),
+    "bytes for the client": make_record(client=b"127.0.0.1"),
+    "text for the path": make_record(path="/"),
+    "a str subclass": make_record(method=type("Method", (str,), {})("GET")),
+    "a bool status": make_record(status=True),
+    "a time neither float nor int": make_record(time=None),
+    "NaN": make_record(time=float("nan")),
+    "a time past the years C reads": make_record(time=1e16),
+    "an int time past 64 bits": make_record(time=2**64),
+    "a time the clock refuses": make_record(time=2**62),
+    "a header value of None": make_record(request_headers=[(b"referer", None)]),
+    "a pair as a list": make_record(request_headers=[[b"referer", b"x"]]),
+    "a Mapping, not a dict": make_record(request_headers=type("M", (dict,), {})()),
+    "headers of None": make_record(request_headers=None),
+    "a record too short": tuple(make_record())[:-1],
+}
+
+
+@needs_c
+@pytest.mark.parametrize("why", HANDED_BACK)
+def test_what_c_does_not_read_is_left_to_python(why: str) -> None:
+    fmt = JsonFormat(utc=True)
+    records: Any = [make_record(), HANDED_BACK[why]]
+    assert c_lines(fmt, records) is None
+    assert outcome(fmt.format_batch, records) == outcome(fmt.format_batch_python, records)
+
+
+@needs_c
+def test_response_headers_are_read_only_when_a_line_shows_them() -> None:
+    record = make_record(response_headers=None)  # type: ignore[arg-type]
+    assert c_lines(JsonFormat(), [record]) == JsonFormat().format_batch_python([record])
+    fmt = JsonFormat(response_headers=["Content-Type"])
+    assert c_lines(fmt, [record]) is None
+
+
+@needs_c
+def test_c_reads_any_sequence_of_records() -> None:
+    fmt = JsonFormat(request_headers={"Accept": "accept"}, response_headers=["Set-Cookie"])
+    records = [make_record(), make_record(status=304, method="HEAD", client=None)]
+    expected = fmt.format_batch_python(records)
+    assert c_lines(fmt, records) == expected
+    assert _core.format_json is not None
+    assert _core.format_json(tuple(records), fmt._clock.parts, fmt._texts, fmt._header_fields) == (
+        expected
+    )
+    assert c_lines(fmt, []) == b""
+    with pytest.raises(TypeError):
+        _core.format_json(records, fmt._clock.parts, fmt._texts[:-1], fmt._header_fields)
+    with pytest.raises(TypeError):
+        _core.format_json(records, fmt._clock.parts, fmt._texts, (("x",),))  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        _core.format_json(records, fmt._clock.parts, fmt._texts)  # type: ignore[call-arg]
+
+
+@needs_c
+def test_the_json_format_takes_the_c_path() -> None:
+    """Plain records are formatted in C (bytes, not None), by format_batch too."""
+    fmt = JsonFormat()
+    records = [make_record(), make_record(client=None, referer=b"https://example.test/")]
+    data = c_lines(fmt, records)
+    assert isinstance(data, bytes)
+    assert data == fmt.format_batch(records) == fmt.format_batch_python(records)
+    assert JsonFormat.format_batch is not JsonFormat.format_batch_python
