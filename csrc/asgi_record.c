@@ -252,6 +252,10 @@ asgi_record(Capture *capture, PyObject *status)
             PyTuple_SET_ITEM(record, i, fields[i]); /* stolen */
             fields[i] = NULL;
         }
+        /* Not a container the collector needs to see: nothing a record holds refers
+         * back to it (the header lists are the server's), so it can be in no cycle.
+         * Each collection would otherwise walk every queued record. */
+        PyObject_GC_UnTrack(record);
     }
 done:
     for (int i = 0; i < 11; i++) {

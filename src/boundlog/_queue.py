@@ -51,6 +51,13 @@ _BACKSTOP_SECONDS = 1.0
 class Admission:
     """The bounded queue, its overload policy and the counters of what it refused."""
 
+    # Slots: the C hand-off (csrc/handoff.c) reads four of them per request.
+    __slots__ = (
+        "_async_waiters", "_backlog", "_batch_size", "_closed", "_count_lock", "_hurry",
+        "_lock", "_max_queue", "_pending", "_room", "_room_waiters", "_wait_for_room",
+        "_wake_at", "_work", "peak", "refused", "taken",
+    )  # fmt: skip
+
     def __init__(self, *, max_queue: int, batch_size: int, policy: Policy) -> None:
         self._max_queue = max_queue
         self._batch_size = min(batch_size, max_queue)
