@@ -12,7 +12,9 @@ same records with the same counts.
 from __future__ import annotations
 
 import asyncio
+import gc
 import inspect
+import sys
 import threading
 import types
 from collections.abc import Iterator, Sequence
@@ -360,3 +362,43 @@ def test_threads_sharing_a_middleware_lose_nothing() -> None:
         log.close()
     assert (stats.submitted, stats.written) == (threads * each, threads * each)
     assert {(record.status, record.bytes_sent) for record in fmt.records} == {(200, 3)}
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+@pytest.mark.parametrize("ending", ["finished", "raised", "closed"])
+def test_the_c_path_keeps_no_reference_to_what_it_was_given(ending: str) -> None:
+    """A reference the C code took and never gave back shows in sys.getrefcount."""
+    log = AccessLog("/dev/null", flush_interval=0, max_queue=100_000)
+    try:
+        middleware = _middleware(log)
+        scope = _scope_of({"http_version": "1.1", "raw_path": b"/r", "headers": [(b"a", b"b")]})
+        start = {"type": "http.response.start", "status": 200, "headers": [(b"x", b"y")]}
+        body = {"type": "http.response.body", "body": b"abc"}
+
+        async def app(scope: Any, receive: Any, send: Any) -> None:
+            await send(start)
+            if ending == "raised":
+                raise AppError("after the start")
+            if ending == "closed":
+                await Suspend()
+            await send(body)
+
+        async def send(message: Any) -> None:
+            pass
+
+        middleware.app = app
+        watched = (scope, start, body, send, app, middleware)
+
+        def run(times: int) -> None:
+            driver = ("close", 0) if ending == "closed" else ("run",)
+            for _ in range(times):
+                _drive(middleware(scope, None, send), driver)
+            assert log.flush(timeout=30)
+            gc.collect()
+
+        run(100)  # whatever is made once (interned names, caches) is made here
+        before = [sys.getrefcount(thing) for thing in watched]
+        run(20_000)
+        assert [sys.getrefcount(thing) for thing in watched] == before
+    finally:
+        log.close()
