@@ -27,11 +27,15 @@ static int
 module_exec(PyObject *module)
 {
     AsgiTypes *state = PyModule_GetState(module);
+    state->handoff_type = (PyTypeObject *)PyType_FromModuleAndSpec(module, &handoff_spec, NULL);
     state->middleware_type = (PyTypeObject *)PyType_FromModuleAndSpec(module, &middleware_spec, NULL);
     state->exchange_type = (PyTypeObject *)PyType_FromModuleAndSpec(module, &exchange_spec, NULL);
     state->capture_type = (PyTypeObject *)PyType_FromModuleAndSpec(module, &capture_spec, NULL);
-    if (state->middleware_type == NULL || state->exchange_type == NULL
-        || state->capture_type == NULL) {
+    if (state->handoff_type == NULL || state->middleware_type == NULL
+        || state->exchange_type == NULL || state->capture_type == NULL) {
+        return -1;
+    }
+    if (PyModule_AddType(module, state->handoff_type) < 0) {
         return -1;
     }
     return PyModule_AddType(module, state->middleware_type);
@@ -41,6 +45,7 @@ static int
 module_traverse(PyObject *module, visitproc visit, void *arg)
 {
     AsgiTypes *state = PyModule_GetState(module);
+    Py_VISIT(state->handoff_type);
     Py_VISIT(state->middleware_type);
     Py_VISIT(state->exchange_type);
     Py_VISIT(state->capture_type);
@@ -51,6 +56,7 @@ static int
 module_clear(PyObject *module)
 {
     AsgiTypes *state = PyModule_GetState(module);
+    Py_CLEAR(state->handoff_type);
     Py_CLEAR(state->middleware_type);
     Py_CLEAR(state->exchange_type);
     Py_CLEAR(state->capture_type);

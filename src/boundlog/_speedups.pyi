@@ -1,6 +1,7 @@
 # The compiled core (csrc/*.c); imported through boundlog._core only.
 from collections.abc import Callable, Sequence
 
+from ._queue import Admission
 from ._record import Record
 
 def format_apache(
@@ -17,6 +18,13 @@ def format_json(
     headers: tuple[tuple[bytes, bool, bytes, str, bytes | None], ...],
     /,
 ) -> bytes | None: ...
+
+class Handoff:
+    """``Handoff(admission)(record)`` is ``admission.offer(record)`` (csrc/handoff.c)."""
+
+    admission: Admission
+    def __init__(self, admission: Admission) -> None: ...
+    def __call__(self, record: Record, /) -> bool: ...
 
 class AsgiMiddleware:
     """The compiled request path of asgi.AccessLogMiddleware (csrc/asgi_middleware.c)."""
