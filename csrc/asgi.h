@@ -20,6 +20,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include "environ.h"
 #include "handoff.h"
 
 /* The dict keys and message types the request path compares with, interned once per
@@ -71,12 +72,13 @@ typedef struct {
 } Capture;
 
 /* The module's state: its types (the Handoff's, and those the request path makes
- * instances of). */
+ * instances of), and the WSGI variables environ.c reads. */
 typedef struct {
     PyTypeObject *handoff_type;
     PyTypeObject *middleware_type;
     PyTypeObject *exchange_type;
     PyTypeObject *capture_type;
+    PyObject *environ_names[ENVIRON_VARIABLES];
 } AsgiTypes;
 
 extern PyType_Spec middleware_spec;

@@ -68,10 +68,14 @@ format_json: (
 #: ``handoff(admission)``: a C callable doing what ``admission.offer`` does (csrc/handoff.c),
 #: which ``AccessLog._offer`` is; else None.
 handoff: Callable[[Admission], Callable[[Record], bool]] | None = None
+#: ``environ_record(Record, environ, ..., bound, limit)``: _environ.environ_record in C
+#: for the usual environ, None for the rest (csrc/environ.c); else None.
+environ_record: Callable[..., Record | None] | None = None
 #: The base class of the ASGI middleware's compiled request path, else None.
 asgi_middleware: type[AsgiMiddleware] | None = None
 if speedups is not None:
     format_apache = speedups.format_apache
     format_json = speedups.format_json
     handoff = speedups.Handoff
+    environ_record = speedups.environ_record
     asgi_middleware = speedups.AsgiMiddleware

@@ -1,5 +1,6 @@
 # The compiled core (csrc/*.c); imported through boundlog._core only.
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from ._queue import Admission
 from ._record import Record
@@ -18,6 +19,19 @@ def format_json(
     headers: tuple[tuple[bytes, bool, bytes, str, bytes | None], ...],
     /,
 ) -> bytes | None: ...
+def environ_record(
+    record_type: type[Record],
+    environ: object,
+    received: float,
+    duration: float,
+    status: int,
+    sent: int,
+    request_headers: object,
+    response_headers: object,
+    bound: Callable[[bytes, bytes, Any], tuple[bytes, bytes, Any]],
+    limit: int,
+    /,
+) -> Record | None: ...
 
 class Handoff:
     """``Handoff(admission)(record)`` is ``admission.offer(record)`` (csrc/handoff.c)."""
