@@ -20,6 +20,9 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include "environ.h"
+#include "handoff.h"
+
 /* The dict keys and message types the request path compares with, interned once per
  * middleware (the module keeps no state of its own). */
 enum {
@@ -27,8 +30,6 @@ enum {
     NAME_PATHSEND_MESSAGE, NAME_BODY, NAME_MORE_BODY, NAME_TRAILERS, NAME_MORE_TRAILERS,
     NAME_STATUS, NAME_HEADERS, NAME_CLIENT, NAME_HTTP_VERSION, NAME_RAW_PATH, NAME_PATH,
     NAME_QUERY_STRING, NAME_METHOD,
-    /* Admission's (handoff.c) */
-    NAME_PENDING, NAME_CLOSED, NAME_WAKE_AT, NAME_APPEND, NAME_WAKE_WRITER, NAME_WITHDRAW,
     NAMES
 };
 
@@ -37,7 +38,7 @@ typedef struct {
     PyObject *app; /* the `app` attribute: read with middleware_app() */
     /* Set by bind(), all strong references; NULL until then. */
     PyObject *reference_call; /* AccessLogMiddleware.__call__, bound: other scopes */
-    PyObject *admission;      /* the log's Admission: the queue (handoff.c) */
+    PyObject *handoff;        /* the log's Handoff (log._offer): the queue (handoff.c) */
     PyObject *admit_then;     /* async (record, send, message): queue full at the end */
     PyObject *submit_unfinished; /* async (record, error): after the app, queue full */
     PyObject *submit_on_close;   /* (record): a closed exchange, which cannot wait */
@@ -52,7 +53,6 @@ typedef struct {
     PyTypeObject *exchange_type;
     PyTypeObject *capture_type;
     Py_ssize_t budget_limit;
-    Py_ssize_t max_queue;     /* admission._max_queue, which never changes */
     PyObject *names[NAMES];
 } Middleware;
 
@@ -71,11 +71,14 @@ typedef struct {
     int finished;          /* the record is handed over */
 } Capture;
 
-/* The module's state: the types the request path makes instances of. */
+/* The module's state: its types (the Handoff's, and those the request path makes
+ * instances of), and the WSGI variables environ.c reads. */
 typedef struct {
+    PyTypeObject *handoff_type;
     PyTypeObject *middleware_type;
     PyTypeObject *exchange_type;
     PyTypeObject *capture_type;
+    PyObject *environ_names[ENVIRON_VARIABLES];
 } AsgiTypes;
 
 extern PyType_Spec middleware_spec;
@@ -95,10 +98,6 @@ PyObject *asgi_item(PyObject *mapping, PyObject *name);
 PyObject *asgi_get(PyObject *mapping, PyObject *name, PyObject *fallback);
 /* Whether mapping.get(name) is true: 1, 0, or -1 on error. */
 int asgi_flag(PyObject *mapping, PyObject *name);
-
-/* Hands `record` to the queue as Admission.offer does: 1 accepted, 0 no room (not
- * counted), -1 on error (handoff.c). */
-int handoff_offer(Middleware *middleware, PyObject *record);
 
 /* The application, a new reference (NULL with an exception set if there is none). */
 PyObject *middleware_app(Middleware *middleware);

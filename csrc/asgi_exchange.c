@@ -145,7 +145,7 @@ app_ended(Exchange *exchange, PySendResult status, PyObject **result)
     PyObject *record = unfinished_record(exchange->capture);
     int accepted = 1;
     if (record != NULL) {
-        accepted = handoff_offer(exchange->middleware, record);
+        accepted = handoff_offer((Handoff *)exchange->middleware->handoff, record);
     }
     if (PyErr_Occurred()) {
         Py_XDECREF(record);

@@ -31,17 +31,11 @@ static const char *const name_strings[NAMES] = {
     [NAME_PATH] = "path",
     [NAME_QUERY_STRING] = "query_string",
     [NAME_METHOD] = "method",
-    [NAME_PENDING] = "_pending",
-    [NAME_CLOSED] = "_closed",
-    [NAME_WAKE_AT] = "_wake_at",
-    [NAME_APPEND] = "append",
-    [NAME_WAKE_WRITER] = "_wake_writer",
-    [NAME_WITHDRAW] = "_withdraw",
 };
 
 /* bind()'s arguments, all keyword-only, in this order. */
 static const char *const bind_keywords[] = {
-    "reference_call", "admission", "admit_then", "submit_unfinished",
+    "reference_call", "handoff", "admit_then", "submit_unfinished",
     "submit_on_close", "python_record", "file_size", "record_type", "protocols",
     "budget", "perf_counter", "wall_clock", "keeps_response_headers",
 };
@@ -51,7 +45,7 @@ static PyObject **
 bound_field(Middleware *middleware, size_t i)
 {
     PyObject **fields[BIND_ARGUMENTS] = {
-        &middleware->reference_call, &middleware->admission,
+        &middleware->reference_call, &middleware->handoff,
         &middleware->admit_then, &middleware->submit_unfinished,
         &middleware->submit_on_close, &middleware->python_record, &middleware->file_size,
         &middleware->record_type, &middleware->protocols, &middleware->budget,
@@ -104,13 +98,9 @@ middleware_bind(PyObject *self, PyTypeObject *defining_class, PyObject *const *a
         }
         return NULL;
     }
-    PyObject *max = PyObject_GetAttrString(values[1], "_max_queue");
-    Py_ssize_t max_queue = max == NULL ? -1 : PyLong_AsSsize_t(max);
-    Py_XDECREF(max);
-    if (max_queue < 0) {
-        if (!PyErr_Occurred()) {
-            PyErr_SetString(PyExc_ValueError, "bind(): admission._max_queue must not be negative");
-        }
+    AsgiTypes *state = PyType_GetModuleState(defining_class);
+    if (!Py_IS_TYPE(values[1], state->handoff_type)) {
+        PyErr_SetString(PyExc_TypeError, "bind(): handoff must be a Handoff (the log's _offer)");
         return NULL;
     }
     PyObject *names[NAMES];
@@ -123,7 +113,6 @@ middleware_bind(PyObject *self, PyTypeObject *defining_class, PyObject *const *a
             return NULL;
         }
     }
-    AsgiTypes *state = PyType_GetModuleState(defining_class);
     for (size_t i = 0; i < BIND_ARGUMENTS; i++) {
         *bound_field(middleware, i) = Py_NewRef(values[i]);
     }
@@ -133,7 +122,6 @@ middleware_bind(PyObject *self, PyTypeObject *defining_class, PyObject *const *a
     middleware->exchange_type = (PyTypeObject *)Py_NewRef(state->exchange_type);
     middleware->capture_type = (PyTypeObject *)Py_NewRef(state->capture_type);
     middleware->budget_limit = budget_limit;
-    middleware->max_queue = max_queue;
     Py_RETURN_NONE;
 }
 
@@ -260,7 +248,7 @@ static PyGetSetDef middleware_getset[] = {
 static PyMethodDef middleware_methods[] = {
     {"bind", (PyCFunction)(void (*)(void))middleware_bind,
      METH_METHOD | METH_FASTCALL | METH_KEYWORDS,
-     "bind(*, reference_call, admission, ...): what the request path uses (asgi.py)."},
+     "bind(*, reference_call, handoff, ...): what the request path uses (asgi.py)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -159,7 +159,7 @@ capture_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObjec
     if (rc == FORWARD) {
         return PyObject_CallOneArg(capture->send, message);
     }
-    int accepted = handoff_offer(capture->middleware, record);
+    int accepted = handoff_offer((Handoff *)capture->middleware->handoff, record);
     PyObject *result = NULL;
     if (accepted > 0) {
         result = PyObject_CallOneArg(capture->send, message);

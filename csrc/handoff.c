@@ -1,24 +1,41 @@
-/* The hand-off to the queue: _queue.Admission.offer in C, for the request path.
+/* The hand-off to the queue: _queue.Admission.offer in C (see handoff.h).
  *
- * Line for line the reference's: check the bound and the closed flag, append to the
+ * Line for line the reference's: check the bound, then the closed flag, append to the
  * deque (atomic, with or without the GIL), wake the writer if the queue reached the
  * length it asked to be woken at, and take the record back if the log closed
  * meanwhile.  The rare transitions (waking, withdrawing) call the Admission's own
  * methods, which take its lock; this takes none.  Its attributes are read afresh each
- * time: a fork gives the Admission a new deque (reset_after_fork). */
-#include "asgi.h"
+ * call, as strong references: a fork gives the Admission a new deque
+ * (reset_after_fork), and the writer changes _wake_at and _closed from its thread. */
+#include "handoff.h"
+
+#include <stddef.h>
+
+#include "compat.h"
+
+static const char *const name_strings[HANDOFF_NAMES] = {
+    [HANDOFF_PENDING] = "_pending",
+    [HANDOFF_CLOSED] = "_closed",
+    [HANDOFF_WAKE_AT] = "_wake_at",
+    [HANDOFF_APPEND] = "append",
+    [HANDOFF_WAKE_WRITER] = "_wake_writer",
+    [HANDOFF_WITHDRAW] = "_withdraw",
+};
 
 static PyObject *
-attribute(Middleware *middleware, int name)
+attribute(Handoff *handoff, int name)
 {
-    return PyObject_GetAttr(middleware->admission, middleware->names[name]);
+    if (name < HANDOFF_SLOTS && handoff->slots[name] != NULL) {
+        return PyMember_GetOne((const char *)handoff->admission, handoff->slots[name]);
+    }
+    return PyObject_GetAttr(handoff->admission, handoff->names[name]);
 }
 
 /* bool(admission._closed): 1, 0, or -1 on error. */
 static int
-closed(Middleware *middleware)
+closed(Handoff *handoff)
 {
-    PyObject *flag = attribute(middleware, NAME_CLOSED);
+    PyObject *flag = attribute(handoff, HANDOFF_CLOSED);
     if (flag == NULL) {
         return -1;
     }
@@ -27,11 +44,50 @@ closed(Middleware *middleware)
     return rc;
 }
 
+/* length >= admission._wake_at: 1, 0, or -1 on error.  _wake_at is an int (2**62 when
+ * no wake-up is wanted); anything else is compared as Python compares it. */
+static int
+reached(Handoff *handoff, Py_ssize_t length)
+{
+    PyObject *wake_at = attribute(handoff, HANDOFF_WAKE_AT);
+    if (wake_at == NULL) {
+        return -1;
+    }
+    int rc;
+    if (PyLong_CheckExact(wake_at)) {
+        int overflow;
+        long long threshold = PyLong_AsLongLongAndOverflow(wake_at, &overflow);
+        if (overflow) {
+            rc = overflow < 0; /* past a long long: below any length, or above */
+        }
+        else if (threshold == -1 && PyErr_Occurred()) {
+            rc = -1;
+        }
+        else {
+            rc = (long long)length >= threshold;
+        }
+    }
+    else {
+        PyObject *size = PyLong_FromSsize_t(length);
+        rc = size == NULL ? -1 : PyObject_RichCompareBool(size, wake_at, Py_GE);
+        Py_XDECREF(size);
+    }
+    Py_DECREF(wake_at);
+    return rc;
+}
+
 /* Appends `record` and returns the queue's new length, or -1 on error. */
 static Py_ssize_t
-append(Middleware *middleware, PyObject *pending, PyObject *record)
+append(Handoff *handoff, PyObject *pending, PyObject *record)
 {
-    PyObject *done = PyObject_CallMethodOneArg(pending, middleware->names[NAME_APPEND], record);
+    PyObject *done;
+    if (handoff->queue_append != NULL && (PyObject *)Py_TYPE(pending) == handoff->queue_type) {
+        PyObject *args[2] = {pending, record};
+        done = PyObject_Vectorcall(handoff->queue_append, args, 2, NULL);
+    }
+    else {
+        done = PyObject_CallMethodOneArg(pending, handoff->names[HANDOFF_APPEND], record);
+    }
     if (done == NULL) {
         return -1;
     }
@@ -41,9 +97,9 @@ append(Middleware *middleware, PyObject *pending, PyObject *record)
 
 /* Calls admission.<name>(*args) and returns bool(result): 1, 0, or -1. */
 static int
-call_admission(Middleware *middleware, int name, PyObject *argument)
+call_admission(Handoff *handoff, int name, PyObject *argument)
 {
-    PyObject *method = attribute(middleware, name);
+    PyObject *method = attribute(handoff, name);
     if (method == NULL) {
         return -1;
     }
@@ -59,46 +115,218 @@ call_admission(Middleware *middleware, int name, PyObject *argument)
 }
 
 int
-handoff_offer(Middleware *middleware, PyObject *record)
+handoff_offer(Handoff *handoff, PyObject *record)
 {
     /* Hot path, once per request: no formatting, no I/O, and no lock except on the
      * rare transitions (see _queue.py's module docstring). */
-    PyObject *pending = attribute(middleware, NAME_PENDING);
+    PyObject *pending = attribute(handoff, HANDOFF_PENDING);
     if (pending == NULL) {
         return -1;
     }
     int rc = -1;
     Py_ssize_t length = PyObject_Size(pending);
-    int is_closed = length < 0 ? -1 : closed(middleware);
-    if (is_closed < 0) {
+    if (length < 0) {
         goto done;
     }
-    if (length >= middleware->max_queue || is_closed) {
-        rc = 0;
+    /* `len(pending) < self._max_queue and not self._closed`: _closed is not read when
+     * the queue is full. */
+    int is_closed = length >= handoff->max_queue ? 1 : closed(handoff);
+    if (is_closed != 0) {
+        rc = is_closed < 0 ? -1 : 0;
         goto done;
     }
-    length = append(middleware, pending, record);
-    PyObject *wake_at = length < 0 ? NULL : attribute(middleware, NAME_WAKE_AT);
-    Py_ssize_t threshold = wake_at == NULL ? -1 : PyLong_AsSsize_t(wake_at);
-    Py_XDECREF(wake_at);
-    if (threshold == -1 && PyErr_Occurred()) {
+    length = append(handoff, pending, record);
+    int wake = length < 0 ? -1 : reached(handoff, length);
+    if (wake < 0 || (wake && call_admission(handoff, HANDOFF_WAKE_WRITER, NULL) < 0)) {
         goto done;
     }
-    if (length >= threshold && call_admission(middleware, NAME_WAKE_WRITER, NULL) < 0) {
-        goto done;
-    }
-    is_closed = closed(middleware);
-    if (is_closed < 0) {
-        goto done;
-    }
-    if (is_closed) {
-        int withdrawn = call_admission(middleware, NAME_WITHDRAW, record);
+    is_closed = closed(handoff);
+    if (is_closed > 0) {
+        int withdrawn = call_admission(handoff, HANDOFF_WITHDRAW, record);
         rc = withdrawn < 0 ? -1 : !withdrawn;
     }
     else {
-        rc = 1;
+        rc = is_closed < 0 ? -1 : 1;
     }
 done:
     Py_DECREF(pending);
     return rc;
 }
+
+static PyObject *
+handoff_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    if (PyVectorcall_NARGS(nargsf) != 1 || kwnames != NULL) {
+        PyErr_SetString(PyExc_TypeError, "a Handoff takes exactly one argument, the record");
+        return NULL;
+    }
+    int rc = handoff_offer((Handoff *)self, args[0]);
+    if (rc < 0) {
+        return NULL;
+    }
+    return PyBool_FromLong(rc);
+}
+
+/* Finds the shortcuts (see handoff.h) that `admission`'s type allows: its attributes
+ * are slots (Admission's __slots__) read by the generic lookup, and its queue is a
+ * deque (or a type whose append is a C method).  What is not found stays NULL, and is
+ * then looked up at each call, as Python does.  0, or -1 on error. */
+static int
+find_shortcuts(Handoff *handoff)
+{
+    PyObject *type = (PyObject *)Py_TYPE(handoff->admission);
+    if (Py_TYPE(handoff->admission)->tp_getattro != PyObject_GenericGetAttr) {
+        return 0;
+    }
+    for (int i = 0; i < HANDOFF_SLOTS; i++) {
+        /* On the class, a member descriptor is returned as itself. */
+        PyObject *descriptor = PyObject_GetAttr(type, handoff->names[i]);
+        if (descriptor == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_AttributeError)) {
+                return -1;
+            }
+            PyErr_Clear();
+            continue;
+        }
+        if (Py_IS_TYPE(descriptor, &PyMemberDescr_Type)) {
+            PyMemberDef *member = ((PyMemberDescrObject *)descriptor)->d_member;
+            if (member->type == Py_T_OBJECT_EX
+#ifdef Py_RELATIVE_OFFSET
+                && !(member->flags & Py_RELATIVE_OFFSET)
+#endif
+            ) {
+                handoff->slots[i] = member;
+                handoff->slot_descriptors[i] = Py_NewRef(descriptor);
+            }
+        }
+        Py_DECREF(descriptor);
+    }
+    PyObject *pending = attribute(handoff, HANDOFF_PENDING);
+    if (pending == NULL) {
+        /* No queue yet: every call looks up pending.append. */
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError)) {
+            return -1;
+        }
+        PyErr_Clear();
+        return 0;
+    }
+    PyObject *queue_type = Py_NewRef(Py_TYPE(pending));
+    Py_DECREF(pending);
+    PyObject *append = PyObject_GetAttr(queue_type, handoff->names[HANDOFF_APPEND]);
+    if (append == NULL || !Py_IS_TYPE(append, &PyMethodDescr_Type)) {
+        Py_DECREF(queue_type);
+        Py_XDECREF(append);
+        PyErr_Clear();
+        return 0;
+    }
+    handoff->queue_type = queue_type;
+    handoff->queue_append = append;
+    return 0;
+}
+
+static PyObject *
+handoff_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    PyObject *admission;
+    char *keywords[] = {"admission", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O:Handoff", keywords, &admission)) {
+        return NULL;
+    }
+    PyObject *max = PyObject_GetAttrString(admission, "_max_queue");
+    Py_ssize_t max_queue = max == NULL ? -1 : PyLong_AsSsize_t(max);
+    Py_XDECREF(max);
+    if (max_queue < 0) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_ValueError, "Handoff(): admission._max_queue must not be negative");
+        }
+        return NULL;
+    }
+    Handoff *handoff = (Handoff *)type->tp_alloc(type, 0);
+    if (handoff == NULL) {
+        return NULL;
+    }
+    handoff->vectorcall = handoff_vectorcall;
+    handoff->admission = Py_NewRef(admission);
+    handoff->max_queue = max_queue;
+    /* Zeroed by tp_alloc: a failure here leaves NULLs for handoff_clear. */
+    for (int i = 0; i < HANDOFF_NAMES; i++) {
+        handoff->names[i] = PyUnicode_InternFromString(name_strings[i]);
+        if (handoff->names[i] == NULL) {
+            Py_DECREF(handoff);
+            return NULL;
+        }
+    }
+    if (find_shortcuts(handoff) < 0) {
+        Py_DECREF(handoff);
+        return NULL;
+    }
+    return (PyObject *)handoff;
+}
+
+static int
+handoff_traverse(PyObject *self, visitproc visit, void *arg)
+{
+    Py_VISIT(Py_TYPE(self));
+    Handoff *handoff = (Handoff *)self;
+    Py_VISIT(handoff->admission);
+    Py_VISIT(handoff->queue_type);
+    Py_VISIT(handoff->queue_append);
+    for (int i = 0; i < HANDOFF_SLOTS; i++) {
+        Py_VISIT(handoff->slot_descriptors[i]);
+    }
+    return 0;
+}
+
+static int
+handoff_clear(PyObject *self)
+{
+    Handoff *handoff = (Handoff *)self;
+    Py_CLEAR(handoff->admission);
+    for (int i = 0; i < HANDOFF_NAMES; i++) {
+        Py_CLEAR(handoff->names[i]);
+    }
+    for (int i = 0; i < HANDOFF_SLOTS; i++) {
+        handoff->slots[i] = NULL;
+        Py_CLEAR(handoff->slot_descriptors[i]);
+    }
+    Py_CLEAR(handoff->queue_type);
+    Py_CLEAR(handoff->queue_append);
+    return 0;
+}
+
+static void
+handoff_dealloc(PyObject *self)
+{
+    PyTypeObject *type = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    handoff_clear(self);
+    type->tp_free(self);
+    Py_DECREF(type);
+}
+
+static PyMemberDef handoff_members[] = {
+    {"__vectorcalloffset__", Py_T_PYSSIZET, offsetof(Handoff, vectorcall), Py_READONLY, NULL},
+    {"admission", Py_T_OBJECT_EX, offsetof(Handoff, admission), Py_READONLY,
+     "The Admission this hands records to."},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyType_Slot handoff_slots[] = {
+    {Py_tp_doc, "Handoff(admission): a callable, handoff(record) -> bool, that does what\n"
+                "admission.offer(record) does (_queue.Admission.offer, the reference)."},
+    {Py_tp_new, handoff_new},
+    {Py_tp_call, PyVectorcall_Call},
+    {Py_tp_members, handoff_members},
+    {Py_tp_traverse, handoff_traverse},
+    {Py_tp_clear, handoff_clear},
+    {Py_tp_dealloc, handoff_dealloc},
+    {0, NULL},
+};
+
+PyType_Spec handoff_spec = {
+    .name = "boundlog._speedups.Handoff",
+    .basicsize = sizeof(Handoff),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL
+             | Py_TPFLAGS_IMMUTABLETYPE,
+    .slots = handoff_slots,
+};

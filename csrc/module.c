@@ -9,6 +9,7 @@
 
 #include "asgi.h"
 #include "clf.h"
+#include "environ.h"
 #include "json.h"
 
 static PyMethodDef methods[] = {
@@ -20,6 +21,11 @@ static PyMethodDef methods[] = {
      "format_json(records, stamp_parts, texts, headers) -> bytes | None\n\n"
      "The JSON lines of a batch, or None to leave it to the pure-Python core\n"
      "(_json.JsonFormat)."},
+    {"environ_record", (PyCFunction)(void (*)(void))environ_record, METH_FASTCALL,
+     "environ_record(record_type, environ, received, duration, status, sent,\n"
+     "               request_headers, response_headers, bound, limit) -> Record | None\n\n"
+     "_environ.environ_record for the usual environ, or None to leave it to the\n"
+     "pure-Python core; limit >= 0: the budget bound (RecordBudget.bounded) checks."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -27,11 +33,16 @@ static int
 module_exec(PyObject *module)
 {
     AsgiTypes *state = PyModule_GetState(module);
+    state->handoff_type = (PyTypeObject *)PyType_FromModuleAndSpec(module, &handoff_spec, NULL);
     state->middleware_type = (PyTypeObject *)PyType_FromModuleAndSpec(module, &middleware_spec, NULL);
     state->exchange_type = (PyTypeObject *)PyType_FromModuleAndSpec(module, &exchange_spec, NULL);
     state->capture_type = (PyTypeObject *)PyType_FromModuleAndSpec(module, &capture_spec, NULL);
-    if (state->middleware_type == NULL || state->exchange_type == NULL
-        || state->capture_type == NULL) {
+    if (state->handoff_type == NULL || state->middleware_type == NULL
+        || state->exchange_type == NULL || state->capture_type == NULL) {
+        return -1;
+    }
+    if (environ_names(state->environ_names) < 0
+        || PyModule_AddType(module, state->handoff_type) < 0) {
         return -1;
     }
     return PyModule_AddType(module, state->middleware_type);
@@ -41,6 +52,7 @@ static int
 module_traverse(PyObject *module, visitproc visit, void *arg)
 {
     AsgiTypes *state = PyModule_GetState(module);
+    Py_VISIT(state->handoff_type);
     Py_VISIT(state->middleware_type);
     Py_VISIT(state->exchange_type);
     Py_VISIT(state->capture_type);
@@ -51,9 +63,13 @@ static int
 module_clear(PyObject *module)
 {
     AsgiTypes *state = PyModule_GetState(module);
+    Py_CLEAR(state->handoff_type);
     Py_CLEAR(state->middleware_type);
     Py_CLEAR(state->exchange_type);
     Py_CLEAR(state->capture_type);
+    for (int i = 0; i < ENVIRON_VARIABLES; i++) {
+        Py_CLEAR(state->environ_names[i]);
+    }
     return 0;
 }
 

@@ -17,6 +17,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from ._queue import Admission
     from ._record import Record
     from ._speedups import AsgiMiddleware
 
@@ -64,9 +65,17 @@ format_json: (
     ]
     | None
 ) = None
+#: ``handoff(admission)``: a C callable doing what ``admission.offer`` does (csrc/handoff.c),
+#: which ``AccessLog._offer`` is; else None.
+handoff: Callable[[Admission], Callable[[Record], bool]] | None = None
+#: ``environ_record(Record, environ, ..., bound, limit)``: _environ.environ_record in C
+#: for the usual environ, None for the rest (csrc/environ.c); else None.
+environ_record: Callable[..., Record | None] | None = None
 #: The base class of the ASGI middleware's compiled request path, else None.
 asgi_middleware: type[AsgiMiddleware] | None = None
 if speedups is not None:
     format_apache = speedups.format_apache
     format_json = speedups.format_json
+    handoff = speedups.Handoff
+    environ_record = speedups.environ_record
     asgi_middleware = speedups.AsgiMiddleware

@@ -12,11 +12,20 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from . import _core
 from ._record import Headers, Record, new_record
 
 #: Cuts path, query and request headers down to the log's budget (see ``_budget``):
 #: ``RecordBudget.bounded`` for header pairs, ``bounded_environ`` for an environ.
 Bound = Callable[[bytes, bytes, Any], tuple[bytes, bytes, Headers]]
+
+#: With the C core, ``compiled(Record, environ, received, duration, status, sent,
+#: request_headers, response_headers, bound, limit)`` is :func:`environ_record`'s record
+#: for the usual environ (an exact dict of str values, a latin-1 target), and None for
+#: any other, which the caller then hands to :func:`environ_record`.  ``limit`` is the
+#: budget when ``bound`` is ``RecordBudget.bounded`` (the C code checks the size as it
+#: does and calls it only when over), -1 to call ``bound`` always (csrc/environ.c).
+compiled = _core.environ_record
 
 
 def environ_record(

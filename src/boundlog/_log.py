@@ -12,6 +12,7 @@ from collections.abc import Callable, Coroutine, Iterable
 from types import TracebackType
 from typing import Any
 
+from . import _core
 from ._budget import DEFAULT_MAX_RECORD_BYTES, MIN_RECORD_BYTES, RecordBudget
 from ._dev import DevFormat
 from ._errors import ConfigurationError
@@ -67,7 +68,8 @@ class AccessLog:
     submit: Callable[[Record], bool]
     submit_async: Callable[[Record], Coroutine[Any, Any, bool]]
     # For the integrations' request path: accepts a record if there is room now, and
-    # refuses without counting otherwise, so a refusal must go on to submit.
+    # refuses without counting otherwise, so a refusal must go on to submit.  With the
+    # C core, a _speedups.Handoff: Admission.offer in C (csrc/handoff.c).
     _offer: Callable[[Record], bool]
 
     def __init__(
@@ -177,7 +179,9 @@ class AccessLog:
         # Bound once so integrations call the admission directly, without a hop here.
         self.submit = self._admission.submit
         self.submit_async = self._admission.submit_async
-        self._offer = self._admission.offer
+        self._offer = (
+            self._admission.offer if _core.handoff is None else _core.handoff(self._admission)
+        )
         _open_logs.add(self)
         try:
             # Once the writer exists: a signal may come at once.

@@ -1,6 +1,8 @@
 # The compiled core (csrc/*.c); imported through boundlog._core only.
 from collections.abc import Callable, Sequence
+from typing import Any
 
+from ._queue import Admission
 from ._record import Record
 
 def format_apache(
@@ -17,6 +19,26 @@ def format_json(
     headers: tuple[tuple[bytes, bool, bytes, str, bytes | None], ...],
     /,
 ) -> bytes | None: ...
+def environ_record(
+    record_type: type[Record],
+    environ: object,
+    received: float,
+    duration: float,
+    status: int,
+    sent: int,
+    request_headers: object,
+    response_headers: object,
+    bound: Callable[[bytes, bytes, Any], tuple[bytes, bytes, Any]],
+    limit: int,
+    /,
+) -> Record | None: ...
+
+class Handoff:
+    """``Handoff(admission)(record)`` is ``admission.offer(record)`` (csrc/handoff.c)."""
+
+    admission: Admission
+    def __init__(self, admission: Admission) -> None: ...
+    def __call__(self, record: Record, /) -> bool: ...
 
 class AsgiMiddleware:
     """The compiled request path of asgi.AccessLogMiddleware (csrc/asgi_middleware.c)."""

@@ -345,7 +345,7 @@ if _core.asgi_middleware is not None:
             self.__call__ = reference  # type: ignore[method-assign]
             self.bind(
                 reference_call=reference,
-                admission=self.log._admission,
+                handoff=self.log._offer,
                 admit_then=self._admit_then,
                 submit_unfinished=self._submit_unfinished,
                 submit_on_close=self._submit_on_close,

@@ -46,6 +46,7 @@ from gunicorn.glogging import Logger as GunicornLogger  # type: ignore[import-un
 
 from ._budget import DEFAULT_MAX_RECORD_BYTES, MIN_RECORD_BYTES
 from ._core import NO_EXTENSIONS_VARIABLE
+from ._environ import compiled as _compiled_environ_record
 from ._environ import environ_record
 from ._errors import AccessLogError, ConfigurationError
 from ._filters import make_select
@@ -66,6 +67,7 @@ from ._options import (
     whole_number,
 )
 from ._queue import POLICIES
+from ._record import Record
 from ._templates import Template
 from .wsgi import _STANDARD_STATUS_CODES, _parsed_status_code
 
@@ -180,12 +182,20 @@ class Logger(GunicornLogger):  # type: ignore[misc]
         # one.  The request's headers are gunicorn's own pairs, which its atoms read
         # (the environ of a request that failed has no HTTP_ variables); some workers
         # pass the pairs in place of the request.
-        record = environ_record(
-            environ, time() - duration, duration, status, resp.sent or 0,
-            getattr(req, "headers", req),
-            getattr(resp, "headers", ()) if log.reads_response_headers else (),
-            log.record_budget.bounded,
+        received = time() - duration
+        sent = resp.sent or 0
+        request_headers = getattr(req, "headers", req)
+        response_headers = getattr(resp, "headers", ()) if log.reads_response_headers else ()
+        budget = log.record_budget
+        record = None if _compiled_environ_record is None else _compiled_environ_record(
+            Record, environ, received, duration, status, sent, request_headers,
+            response_headers, budget.bounded, budget.limit,
         )  # fmt: skip
+        if record is None:
+            record = environ_record(
+                environ, received, duration, status, sent, request_headers,
+                response_headers, budget.bounded,
+            )  # fmt: skip
         # The lock-free offer first: submit applies the policy when the queue is full.
         if not log._offer(record):
             log.submit(record)

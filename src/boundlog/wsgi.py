@@ -20,6 +20,7 @@ from time import perf_counter, time
 from types import TracebackType
 from typing import Any
 
+from ._environ import compiled as _compiled_environ_record
 from ._environ import environ_record
 from ._headers import environ_key
 from ._log import AccessLog, log_for_middleware
@@ -150,10 +151,19 @@ class _Exchange:
         headers = environ if pick_headers is None else pick_headers(environ)
         # The duration by the monotonic clock, which no clock step can make negative.
         duration = perf_counter() - self._started
-        return environ_record(
-            environ, time() - duration, duration, self._status, self._sent,
-            headers, self._response_headers, self._middleware._budget.bounded_environ,
+        received = time() - duration
+        bound = self._middleware._budget.bounded_environ
+        # The environ's bound always runs (limit -1): it measures the environ itself.
+        record = None if _compiled_environ_record is None else _compiled_environ_record(
+            Record, environ, received, duration, self._status, self._sent, headers,
+            self._response_headers, bound, -1,
         )  # fmt: skip
+        if record is None:
+            record = environ_record(
+                environ, received, duration, self._status, self._sent, headers,
+                self._response_headers, bound,
+            )  # fmt: skip
+        return record
 
 
 def _parsed_status_code(status: str) -> int:

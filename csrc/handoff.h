@@ -1,0 +1,47 @@
+/* The hand-off to the queue: _queue.Admission.offer as a C type, Handoff.
+ *
+ * `_speedups.Handoff(admission)` is a callable, `handoff(record) -> bool`, that does
+ * what `admission.offer(record)` does; AccessLog._offer is one when the C core is in
+ * use, so every integration that calls log._offer (WSGI, gunicorn, aiohttp,
+ * http.server) runs it, and the ASGI C request path calls handoff_offer() on it
+ * directly, without a Python call. */
+#ifndef BOUNDLOG_HANDOFF_H
+#define BOUNDLOG_HANDOFF_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+/* The Admission's attribute and method names the hand-off reads, interned once per
+ * Handoff (the module keeps no state of its own).  The first HANDOFF_SLOTS are the
+ * attributes read per call. */
+enum {
+    HANDOFF_PENDING, HANDOFF_CLOSED, HANDOFF_WAKE_AT, HANDOFF_SLOTS,
+    HANDOFF_APPEND = HANDOFF_SLOTS, HANDOFF_WAKE_WRITER, HANDOFF_WITHDRAW, HANDOFF_NAMES
+};
+
+/* Every field is set when the Handoff is made and never changes: a call needs no
+ * lock or critical section, with or without the GIL. */
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *admission;  /* the _queue.Admission, a strong reference */
+    Py_ssize_t max_queue; /* admission._max_queue, which never changes */
+    PyObject *names[HANDOFF_NAMES];
+    /* The shortcuts the type of the Admission allows, found when the Handoff is made:
+     * what attribute lookup would find then, without looking each time.  A slot's
+     * member descriptor (read with PyMember_GetOne, a strong reference, atomic on
+     * free-threaded builds), or NULL to read the attribute; deque.append's method
+     * descriptor and the type it appends to, or NULL to call pending.append. */
+    PyObject *slot_descriptors[HANDOFF_SLOTS];
+    PyMemberDef *slots[HANDOFF_SLOTS];
+    PyObject *queue_type;
+    PyObject *queue_append;
+} Handoff;
+
+extern PyType_Spec handoff_spec;
+
+/* Hands `record` to the queue as Admission.offer does: 1 accepted, 0 no room (not
+ * counted), -1 on error. */
+int handoff_offer(Handoff *handoff, PyObject *record);
+
+#endif
