@@ -1,5 +1,5 @@
 /* The ASGI middleware's request path in C: what asgi.AccessLogMiddleware does for an
- * HTTP request, in three types, one file each.
+ * HTTP request: three types and the record, one file each.
  *
  *   asgi_middleware.c  the middleware's call: an Exchange for an HTTP scope, the
  *                      pure-Python __call__ for any other
@@ -28,7 +28,7 @@
 enum {
     NAME_TYPE, NAME_HTTP, NAME_BODY_MESSAGE, NAME_START_MESSAGE, NAME_TRAILERS_MESSAGE,
     NAME_PATHSEND_MESSAGE, NAME_BODY, NAME_MORE_BODY, NAME_TRAILERS, NAME_MORE_TRAILERS,
-    NAME_STATUS, NAME_HEADERS, NAME_CLIENT, NAME_HTTP_VERSION, NAME_RAW_PATH, NAME_PATH,
+    NAME_STATUS, NAME_HEADERS, NAME_CLIENT, NAME_HTTP_VERSION, NAME_RAW_PATH,
     NAME_QUERY_STRING, NAME_METHOD,
     NAMES
 };

@@ -28,7 +28,6 @@ static const char *const name_strings[NAMES] = {
     [NAME_CLIENT] = "client",
     [NAME_HTTP_VERSION] = "http_version",
     [NAME_RAW_PATH] = "raw_path",
-    [NAME_PATH] = "path",
     [NAME_QUERY_STRING] = "query_string",
     [NAME_METHOD] = "method",
 };
