@@ -11,6 +11,7 @@
 #include "clf.h"
 #include "environ.h"
 #include "json.h"
+#include "select.h"
 
 static PyMethodDef methods[] = {
     {"format_apache", (PyCFunction)(void (*)(void))clf_format_apache, METH_FASTCALL,
@@ -26,6 +27,15 @@ static PyMethodDef methods[] = {
      "               request_headers, response_headers, bound, limit) -> Record | None\n\n"
      "_environ.environ_record for the usual environ, or None to leave it to the\n"
      "pure-Python core; limit >= 0: the budget bound (RecordBudget.bounded) checks."},
+    {"select_records", (PyCFunction)(void (*)(void))select_records, METH_FASTCALL,
+     "select_records(batch, skip_paths, path_prefixes, skip_status, min_duration)\n"
+     "    -> list | None\n\n"
+     "The records _filters.Select's cheap filters keep, or None to leave the batch to\n"
+     "the pure-Python core."},
+    {"joined_queries", (PyCFunction)(void (*)(void))select_joined_queries, METH_FASTCALL,
+     "joined_queries(batch) -> bytes | None\n\n"
+     "The batch's non-empty queries joined with b'&' (_redaction.QueryRedaction), or\n"
+     "None to leave it to the pure-Python core."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -71,6 +71,19 @@ handoff: Callable[[Admission], Callable[[Record], bool]] | None = None
 #: ``environ_record(Record, environ, ..., bound, limit)``: _environ.environ_record in C
 #: for the usual environ, None for the rest (csrc/environ.c); else None.
 environ_record: Callable[..., Record | None] | None = None
+#: ``select_records(batch, skip_paths, path_prefixes, skip_status, min_duration)``: the
+#: records _filters.Select's cheap filters keep (csrc/select.c), None for a batch left
+#: to Python; else None.
+select_records: (
+    Callable[
+        [list[Record], frozenset[bytes], tuple[bytes, ...], frozenset[int], float],
+        list[Record] | None,
+    ]
+    | None
+) = None
+#: ``joined_queries(batch)``: the non-empty queries joined with ``&``, as
+#: _redaction.QueryRedaction scans them (csrc/select.c), None if left to Python; else None.
+joined_queries: Callable[[list[Record]], bytes | None] | None = None
 #: The base class of the ASGI middleware's compiled request path, else None.
 asgi_middleware: type[AsgiMiddleware] | None = None
 if speedups is not None:
@@ -79,3 +92,5 @@ if speedups is not None:
     handoff = speedups.Handoff
     environ_record = speedups.environ_record
     asgi_middleware = speedups.AsgiMiddleware
+    select_records = speedups.select_records
+    joined_queries = speedups.joined_queries

@@ -16,6 +16,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Iterable, Sequence
 
+from ._core import select_records as _select_records
 from ._errors import ConfigurationError, describe
 from ._options import entries, fraction, seconds
 from ._proxies import PROXY_HEADERS, TrustedProxies
@@ -104,6 +105,33 @@ class Select:
         return kept
 
     def _select(self, batch: list[Record], report: Report) -> list[Record]:
+        if self._exact_paths or self._path_prefixes or self._skip_status or self._min_duration:
+            kept = (
+                None
+                if _select_records is None
+                else _select_records(
+                    batch,
+                    self._exact_paths,
+                    self._path_prefixes,
+                    self._skip_status,
+                    self._min_duration,
+                )
+            )
+            # The C core (csrc/select.c) keeps the same records, or leaves the batch here.
+            batch = self.filtered_python(batch) if kept is None else kept
+        if self._sample < 1.0:
+            draw, sample = self._random.random, self._sample
+            batch = [r for r in batch if r[STATUS] >= 400 or draw() < sample]
+        for rewrite in self._rewrites:
+            if batch:
+                rewrite(batch)
+        if self._keep is not None and batch:
+            batch = self._kept(batch, self._keep, report)
+        return batch
+
+    def filtered_python(self, batch: list[Record]) -> list[Record]:
+        """What skip_paths, skip_status and min_duration keep of ``batch``, in pure
+        Python: the reference the C core is tested against."""
         if self._exact_paths or self._path_prefixes:
             exact, prefixes = self._exact_paths, self._path_prefixes
             batch = [r for r in batch if r[PATH] not in exact and not r[PATH].startswith(prefixes)]
@@ -116,14 +144,6 @@ class Select:
             # Errors belong in a log of their own: skip_status=range(100, 500).
             fastest_kept = self._min_duration
             batch = [r for r in batch if r[DURATION] >= fastest_kept]
-        if self._sample < 1.0:
-            draw, sample = self._random.random, self._sample
-            batch = [r for r in batch if r[STATUS] >= 400 or draw() < sample]
-        for rewrite in self._rewrites:
-            if batch:
-                rewrite(batch)
-        if self._keep is not None and batch:
-            batch = self._kept(batch, self._keep, report)
         return batch
 
     def _kept(

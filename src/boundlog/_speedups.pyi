@@ -32,6 +32,15 @@ def environ_record(
     limit: int,
     /,
 ) -> Record | None: ...
+def select_records(
+    batch: list[Record],
+    skip_paths: frozenset[bytes],
+    path_prefixes: tuple[bytes, ...],
+    skip_status: frozenset[int],
+    min_duration: float,
+    /,
+) -> list[Record] | None: ...
+def joined_queries(batch: list[Record], /) -> bytes | None: ...
 
 class Handoff:
     """``Handoff(admission)(record)`` is ``admission.offer(record)`` (csrc/handoff.c)."""
