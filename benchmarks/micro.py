@@ -3,6 +3,8 @@
 1. The request path: an ASGI app called through ``boundlog.asgi.AccessLogMiddleware``
    minus the same app called directly, in µs per request.  Coroutines are driven by
    hand (no event loop) so that only the middleware and the submission are measured.
+   The same for a WSGI app and ``boundlog.wsgi.AccessLogMiddleware``, driven as a
+   server drives it (call, iterate the body, close it), with an environ as gunicorn's.
    The writer runs as in production, draining to /dev/null; only the CPU time of the
    calling thread is counted, so the writer's own formatting is not.
 2. The writer: formatting a batch of combined lines, and one of JSON lines, and writing
@@ -28,6 +30,7 @@ from boundlog import AccessLog, Record
 from boundlog._core import description as core_description
 from boundlog._formats import make_format
 from boundlog.asgi import AccessLogMiddleware
+from boundlog.wsgi import AccessLogMiddleware as WsgiAccessLogMiddleware
 
 BODY = b"x" * 1024
 START = {
@@ -70,6 +73,46 @@ async def send(message: Any) -> None:
     return None
 
 
+# What gunicorn's sync worker puts in an environ for `curl http://127.0.0.1:8000/hello?name=world`.
+ENVIRON: dict[str, Any] = {
+    "wsgi.errors": None, "wsgi.version": (1, 0), "wsgi.multithread": False,
+    "wsgi.multiprocess": False, "wsgi.run_once": False, "wsgi.file_wrapper": None,
+    "wsgi.input_terminated": True, "SERVER_SOFTWARE": "gunicorn/23.0.0", "wsgi.input": None,
+    "gunicorn.socket": None, "REQUEST_METHOD": "GET", "QUERY_STRING": "name=world",
+    "RAW_URI": "/hello?name=world", "SERVER_PROTOCOL": "HTTP/1.1",
+    "HTTP_HOST": "127.0.0.1:8000", "HTTP_USER_AGENT": "curl/8.5.0", "HTTP_ACCEPT": "*/*",
+    "wsgi.url_scheme": "http", "REMOTE_ADDR": "127.0.0.1", "REMOTE_PORT": "51234",
+    "SERVER_NAME": "127.0.0.1", "SERVER_PORT": "8000", "PATH_INFO": "/hello",
+    "SCRIPT_NAME": "",
+}  # fmt: skip
+WSGI_HEADERS = [("Content-Type", "text/plain"), ("Content-Length", "1024")]
+
+
+def wsgi_app(environ: Any, start_response: Callable[..., Any]) -> list[bytes]:
+    start_response("200 OK", WSGI_HEADERS)
+    return [BODY]
+
+
+def start_response(status: str, headers: Any, exc_info: Any = None) -> Callable[[bytes], None]:
+    return _write
+
+
+def _write(data: bytes) -> None:
+    pass
+
+
+def time_wsgi_calls(handler: Any, count: int) -> float:
+    began = time.thread_time()
+    for _ in range(count):
+        body = handler(ENVIRON, start_response)
+        for _chunk in body:
+            pass
+        close = getattr(body, "close", None)
+        if close is not None:
+            close()
+    return (time.thread_time() - began) / count * 1e6
+
+
 def drive(coroutine: Coroutine[Any, Any, None]) -> None:
     try:
         coroutine.send(None)
@@ -85,14 +128,21 @@ def time_calls(handler: Any, count: int) -> float:
     return (time.thread_time() - began) / count * 1e6
 
 
-def request_path(rounds: int, count: int) -> tuple[float, float, float]:
+def request_path(rounds: int, count: int, wsgi: bool) -> tuple[float, float, float]:
     # Default settings, but a queue deep enough that no record is dropped.
     log = AccessLog(os.devnull, max_queue=count + 1)
-    wrapped = AccessLogMiddleware(app, log=log)
+    if wsgi:
+        plain_app: Any = wsgi_app
+        wrapped: Any = WsgiAccessLogMiddleware(wsgi_app, log=log)
+        timed = time_wsgi_calls
+    else:
+        plain_app, wrapped, timed = app, AccessLogMiddleware(app, log=log), time_calls
     plain_times, wrapped_times = [], []
     for _ in range(rounds):
-        plain_times.append(time_calls(app, count))
-        wrapped_times.append(time_calls(wrapped, count))
+        plain_times.append(timed(plain_app, count))
+        wrapped_times.append(timed(wrapped, count))
+        # Let the writer drain, so that the next round's records find room.
+        assert log.flush(timeout=30)
     stats = log.close()
     assert stats.written == rounds * count, stats
     plain = statistics.median(plain_times)
@@ -129,7 +179,8 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=20_000, help="per round")
     parser.add_argument("--batch", type=int, default=512, help="lines per writer batch")
     args = parser.parse_args()
-    plain, wrapped, extra = request_path(args.rounds, args.requests)
+    plain, wrapped, extra = request_path(args.rounds, args.requests, wsgi=False)
+    wsgi_plain, wsgi_wrapped, wsgi_extra = request_path(args.rounds, args.requests, wsgi=True)
     line = writer_per_line(args.rounds, args.batch, "combined")
     json_line = writer_per_line(args.rounds, args.batch, "json")
     print(f"core:                      {core_description}")
@@ -137,6 +188,9 @@ def main() -> None:
     print(f"ASGI app + boundlog:       {wrapped:6.2f} µs/request")
     # Issue 13's targets for the C core.
     print(f"request-path cost:         {extra:6.2f} µs/request   (target <= 0.4)")
+    print(f"WSGI app alone:            {wsgi_plain:6.2f} µs/request")
+    print(f"WSGI app + boundlog:       {wsgi_wrapped:6.2f} µs/request")
+    print(f"WSGI request-path cost:    {wsgi_extra:6.2f} µs/request")
     print(f"writer, combined->devnull: {line:6.2f} µs/line      (target <= 0.3)")
     print(f"writer, json->devnull:     {json_line:6.2f} µs/line")
 

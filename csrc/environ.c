@@ -5,9 +5,10 @@
  * absent), a target that encodes to latin-1.  For anything else it returns None
  * before calling anything, and the caller runs the Python function, which then does
  * (or raises) exactly what the reference does.  With `limit` >= 0 the request headers
- * are gunicorn's pairs: their size is checked as RecordBudget.bounded does, and
- * `bound` (Python) is called only when over the budget or of an unusual shape; with
- * `limit` < 0, `bound` is always called. */
+ * are gunicorn's pairs or the fields the WSGI middleware picked from the environ: their
+ * size is checked as RecordBudget.bounded or bounded_environ does, and `bound` (Python)
+ * is called only when over the budget or of an unusual shape; with `limit` < 0 (a whole
+ * environ as the headers), `bound` is always called. */
 #include "environ.h"
 
 #include <string.h>
@@ -122,15 +123,42 @@ target(PyObject **values, PyObject **path, PyObject **query)
     return 0;
 }
 
-/* What RecordBudget.bounded counts of path, query and header pairs (list or tuple of
- * 2-tuples of exact str or bytes), or -1 for headers of another shape. */
+/* What RecordBudget.bounded_environ counts of the header fields the WSGI middleware
+ * picked out of the environ (a dict of exact str or None), or -1 for another value. */
+static Py_ssize_t
+picked_bytes(PyObject *picked, Py_ssize_t size)
+{
+    PyObject *key, *value;
+    Py_ssize_t position = 0;
+    /* Only lengths are read (no code runs), inside the section, before the dict can
+     * change. */
+    Py_BEGIN_CRITICAL_SECTION(picked);
+    while (size >= 0 && PyDict_Next(picked, &position, &key, &value)) {
+        if (value == Py_None) {
+            continue;
+        }
+        Py_ssize_t length = PyUnicode_CheckExact(value) ? PyUnicode_GET_LENGTH(value) : -1;
+        size = length < 0 || size > PY_SSIZE_T_MAX - FIELD_OVERHEAD - length
+               ? -1 : size + FIELD_OVERHEAD + length;
+    }
+    Py_END_CRITICAL_SECTION();
+    return size;
+}
+
+/* What the budget counts of path, query and request headers: header pairs (a list or
+ * tuple of 2-tuples of exact str or bytes) as RecordBudget.bounded does, the fields
+ * picked from an environ (an exact dict) as bounded_environ does; -1 for headers of
+ * another shape. */
 static Py_ssize_t
 client_bytes(PyObject *path, PyObject *query, PyObject *headers)
 {
+    Py_ssize_t size = PyBytes_GET_SIZE(path) + PyBytes_GET_SIZE(query);
+    if (PyDict_CheckExact(headers)) {
+        return picked_bytes(headers, size);
+    }
     if (!PyList_CheckExact(headers) && !PyTuple_CheckExact(headers)) {
         return -1;
     }
-    Py_ssize_t size = PyBytes_GET_SIZE(path) + PyBytes_GET_SIZE(query);
     PyObject *pair;
     for (Py_ssize_t i = 0; (pair = sequence_item_ref(headers, i)) != NULL; i++) {
         Py_ssize_t pair_size = -1;

@@ -103,11 +103,16 @@ def test_the_c_record_is_the_reference(
     budget = RecordBudget(limit, reads)
     if subclass:
         environ = Environ(environ)
-    # The WSGI middleware's headers: the environ, or the variables the log reads.
-    picked = environ if reads is None else {k: environ.get(k) for k in ("HTTP_COOKIE",)}
+    # The WSGI middleware's headers and limit: the environ, measured by the bound
+    # itself, or the variables the log reads, measured in C.
+    picked = (
+        environ
+        if reads is None
+        else {k: environ.get(k) for k in ("HTTP_COOKIE", "HTTP_USER_AGENT")}
+    )
     for bound, passed_limit, given_headers in [
         (budget.bounded, limit, headers),
-        (budget.bounded_environ, -1, picked),
+        (budget.bounded_environ, -1 if reads is None else limit, picked),
     ]:
         if not isinstance(given_headers, (list, tuple, dict)):
             given_headers = iter([("Host", "x")])  # an iterator is used up by each call
@@ -146,6 +151,13 @@ def test_the_usual_environ_is_done_in_c() -> None:
         _core.environ_record(Record, {"REMOTE_ADDR": b"x"}, 1, 0, 200, 0, [], (), bound, 0) is None
     )
     assert len(calls) == 1
+    # The WSGI middleware's picked fields: measured in C, as bounded_environ measures.
+    picked = {"HTTP_REFERER": None, "HTTP_USER_AGENT": "curl/8"}
+    size = len(b"/p") + len(b"q=1") + 160 + len("curl/8")
+    for limit, called in ((size, False), (size - 1, True)):
+        calls.clear()
+        _core.environ_record(Record, environ, 1.5, 0.25, 200, 10, picked, (), bound, limit)
+        assert calls == ([(b"/p", b"q=1", picked)] if called else [])
 
 
 def test_the_c_record_keeps_no_reference() -> None:

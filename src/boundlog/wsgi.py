@@ -152,11 +152,14 @@ class _Exchange:
         # The duration by the monotonic clock, which no clock step can make negative.
         duration = perf_counter() - self._started
         received = time() - duration
-        bound = self._middleware._budget.bounded_environ
-        # The environ's bound always runs (limit -1): it measures the environ itself.
+        budget = self._middleware._budget
+        bound = budget.bounded_environ
+        # The C code measures picked fields against the budget as bounded_environ does
+        # and calls it only when over; a whole environ is measured by it (limit -1).
+        limit = -1 if pick_headers is None else budget.limit
         record = None if _compiled_environ_record is None else _compiled_environ_record(
             Record, environ, received, duration, self._status, self._sent, headers,
-            self._response_headers, bound, -1,
+            self._response_headers, bound, limit,
         )  # fmt: skip
         if record is None:
             record = environ_record(
