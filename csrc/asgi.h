@@ -71,13 +71,16 @@ typedef struct {
     int finished;          /* the record is handed over */
 } Capture;
 
-/* The module's state: its types (the Handoff's, and those the request path makes
- * instances of), and the WSGI variables environ.c reads. */
+/* The module's state: its types (the Handoff's, and those the ASGI and WSGI request
+ * paths make instances of), and the WSGI variables environ.c reads. */
 typedef struct {
     PyTypeObject *handoff_type;
     PyTypeObject *middleware_type;
     PyTypeObject *exchange_type;
     PyTypeObject *capture_type;
+    PyTypeObject *wsgi_middleware_type; /* wsgi.h's */
+    PyTypeObject *wsgi_exchange_type;
+    PyTypeObject *wsgi_body_type;
     PyObject *environ_names[ENVIRON_VARIABLES];
 } AsgiTypes;
 

@@ -10,6 +10,8 @@
  * fields are read-only afterwards, so a call needs no lock. */
 #include "asgi.h"
 
+#include "app_attribute.h"
+#include "arguments.h"
 #include "compat.h"
 
 static const char *const name_strings[NAMES] = {
@@ -59,29 +61,13 @@ middleware_bind(PyObject *self, PyTypeObject *defining_class, PyObject *const *a
                 Py_ssize_t nargs, PyObject *kwnames)
 {
     Middleware *middleware = (Middleware *)self;
-    Py_ssize_t given = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
-    if (nargs != 0 || given != (Py_ssize_t)BIND_ARGUMENTS) {
-        PyErr_Format(PyExc_TypeError, "bind() takes exactly %d keyword arguments",
-                     (int)BIND_ARGUMENTS);
+    PyObject *values[BIND_ARGUMENTS];
+    if (keyword_arguments(args, nargs, kwnames, bind_keywords, BIND_ARGUMENTS, values) < 0) {
         return NULL;
     }
     if (middleware->reference_call != NULL) {
         PyErr_SetString(PyExc_RuntimeError, "bind() was called already");
         return NULL;
-    }
-    PyObject *values[BIND_ARGUMENTS] = {NULL};
-    for (Py_ssize_t k = 0; k < given; k++) {
-        const char *keyword = PyUnicode_AsUTF8(PyTuple_GET_ITEM(kwnames, k));
-        size_t i = 0;
-        while (keyword != NULL && i < BIND_ARGUMENTS && strcmp(keyword, bind_keywords[i]) != 0) {
-            i++;
-        }
-        if (keyword == NULL || i == BIND_ARGUMENTS || values[i] != NULL) {
-            PyErr_Format(PyExc_TypeError, "bind() got an unexpected keyword argument %R",
-                         PyTuple_GET_ITEM(kwnames, k));
-            return NULL;
-        }
-        values[i] = args[k];
     }
     if (!PyType_Check(values[7]) || !PyDict_CheckExact(values[8]) || !PyBool_Check(values[12])) {
         PyErr_SetString(PyExc_TypeError, "bind(): record_type must be a type, protocols a "
@@ -207,40 +193,11 @@ middleware_dealloc(PyObject *self)
 PyObject *
 middleware_app(Middleware *middleware)
 {
-    PyObject *app = NULL;
-    Py_BEGIN_CRITICAL_SECTION(middleware);
-    app = Py_XNewRef(middleware->app);
-    Py_END_CRITICAL_SECTION();
-    if (app == NULL) {
-        PyErr_Format(PyExc_AttributeError, "'%.100s' object has no attribute 'app'",
-                     Py_TYPE(middleware)->tp_name);
-    }
-    return app;
-}
-
-static PyObject *
-get_app(PyObject *self, void *Py_UNUSED(closure))
-{
-    return middleware_app((Middleware *)self);
-}
-
-/* The reference reads self.app at each request, and so does the C path: an
- * application set after the middleware was made is the one called. */
-static int
-set_app(PyObject *self, PyObject *app, void *Py_UNUSED(closure))
-{
-    if (app == NULL) {
-        PyErr_SetString(PyExc_AttributeError, "cannot delete app");
-        return -1;
-    }
-    Py_BEGIN_CRITICAL_SECTION(self);
-    Py_XSETREF(((Middleware *)self)->app, Py_NewRef(app));
-    Py_END_CRITICAL_SECTION();
-    return 0;
+    return app_attribute_read((PyObject *)middleware);
 }
 
 static PyGetSetDef middleware_getset[] = {
-    {"app", get_app, set_app, "The application the middleware wraps.", NULL},
+    APP_ATTRIBUTE_GETSET,
     {NULL, NULL, NULL, NULL, NULL},
 };
 

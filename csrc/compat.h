@@ -37,6 +37,16 @@ PyDict_GetItemRef(PyObject *dict, PyObject *key, PyObject **result)
 #define Py_END_CRITICAL_SECTION() }
 #endif
 
+#if PY_VERSION_HEX < 0x030D0000
+/* getattr(object, name, None) without making the AttributeError: 1 and a strong
+ * reference in *result, 0 and NULL if there is no such attribute, -1 on error. */
+static inline int
+PyObject_GetOptionalAttr(PyObject *object, PyObject *name, PyObject **result)
+{
+    return _PyObject_LookupAttr(object, name, result);
+}
+#endif
+
 /* The i-th item of a list or tuple as a strong reference, or NULL past its end (no
  * exception set): another thread may shorten a list meanwhile. */
 static inline PyObject *

@@ -12,6 +12,7 @@
 #include "environ.h"
 #include "json.h"
 #include "select.h"
+#include "wsgi.h"
 
 static PyMethodDef methods[] = {
     {"format_apache", (PyCFunction)(void (*)(void))clf_format_apache, METH_FASTCALL,
@@ -47,12 +48,20 @@ module_exec(PyObject *module)
     state->middleware_type = (PyTypeObject *)PyType_FromModuleAndSpec(module, &middleware_spec, NULL);
     state->exchange_type = (PyTypeObject *)PyType_FromModuleAndSpec(module, &exchange_spec, NULL);
     state->capture_type = (PyTypeObject *)PyType_FromModuleAndSpec(module, &capture_spec, NULL);
+    state->wsgi_middleware_type =
+        (PyTypeObject *)PyType_FromModuleAndSpec(module, &wsgi_middleware_spec, NULL);
+    state->wsgi_exchange_type =
+        (PyTypeObject *)PyType_FromModuleAndSpec(module, &wsgi_exchange_spec, NULL);
+    state->wsgi_body_type = (PyTypeObject *)PyType_FromModuleAndSpec(module, &wsgi_body_spec, NULL);
     if (state->handoff_type == NULL || state->middleware_type == NULL
-        || state->exchange_type == NULL || state->capture_type == NULL) {
+        || state->exchange_type == NULL || state->capture_type == NULL
+        || state->wsgi_middleware_type == NULL || state->wsgi_exchange_type == NULL
+        || state->wsgi_body_type == NULL) {
         return -1;
     }
     if (environ_names(state->environ_names) < 0
-        || PyModule_AddType(module, state->handoff_type) < 0) {
+        || PyModule_AddType(module, state->handoff_type) < 0
+        || PyModule_AddType(module, state->wsgi_middleware_type) < 0) {
         return -1;
     }
     return PyModule_AddType(module, state->middleware_type);
@@ -66,6 +75,9 @@ module_traverse(PyObject *module, visitproc visit, void *arg)
     Py_VISIT(state->middleware_type);
     Py_VISIT(state->exchange_type);
     Py_VISIT(state->capture_type);
+    Py_VISIT(state->wsgi_middleware_type);
+    Py_VISIT(state->wsgi_exchange_type);
+    Py_VISIT(state->wsgi_body_type);
     return 0;
 }
 
@@ -77,6 +89,9 @@ module_clear(PyObject *module)
     Py_CLEAR(state->middleware_type);
     Py_CLEAR(state->exchange_type);
     Py_CLEAR(state->capture_type);
+    Py_CLEAR(state->wsgi_middleware_type);
+    Py_CLEAR(state->wsgi_exchange_type);
+    Py_CLEAR(state->wsgi_body_type);
     for (int i = 0; i < ENVIRON_VARIABLES; i++) {
         Py_CLEAR(state->environ_names[i]);
     }

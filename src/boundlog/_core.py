@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from ._queue import Admission
     from ._record import Record
-    from ._speedups import AsgiMiddleware
+    from ._speedups import AsgiMiddleware, WsgiMiddleware
 
 #: The environment variable that forces the pure-Python core.
 NO_EXTENSIONS_VARIABLE = "BOUNDLOG_NO_EXTENSIONS"
@@ -86,11 +86,14 @@ select_records: (
 joined_queries: Callable[[list[Record]], bytes | None] | None = None
 #: The base class of the ASGI middleware's compiled request path, else None.
 asgi_middleware: type[AsgiMiddleware] | None = None
+#: The base class of the WSGI middleware's compiled request path, else None.
+wsgi_middleware: type[WsgiMiddleware] | None = None
 if speedups is not None:
     format_apache = speedups.format_apache
     format_json = speedups.format_json
     handoff = speedups.Handoff
     environ_record = speedups.environ_record
     asgi_middleware = speedups.AsgiMiddleware
+    wsgi_middleware = speedups.WsgiMiddleware
     select_records = speedups.select_records
     joined_queries = speedups.joined_queries

@@ -53,3 +53,8 @@ class AsgiMiddleware:
     """The compiled request path of asgi.AccessLogMiddleware (csrc/asgi_middleware.c)."""
 
     def bind(self, **request_path: object) -> None: ...
+
+class WsgiMiddleware:
+    """The compiled request path of wsgi.AccessLogMiddleware (csrc/wsgi_middleware.c)."""
+
+    def bind(self, **request_path: object) -> None: ...

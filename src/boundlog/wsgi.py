@@ -10,6 +10,11 @@ the exception propagates unchanged.
 
 Under ``policy="wait"`` a full queue blocks the request's own thread in ``close()``,
 which is what a threaded server's backpressure looks like; other requests keep going.
+
+With the C core (``_core``), ``AccessLogMiddleware(...)`` makes a
+``_CompiledAccessLogMiddleware``, whose requests take the same path in C
+(csrc/wsgi_*.c); this module stays its reference, and the C code calls back into it
+for an environ or a status line out of the ordinary.
 """
 
 from __future__ import annotations
@@ -17,9 +22,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from http import HTTPStatus
 from time import perf_counter, time
-from types import TracebackType
-from typing import Any
+from types import MethodType, TracebackType
+from typing import Any, Self
 
+from . import _core
 from ._environ import compiled as _compiled_environ_record
 from ._environ import environ_record
 from ._headers import environ_key
@@ -45,13 +51,24 @@ class AccessLogMiddleware:
     ``format``, ``policy``, ...) to let the middleware build and own its log.
     """
 
+    def __new__(cls, *args: Any, **kwargs: Any) -> Self:
+        # The compiled request path when the C core is in use; a subclass keeps this
+        # class's pure-Python one.
+        if cls is AccessLogMiddleware and _core.wsgi_middleware is not None:
+            cls = _CompiledAccessLogMiddleware
+        return super().__new__(cls)
+
     def __init__(self, app: WSGIApp, log: AccessLog | None = None, **options: Any) -> None:
         self.app = app
         self.log, self.owns_log = log_for_middleware(log, options)
         self._submit = self.log.submit
         names = self.log.request_header_names
-        # Copies the header fields the log reads out of the environ; None for any field.
-        self._pick_headers = None if names is None else _header_picker(sorted(names))
+        # The environ keys of the header fields the log reads, which are copied out
+        # of the environ for the record; None for any field (the whole environ).
+        self._picked_keys = None if names is None else tuple(map(environ_key, sorted(names)))
+        self._pick_headers = (
+            None if self._picked_keys is None else _header_picker(self._picked_keys)
+        )
         self._keeps_response_headers = self.log.reads_response_headers
         self._budget = self.log.record_budget
 
@@ -169,6 +186,12 @@ class _Exchange:
         return record
 
 
+def _status_code(status: str) -> int:
+    """The code of a WSGI status line, as ``_Exchange.start_response`` finds it (the C
+    path calls this for a line not in the table)."""
+    return _STANDARD_STATUS_CODES.get(status) or _parsed_status_code(status)
+
+
 def _parsed_status_code(status: str) -> int:
     """The code a WSGI status line such as ``"299 Custom"`` starts with; 0 if none.
 
@@ -178,15 +201,42 @@ def _parsed_status_code(status: str) -> int:
     return int(status[:3]) if status[:3].isdigit() else 0
 
 
-def _header_picker(names: Sequence[bytes]) -> HeaderPicker:
-    """A function that copies the environ variables of header fields ``names``.
+def _header_picker(keys: Sequence[str]) -> HeaderPicker:
+    """A function that copies the environ variables ``keys`` (of header fields).
 
     The combined format's two fields (Referer and User-Agent) get a dict display of
     their own: it costs a fifth of ``dict(zip(keys, map(environ.get, keys)))`` with
     ``strict=True``, and half a comprehension.
     """
-    keys = tuple(map(environ_key, names))
     if len(keys) == 2:
         first, second = keys
         return lambda environ: {first: environ.get(first), second: environ.get(second)}
     return lambda environ: {key: environ.get(key) for key in keys}
+
+
+if _core.wsgi_middleware is not None:
+
+    class _CompiledAccessLogMiddleware(_core.wsgi_middleware, AccessLogMiddleware):  # type: ignore[misc,valid-type]
+        """AccessLogMiddleware with its request path in C (csrc/wsgi_*.c): the same
+        records, responses and exceptions (``tests/test_speedups_wsgi.py``)."""
+
+        def __init__(self, app: WSGIApp, log: AccessLog | None = None, **options: Any) -> None:
+            super().__init__(app, log, **options)
+            picked = self._picked_keys
+            self.bind(
+                reference_call=MethodType(AccessLogMiddleware.__call__, self),
+                handoff=self.log._offer,
+                submit=self._submit,
+                status_code=_status_code,
+                status_codes=_STANDARD_STATUS_CODES,
+                picked_keys=picked,
+                bound=self._budget.bounded_environ,
+                python_record=environ_record,
+                record_type=Record,
+                perf_counter=perf_counter,
+                wall_clock=time,
+                keeps_response_headers=self._keeps_response_headers,
+                # The C code measures picked fields against the budget; a whole environ
+                # is measured by bounded_environ (limit -1), as in _Exchange._record.
+                limit=-1 if picked is None else self._budget.limit,
+            )

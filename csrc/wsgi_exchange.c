@@ -1,0 +1,568 @@
+/* One WSGI request: what wsgi._Exchange does, for the compiled middleware.
+ *
+ * The server gets the Exchange as the response iterable.  Iterating it counts the
+ * body's bytes (a list or tuple all at once, when the server starts on it; any other
+ * body chunk by chunk, through a Body iterator that behaves as the reference's
+ * generator: it calls iter() on the body at its first step and ends for good at the
+ * first exception).  close() closes the body and then, whatever that did, hands the
+ * record over: to the queue, or to log.submit (the policy) when the queue has no room.
+ *
+ * An Exchange is one request's, but an application may hand its start_response or
+ * write to another thread: each field is read and changed under a critical section
+ * on the Exchange (nothing on the GIL build), and no call into Python is made inside
+ * one. */
+#include "wsgi.h"
+
+#include "app_attribute.h"
+#include "asgi.h"
+#include "clock.h"
+#include "compat.h"
+#include "environ.h"
+
+typedef struct {
+    PyObject_HEAD
+    WsgiMiddleware *middleware;
+    PyObject *environ;
+    PyObject *start_response;   /* the server's */
+    PyObject *server_write;     /* what the server's start_response returned, or NULL */
+    PyObject *status;           /* the status code (an int); 500 until start_response */
+    PyObject *response_headers; /* kept when the log reads them, else NULL: () */
+    PyObject *body;             /* the application's iterable; NULL until it returns */
+    Py_ssize_t sent;
+    double started; /* perf_counter() when the request came in */
+    int closed;
+} Exchange;
+
+/* A body that is not a list or tuple, counted as the server takes it. */
+typedef struct {
+    PyObject_HEAD
+    PyObject *exchange;
+    PyObject *body;     /* until the first step calls iter() on it */
+    PyObject *iterator; /* from then until it ends */
+} Body;
+
+static void
+add_sent(Exchange *exchange, Py_ssize_t size)
+{
+    Py_BEGIN_CRITICAL_SECTION(exchange);
+    exchange->sent = size > PY_SSIZE_T_MAX - exchange->sent ? PY_SSIZE_T_MAX
+                                                            : exchange->sent + size;
+    Py_END_CRITICAL_SECTION();
+}
+
+/* The code of `status`: the table's for a standard status line, else wsgi._status_code's. */
+static PyObject *
+status_code(WsgiMiddleware *middleware, PyObject *status)
+{
+    if (PyUnicode_CheckExact(status)) {
+        PyObject *code;
+        int found = PyDict_GetItemRef(middleware->status_codes, status, &code);
+        if (found != 0) {
+            return code; /* NULL if the lookup raised */
+        }
+    }
+    return PyObject_CallOneArg(middleware->status_code, status);
+}
+
+/* write(data), what start_response returns: counts, then calls the server's write. */
+static PyObject *
+exchange_write(PyObject *self, PyObject *data)
+{
+    Exchange *exchange = (Exchange *)self;
+    Py_ssize_t size = PyObject_Length(data);
+    if (size < 0) {
+        return NULL;
+    }
+    add_sent(exchange, size);
+    PyObject *write;
+    Py_BEGIN_CRITICAL_SECTION(self);
+    write = Py_XNewRef(exchange->server_write);
+    Py_END_CRITICAL_SECTION();
+    if (write == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "write() of a request that is gone");
+        return NULL;
+    }
+    PyObject *result = PyObject_CallOneArg(write, data);
+    Py_DECREF(write);
+    return result;
+}
+
+static PyMethodDef write_method = {
+    "write", exchange_write, METH_O, "Counts data, then has the server write it."};
+
+/* start_response's arguments, (status, headers, exc_info=None), by position or by
+ * keyword: 0, or -1 with TypeError set. */
+static int
+start_response_arguments(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                         PyObject **values)
+{
+    static const char *const names[] = {"status", "headers", "exc_info"};
+    Py_ssize_t given = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+    if (nargs > 3) {
+        PyErr_Format(PyExc_TypeError, "start_response() takes from 2 to 3 positional "
+                                      "arguments but %zd were given", nargs);
+        return -1;
+    }
+    for (int i = 0; i < 3; i++) {
+        values[i] = i < nargs ? args[i] : NULL;
+    }
+    for (Py_ssize_t k = 0; k < given; k++) {
+        PyObject *name = PyTuple_GET_ITEM(kwnames, k);
+        int i = 0;
+        while (i < 3 && PyUnicode_CompareWithASCIIString(name, names[i]) != 0) {
+            i++;
+        }
+        if (i == 3 || values[i] != NULL) {
+            PyErr_Format(PyExc_TypeError, "start_response() got an unexpected or repeated "
+                                          "keyword argument %R", name);
+            return -1;
+        }
+        values[i] = args[nargs + k];
+    }
+    if (values[0] == NULL || values[1] == NULL) {
+        PyErr_SetString(PyExc_TypeError, "start_response() missing a required argument: "
+                                         "'status' and 'headers' are required");
+        return -1;
+    }
+    if (values[2] == NULL) {
+        values[2] = Py_None;
+    }
+    return 0;
+}
+
+/* start_response(status, headers, exc_info=None), what the application gets. */
+static PyObject *
+exchange_start_response(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                        PyObject *kwnames)
+{
+    PyObject *values[3];
+    if (start_response_arguments(args, nargs, kwnames, values) < 0) {
+        return NULL;
+    }
+    PyObject *status = values[0], *headers = values[1], *exc_info = values[2];
+    Exchange *exchange = (Exchange *)self;
+    PyObject *code = status_code(exchange->middleware, status);
+    if (code == NULL) {
+        return NULL;
+    }
+    int keeps_headers = exchange->middleware->keeps_response_headers == Py_True;
+    Py_BEGIN_CRITICAL_SECTION(self);
+    Py_XSETREF(exchange->status, code);
+    if (keeps_headers) {
+        Py_XSETREF(exchange->response_headers, Py_NewRef(headers));
+    }
+    Py_END_CRITICAL_SECTION();
+    int reraising = PyObject_IsTrue(exc_info);
+    if (reraising < 0) {
+        return NULL;
+    }
+    PyObject *call_args[3] = {status, headers, exc_info};
+    PyObject *write = PyObject_Vectorcall(exchange->start_response, call_args, 2 + reraising, NULL);
+    if (write == NULL) {
+        return NULL;
+    }
+    Py_BEGIN_CRITICAL_SECTION(self);
+    Py_XSETREF(exchange->server_write, write);
+    Py_END_CRITICAL_SECTION();
+    return PyCFunction_NewEx(&write_method, self, NULL);
+}
+
+static PyMethodDef start_response_method = {
+    "start_response", (PyCFunction)(void (*)(void))exchange_start_response,
+    METH_FASTCALL | METH_KEYWORDS, "The application's start_response."};
+
+/* The header fields the log reads, in a dict of their own, as wsgi._header_picker
+ * makes it: a queued record must not keep the server's environ alive. */
+static PyObject *
+picked_fields(WsgiMiddleware *middleware, PyObject *environ)
+{
+    PyObject *keys = middleware->picked_keys;
+    if (keys == Py_None) {
+        return Py_NewRef(environ);
+    }
+    PyObject *picked = PyDict_New();
+    for (Py_ssize_t i = 0; picked != NULL && i < PyTuple_GET_SIZE(keys); i++) {
+        PyObject *key = PyTuple_GET_ITEM(keys, i);
+        PyObject *value = NULL;
+        if (PyDict_CheckExact(environ)) {
+            if (PyDict_GetItemRef(environ, key, &value) == 0) {
+                value = Py_NewRef(Py_None);
+            }
+        }
+        else {
+            value = PyObject_CallMethod(environ, "get", "O", key);
+        }
+        if (value == NULL || PyDict_SetItem(picked, key, value) < 0) {
+            Py_CLEAR(picked);
+        }
+        Py_XDECREF(value);
+    }
+    return picked;
+}
+
+/* The record of the exchange, as _Exchange._record makes it; NULL on error. */
+static PyObject *
+exchange_record(Exchange *exchange)
+{
+    WsgiMiddleware *middleware = exchange->middleware;
+    PyObject *headers = picked_fields(middleware, exchange->environ);
+    if (headers == NULL) {
+        return NULL;
+    }
+    double duration = clock_seconds(CLOCK_PERF_COUNTER, middleware->perf_counter)
+                      - exchange->started;
+    double now = clock_seconds(CLOCK_WALL, middleware->wall_clock);
+    PyObject *status, *response_headers;
+    Py_ssize_t sent;
+    Py_BEGIN_CRITICAL_SECTION(exchange);
+    status = Py_NewRef(exchange->status);
+    response_headers = exchange->response_headers != NULL
+                       ? Py_NewRef(exchange->response_headers) : PyTuple_New(0);
+    sent = exchange->sent;
+    Py_END_CRITICAL_SECTION();
+    PyObject *received = PyErr_Occurred() ? NULL : PyFloat_FromDouble(now - duration);
+    PyObject *elapsed = PyFloat_FromDouble(duration);
+    PyObject *sent_object = PyLong_FromSsize_t(sent);
+    PyObject *limit = PyLong_FromSsize_t(middleware->limit);
+    PyObject *record = NULL;
+    if (received != NULL && elapsed != NULL && sent_object != NULL && limit != NULL
+        && response_headers != NULL) {
+        PyObject *args[10] = {middleware->record_type, exchange->environ, received, elapsed,
+                              status, sent_object, headers, response_headers,
+                              middleware->bound, limit};
+        record = environ_record(middleware->module, args, 10);
+        if (record == Py_None) {
+            /* An environ environ.c does not read: the reference makes the record. */
+            Py_DECREF(record);
+            record = PyObject_Vectorcall(middleware->python_record, args + 1, 8, NULL);
+        }
+    }
+    Py_DECREF(headers);
+    Py_DECREF(status);
+    Py_XDECREF(response_headers);
+    Py_XDECREF(received);
+    Py_XDECREF(elapsed);
+    Py_XDECREF(sent_object);
+    Py_XDECREF(limit);
+    return record;
+}
+
+/* Hands the record over as log.submit would: 0, or -1 on error. */
+static int
+submit_record(Exchange *exchange)
+{
+    WsgiMiddleware *middleware = exchange->middleware;
+    PyObject *record = exchange_record(exchange);
+    if (record == NULL) {
+        return -1;
+    }
+    int accepted = handoff_offer((Handoff *)middleware->handoff, record);
+    if (accepted == 0) {
+        /* No room: log.submit offers again, then waits or counts the drop. */
+        PyObject *result = PyObject_CallOneArg(middleware->submit, record);
+        accepted = result == NULL ? -1 : 1;
+        Py_XDECREF(result);
+    }
+    Py_DECREF(record);
+    return accepted < 0 ? -1 : 0;
+}
+
+/* Raises `error` (taken with exception_take) again, or, if another exception is
+ * being raised meanwhile, that one with `error` as its context: what Python does
+ * for an exception raised in a finally block. */
+static void
+raise_after(PyObject *error)
+{
+    if (error == NULL) {
+        return;
+    }
+    PyObject *later = exception_take();
+    if (later == NULL) {
+        exception_restore(error);
+        return;
+    }
+    PyException_SetContext(later, error); /* steals error */
+    exception_restore(later);
+}
+
+/* close(): closes the body, then hands the record over; once. */
+static PyObject *
+exchange_close(PyObject *self, PyObject *Py_UNUSED(ignored))
+{
+    Exchange *exchange = (Exchange *)self;
+    int already;
+    PyObject *body;
+    Py_BEGIN_CRITICAL_SECTION(self);
+    already = exchange->closed;
+    exchange->closed = 1;
+    body = Py_XNewRef(exchange->body);
+    Py_END_CRITICAL_SECTION();
+    if (already) {
+        Py_XDECREF(body);
+        Py_RETURN_NONE;
+    }
+    PyObject *error = NULL;
+    if (body != NULL) {
+        /* getattr(body, "close", None) */
+        PyObject *close;
+        PyObject_GetOptionalAttr(body, exchange->middleware->close_name, &close);
+        PyObject *closed = close == NULL ? NULL : PyObject_CallNoArgs(close);
+        Py_XDECREF(close);
+        Py_XDECREF(closed);
+        error = exception_take();
+        Py_DECREF(body);
+    }
+    if (submit_record(exchange) < 0 || error != NULL) {
+        raise_after(error);
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+PyObject *
+wsgi_exchange_run(WsgiMiddleware *middleware, PyObject *environ, PyObject *start_response)
+{
+    double started = clock_seconds(CLOCK_PERF_COUNTER, middleware->perf_counter);
+    if (PyErr_Occurred()) {
+        return NULL;
+    }
+    PyObject *status = PyLong_FromLong(500);
+    if (status == NULL) {
+        return NULL;
+    }
+    Exchange *exchange = PyObject_GC_New(Exchange, middleware->exchange_type);
+    if (exchange == NULL) {
+        Py_DECREF(status);
+        return NULL;
+    }
+    exchange->middleware = (WsgiMiddleware *)Py_NewRef(middleware);
+    exchange->environ = Py_NewRef(environ);
+    exchange->start_response = Py_NewRef(start_response);
+    exchange->server_write = NULL;
+    exchange->status = status;
+    exchange->response_headers = NULL;
+    exchange->body = NULL;
+    exchange->sent = 0;
+    exchange->started = started;
+    exchange->closed = 0;
+    PyObject_GC_Track(exchange);
+    PyObject *self = (PyObject *)exchange;
+
+    PyObject *app = app_attribute_read((PyObject *)middleware);
+    PyObject *respond = app == NULL ? NULL : PyCFunction_NewEx(&start_response_method, self, NULL);
+    PyObject *body = NULL;
+    if (respond != NULL) {
+        PyObject *args[2] = {environ, respond};
+        body = PyObject_Vectorcall(app, args, 2, NULL);
+    }
+    Py_XDECREF(app);
+    Py_XDECREF(respond);
+    if (body == NULL) {
+        /* The reference's `except BaseException: exchange.close(); raise`. */
+        PyObject *error = exception_take();
+        PyObject *closed = exchange_close(self, NULL);
+        Py_XDECREF(closed);
+        raise_after(error);
+        Py_DECREF(self);
+        return NULL;
+    }
+    Py_BEGIN_CRITICAL_SECTION(self);
+    Py_XSETREF(exchange->body, body);
+    Py_END_CRITICAL_SECTION();
+    return self;
+}
+
+/* iter(exchange): the body's own iterator for a list or tuple, counted whole now (so
+ * that a server stopping halfway logs it all), a counting Body for anything else. */
+static PyObject *
+exchange_iter(PyObject *self)
+{
+    Exchange *exchange = (Exchange *)self;
+    PyObject *body;
+    Py_BEGIN_CRITICAL_SECTION(self);
+    body = Py_XNewRef(exchange->body);
+    Py_END_CRITICAL_SECTION();
+    if (body == NULL) {
+        body = PyTuple_New(0);
+        if (body == NULL) {
+            return NULL;
+        }
+    }
+    PyObject *iterator = NULL;
+    if (PyList_CheckExact(body) || PyTuple_CheckExact(body)) {
+        Py_ssize_t total = 0;
+        PyObject *chunk;
+        for (Py_ssize_t i = 0; total >= 0 && (chunk = sequence_item_ref(body, i)) != NULL; i++) {
+            Py_ssize_t size = PyObject_Length(chunk);
+            Py_DECREF(chunk);
+            total = size < 0 ? -1 : size > PY_SSIZE_T_MAX - total ? PY_SSIZE_T_MAX : total + size;
+        }
+        if (total >= 0) {
+            add_sent(exchange, total);
+            iterator = PyObject_GetIter(body);
+        }
+    }
+    else {
+        Body *counting = PyObject_GC_New(Body, exchange->middleware->body_type);
+        if (counting != NULL) {
+            counting->exchange = Py_NewRef(self);
+            counting->body = Py_NewRef(body);
+            counting->iterator = NULL;
+            PyObject_GC_Track(counting);
+        }
+        iterator = (PyObject *)counting;
+    }
+    Py_DECREF(body);
+    return iterator;
+}
+
+/* The next chunk, counted; the end (NULL, with or without an exception) for good. */
+static PyObject *
+body_next(PyObject *self)
+{
+    Body *counting = (Body *)self;
+    PyObject *iterator, *body;
+    Py_BEGIN_CRITICAL_SECTION(self);
+    iterator = Py_XNewRef(counting->iterator);
+    body = counting->body; /* taken over: only the first step sees it */
+    counting->body = NULL;
+    Py_END_CRITICAL_SECTION();
+    if (body != NULL) {
+        iterator = PyObject_GetIter(body);
+        Py_DECREF(body);
+        if (iterator == NULL) {
+            return NULL;
+        }
+        Py_BEGIN_CRITICAL_SECTION(self);
+        Py_XSETREF(counting->iterator, Py_NewRef(iterator));
+        Py_END_CRITICAL_SECTION();
+    }
+    if (iterator == NULL) {
+        return NULL; /* ended */
+    }
+    PyObject *chunk = PyIter_Next(iterator);
+    Py_DECREF(iterator);
+    Py_ssize_t size = chunk == NULL ? -1 : PyObject_Length(chunk);
+    if (size < 0) {
+        /* The end, or an exception: the reference's generator is finished either way. */
+        Py_XDECREF(chunk);
+        Py_BEGIN_CRITICAL_SECTION(self);
+        Py_CLEAR(counting->iterator);
+        Py_END_CRITICAL_SECTION();
+        return NULL;
+    }
+    add_sent((Exchange *)counting->exchange, size);
+    return chunk;
+}
+
+static int
+exchange_traverse(PyObject *self, visitproc visit, void *arg)
+{
+    Exchange *exchange = (Exchange *)self;
+    Py_VISIT(Py_TYPE(self));
+    Py_VISIT(exchange->middleware);
+    Py_VISIT(exchange->environ);
+    Py_VISIT(exchange->start_response);
+    Py_VISIT(exchange->server_write);
+    Py_VISIT(exchange->status);
+    Py_VISIT(exchange->response_headers);
+    Py_VISIT(exchange->body);
+    return 0;
+}
+
+static int
+exchange_clear(PyObject *self)
+{
+    Exchange *exchange = (Exchange *)self;
+    Py_CLEAR(exchange->middleware);
+    Py_CLEAR(exchange->environ);
+    Py_CLEAR(exchange->start_response);
+    Py_CLEAR(exchange->server_write);
+    Py_CLEAR(exchange->status);
+    Py_CLEAR(exchange->response_headers);
+    Py_CLEAR(exchange->body);
+    return 0;
+}
+
+static void
+exchange_dealloc(PyObject *self)
+{
+    PyTypeObject *type = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    exchange_clear(self);
+    PyObject_GC_Del(self);
+    Py_DECREF(type);
+}
+
+static PyMethodDef exchange_methods[] = {
+    {"close", exchange_close, METH_NOARGS,
+     "Closes the body, then hands the request's record over."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyType_Slot exchange_slots[] = {
+    {Py_tp_doc, "The response iterable a server gets from the compiled WSGI middleware."},
+    {Py_tp_iter, exchange_iter},
+    {Py_tp_methods, exchange_methods},
+    {Py_tp_traverse, exchange_traverse},
+    {Py_tp_clear, exchange_clear},
+    {Py_tp_dealloc, exchange_dealloc},
+    {0, NULL},
+};
+
+PyType_Spec wsgi_exchange_spec = {
+    .name = "boundlog._speedups.WsgiExchange",
+    .basicsize = sizeof(Exchange),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_DISALLOW_INSTANTIATION
+             | Py_TPFLAGS_IMMUTABLETYPE,
+    .slots = exchange_slots,
+};
+
+static int
+body_traverse(PyObject *self, visitproc visit, void *arg)
+{
+    Body *counting = (Body *)self;
+    Py_VISIT(Py_TYPE(self));
+    Py_VISIT(counting->exchange);
+    Py_VISIT(counting->body);
+    Py_VISIT(counting->iterator);
+    return 0;
+}
+
+static int
+body_clear(PyObject *self)
+{
+    Body *counting = (Body *)self;
+    Py_CLEAR(counting->exchange);
+    Py_CLEAR(counting->body);
+    Py_CLEAR(counting->iterator);
+    return 0;
+}
+
+static void
+body_dealloc(PyObject *self)
+{
+    PyTypeObject *type = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    body_clear(self);
+    PyObject_GC_Del(self);
+    Py_DECREF(type);
+}
+
+static PyType_Slot body_slots[] = {
+    {Py_tp_doc, "A WSGI body that is not a list or tuple, counted chunk by chunk."},
+    {Py_tp_iter, PyObject_SelfIter},
+    {Py_tp_iternext, body_next},
+    {Py_tp_traverse, body_traverse},
+    {Py_tp_clear, body_clear},
+    {Py_tp_dealloc, body_dealloc},
+    {0, NULL},
+};
+
+PyType_Spec wsgi_body_spec = {
+    .name = "boundlog._speedups.WsgiBody",
+    .basicsize = sizeof(Body),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_DISALLOW_INSTANTIATION
+             | Py_TPFLAGS_IMMUTABLETYPE,
+    .slots = body_slots,
+};
