@@ -366,3 +366,24 @@ def test_the_c_path_keeps_no_reference_to_what_it_was_given() -> None:
         assert [sys.getrefcount(thing) for thing in watched] == before
     finally:
         log.close()
+
+
+def test_a_subclass_keeps_the_python_path_and_keywords_take_the_reference() -> None:
+    class Subclass(AccessLogMiddleware):
+        pass
+
+    log = AccessLog("/dev/null", Collecting(False), flush_interval=0)
+    try:
+        subclassed = Subclass(lambda environ, start_response: [b"x"], log=log)
+        assert _core.wsgi_middleware is not None
+        assert not isinstance(subclassed, _core.wsgi_middleware)
+        assert type(subclassed(environ={}, start_response=None)).__name__ == "_Exchange"
+        compiled = _middleware(log)
+        # A call by keyword is the reference's (no server makes one).
+        response = compiled(environ={}, start_response=lambda status, headers: None)
+        assert type(response).__name__ == "_Exchange"
+        response.close()
+        assert log.flush(timeout=10)
+        assert log.stats().submitted == 1
+    finally:
+        log.close()
