@@ -92,3 +92,42 @@ def test_the_sdist_builds_a_wheel_that_installs_with_the_c_core(tmp_path: Path) 
         check=True,
     )
     assert version.stdout.strip().endswith("(C core)"), version.stdout
+
+
+def test_without_a_compiler_the_wheel_installs_the_pure_python_core(tmp_path: Path) -> None:
+    """No working C compiler (``CC=false``): the build says so in one line and the
+    wheel (built from the sdist, as pip builds one) still installs, with the
+    pure-Python core."""
+    dist = tmp_path / "dist"
+    environment = {**os.environ, "CC": "false"}
+    environment.pop("BOUNDLOG_NO_EXTENSIONS", None)
+    built = subprocess.run(
+        [sys.executable, "-m", "build", "--outdir", str(dist), str(ROOT)],
+        capture_output=True,
+        text=True,
+        env=environment,
+    )
+    assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
+    said = [line for line in built.stderr.splitlines() if "C extension not built" in line]
+    assert len(said) == 1, built.stderr[-3000:]
+    assert said[0].startswith("boundlog: C extension not built (")
+    assert said[0].endswith("installing the pure-Python core")
+    (wheel,) = dist.glob("*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        assert not any(name.endswith(".so") for name in archive.namelist())
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    subprocess.run(
+        [venv / "bin" / "pip", "install", "--quiet", "--no-deps", str(wheel)],
+        check=True,
+        capture_output=True,
+    )
+    version = subprocess.run(
+        [venv / "bin" / "boundlog", "--version"],
+        cwd=tmp_path,
+        env=environment,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert version.stdout.strip().endswith("(pure-Python core: extension not built)")
