@@ -5,8 +5,8 @@
  * only when a client byte could have changed the line's shape; here each client
  * field is escaped as it is written (escape.c), which gives the same bytes: a batch
  * passes the reference's shape check exactly when none of its client fields holds a
- * byte that escaping changes (every other field, and the template's text, is the same
- * in both passes). */
+ * byte that escaping changes, because every other field is plain in both passes
+ * (escaped, or digits, or a clock's plain stamp) and the template's text is the same. */
 #include "template.h"
 
 #include <math.h>
