@@ -63,7 +63,8 @@ $(EXT): $(wildcard csrc/*.[ch]) setup.py | $(BIN)/pytest
 # tests that run it.  libasan is preloaded into the interpreter, which is not built
 # with it; PYTHONMALLOC=malloc lets it see every allocation, Python objects included;
 # CPython's own leaks at exit are not ours (detect_leaks=0).
-ASAN_TESTS ?= tests/test_speedups.py tests/test_speedups_json.py tests/test_speedups_asgi.py \
+ASAN_TESTS ?= tests/test_speedups.py tests/test_speedups_json.py tests/test_speedups_templates.py \
+	tests/test_speedups_asgi.py tests/test_templates.py \
 	tests/test_speedups_handoff.py tests/test_speedups_environ.py tests/test_speedups_select.py \
 	tests/test_speedups_wsgi.py tests/test_filters.py tests/test_redaction.py tests/test_wsgi.py \
 	tests/test_formats.py tests/test_json_format.py tests/test_asgi.py tests/test_writer.py \

@@ -7,8 +7,9 @@
    server drives it (call, iterate the body, close it), with an environ as gunicorn's.
    The writer runs as in production, draining to /dev/null; only the CPU time of the
    calling thread is counted, so the writer's own formatting is not.
-2. The writer: formatting a batch of combined lines, and one of JSON lines, and writing
-   it to /dev/null, in µs per line, with the core ``boundlog --version`` names
+2. The writer: formatting a batch of combined lines, one of JSON lines, and one in
+   gunicorn's default template (``GUNICORN_DEFAULT``), and writing it to /dev/null, in
+   µs per line, with the core ``boundlog --version`` names
    (``BOUNDLOG_NO_EXTENSIONS=1`` for the pure-Python one).
 
 Times are CPU time of the measuring thread (``time.thread_time``), which other load on
@@ -32,6 +33,8 @@ from boundlog._formats import make_format
 from boundlog.asgi import AccessLogMiddleware
 from boundlog.wsgi import AccessLogMiddleware as WsgiAccessLogMiddleware
 
+# gunicorn's default access_log_format, a template boundlog compiles (_templates).
+GUNICORN_DEFAULT = '%(h)s %(l)s %(u)s %(t)s "%(r)s" %(s)s %(b)s "%(f)s" "%(a)s"'
 BODY = b"x" * 1024
 START = {
     "type": "http.response.start",
@@ -183,6 +186,7 @@ def main() -> None:
     wsgi_plain, wsgi_wrapped, wsgi_extra = request_path(args.rounds, args.requests, wsgi=True)
     line = writer_per_line(args.rounds, args.batch, "combined")
     json_line = writer_per_line(args.rounds, args.batch, "json")
+    template_line = writer_per_line(args.rounds, args.batch, GUNICORN_DEFAULT)
     print(f"core:                      {core_description}")
     print(f"ASGI app alone:            {plain:6.2f} µs/request")
     print(f"ASGI app + boundlog:       {wrapped:6.2f} µs/request")
@@ -193,6 +197,7 @@ def main() -> None:
     print(f"WSGI request-path cost:    {wsgi_extra:6.2f} µs/request")
     print(f"writer, combined->devnull: {line:6.2f} µs/line      (target <= 0.3)")
     print(f"writer, json->devnull:     {json_line:6.2f} µs/line")
+    print(f"writer, gunicorn template: {template_line:6.2f} µs/line")
 
 
 if __name__ == "__main__":

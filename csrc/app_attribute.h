@@ -33,13 +33,13 @@ app_attribute_read(PyObject *self)
     return app;
 }
 
-static PyObject *
+static inline PyObject *
 app_attribute_get(PyObject *self, void *Py_UNUSED(closure))
 {
     return app_attribute_read(self);
 }
 
-static int
+static inline int
 app_attribute_set(PyObject *self, PyObject *app, void *Py_UNUSED(closure))
 {
     if (app == NULL) {

@@ -6,87 +6,12 @@
  * Python clock, once per distinct second per batch. */
 #include "clf.h"
 
-#include <math.h>
-
 #include "buffer.h"
 #include "escape.h"
 #include "headers.h"
 #include "record.h"
+#include "stamps.h"
 #include "text.h"
-
-/* The stamps of the seconds seen last in this batch: a batch spans one or two. */
-#define CACHED_SECONDS 2
-typedef struct {
-    long long second[CACHED_SECONDS];
-    PyObject *stamp[CACHED_SECONDS]; /* strong references, or NULL */
-    int next;                        /* the slot to replace next */
-} Stamps;
-
-static void
-stamps_clear(Stamps *stamps)
-{
-    for (int i = 0; i < CACHED_SECONDS; i++) {
-        Py_CLEAR(stamps->stamp[i]);
-    }
-}
-
-/* Appends the stamp of `when` (a record's time). */
-static int
-write_stamp(Buffer *buffer, Stamps *stamps, PyObject *clock, PyObject *when)
-{
-    int cacheable = 0;
-    long long second = 0;
-    if (PyFloat_CheckExact(when)) {
-        double t = PyFloat_AS_DOUBLE(when);
-        /* The condition ClfClock.stamps tests: a time that truncates to its second and
-         * does not round up to the next one (datetime rounds to the microsecond).  The
-         * upper bound keeps the conversion defined; NaN fails the first test. */
-        if (t >= 0 && t < 1e15 && (t - trunc(t)) * 1e6 < 999999.5) {
-            second = (long long)t;
-            cacheable = 1;
-            for (int i = 0; i < CACHED_SECONDS; i++) {
-                if (stamps->stamp[i] != NULL && stamps->second[i] == second) {
-                    PyObject *stamp = stamps->stamp[i];
-                    return buffer_write(buffer, PyBytes_AS_STRING(stamp), PyBytes_GET_SIZE(stamp));
-                }
-            }
-        }
-    }
-    else if (!PyLong_CheckExact(when)) {
-        return UNSUPPORTED;
-    }
-    PyObject *stamp = PyObject_CallOneArg(clock, when);
-    if (stamp == NULL || !PyBytes_CheckExact(stamp)) {
-        /* The reference raises the same error for this time (or, for a clock that does
-         * not give bytes, whatever it does): let it. */
-        Py_XDECREF(stamp);
-        PyErr_Clear();
-        return UNSUPPORTED;
-    }
-    int rc = buffer_write(buffer, PyBytes_AS_STRING(stamp), PyBytes_GET_SIZE(stamp));
-    if (cacheable) {
-        Py_XSETREF(stamps->stamp[stamps->next], stamp);
-        stamps->second[stamps->next] = second;
-        stamps->next = (stamps->next + 1) % CACHED_SECONDS;
-    }
-    else {
-        Py_DECREF(stamp);
-    }
-    return rc;
-}
-
-/* Appends a str field's UTF-8 bytes, escaped. */
-static int
-write_text(Buffer *buffer, PyObject *text, EscapeMode mode)
-{
-    TextBytes bytes;
-    if (text_utf8(text, &bytes) < 0) {
-        return -1;
-    }
-    int rc = escape_write(buffer, bytes.data, bytes.size, mode);
-    text_release(&bytes);
-    return rc;
-}
 
 static int
 write_escaped_bytes(Buffer *buffer, PyObject *bytes)
@@ -124,12 +49,13 @@ write_line(Buffer *buffer, PyObject *record, Stamps *stamps, PyObject *clock, Py
         rc = BUFFER_LITERAL(buffer, "-");
     }
     else {
-        rc = write_text(buffer, client, ESCAPE_UNQUOTED);
+        rc = escape_text_write(buffer, client, ESCAPE_UNQUOTED);
     }
-    if (rc < 0 || (rc = write_stamp(buffer, stamps, clock, PyTuple_GET_ITEM(record, TIME))) != 0) {
+    if (rc < 0
+        || (rc = stamps_write_clock(buffer, stamps, clock, PyTuple_GET_ITEM(record, TIME))) != 0) {
         return rc;
     }
-    if (write_text(buffer, method, ESCAPE_QUOTED) < 0 || BUFFER_LITERAL(buffer, " ") < 0
+    if (escape_text_write(buffer, method, ESCAPE_QUOTED) < 0 || BUFFER_LITERAL(buffer, " ") < 0
         || write_escaped_bytes(buffer, path) < 0) {
         return -1;
     }
@@ -137,7 +63,7 @@ write_line(Buffer *buffer, PyObject *record, Stamps *stamps, PyObject *clock, Py
         && (BUFFER_LITERAL(buffer, "?") < 0 || write_escaped_bytes(buffer, query) < 0)) {
         return -1;
     }
-    if (BUFFER_LITERAL(buffer, " ") < 0 || write_text(buffer, protocol, ESCAPE_QUOTED) < 0
+    if (BUFFER_LITERAL(buffer, " ") < 0 || escape_text_write(buffer, protocol, ESCAPE_QUOTED) < 0
         || BUFFER_LITERAL(buffer, "\" ") < 0 || buffer_write_decimal(buffer, status) < 0
         || BUFFER_LITERAL(buffer, " ") < 0) {
         return -1;
@@ -199,7 +125,7 @@ clf_format_apache(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t
         Py_DECREF(records);
         return NULL;
     }
-    Stamps stamps = {{0}, {NULL}, 0};
+    Stamps stamps = STAMPS_INIT;
     int rc = 0;
     for (Py_ssize_t i = 0; i < count && rc == 0; i++) {
         rc = write_line(&buffer, PyTuple_GET_ITEM(records, i), &stamps, clock, names,

@@ -1,6 +1,8 @@
 /* Escaping client bytes (the rules are in escape.h, _escape.py and _json.py). */
 #include "escape.h"
 
+#include "text.h"
+
 /* For each byte, whether it needs escaping: bit 0 in a quoted field, bit 1 unquoted.
  * Built by the preprocessor so that it is constant data: no state to initialise. */
 #define UNSAFE(b) (((b) < 0x20 || (b) > 0x7e || (b) == '"' || (b) == '\\') ? 3 : ((b) == ' ' ? 2 : 0))
@@ -53,6 +55,18 @@ escape_write(Buffer *buffer, const char *bytes, Py_ssize_t size, EscapeMode mode
     }
     buffer->length = out - buffer->data;
     return 0;
+}
+
+int
+escape_text_write(Buffer *buffer, PyObject *text, EscapeMode mode)
+{
+    TextBytes bytes;
+    if (text_utf8(text, &bytes) < 0) {
+        return -1;
+    }
+    int rc = escape_write(buffer, bytes.data, bytes.size, mode);
+    text_release(&bytes);
+    return rc;
 }
 
 /* The JSON string rule (escape.h).  A byte that is plain in a quoted log field is

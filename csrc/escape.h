@@ -15,6 +15,10 @@ typedef enum { ESCAPE_QUOTED = 0, ESCAPE_UNQUOTED = 1 } EscapeMode;
 /* Appends `bytes` escaped; 0, or -1 with MemoryError set. */
 int escape_write(Buffer *buffer, const char *bytes, Py_ssize_t size, EscapeMode mode);
 
+/* Appends a str field's UTF-8 bytes (surrogatepass, text.h) escaped, as
+ * escape(_columns._text(text)) gives them; 0, or -1 with an exception set. */
+int escape_text_write(Buffer *buffer, PyObject *text, EscapeMode mode);
+
 /* Appends `bytes` as a JSON string, quotes included, exactly as _json._json_string:
  * valid UTF-8 is the text it encodes, and bytes that are not valid UTF-8 (as Python's
  * strict decoder judges: no surrogates, no overlong forms) have each byte from 0x80 on

@@ -15,6 +15,7 @@
 #include "escape.h"
 #include "headers.h"
 #include "record.h"
+#include "stamps.h"
 #include "text.h"
 
 /* The items of `texts` (json.h). */
@@ -121,31 +122,14 @@ split_time(PyObject *when, int one_by_one, long long *second, int *millisecond)
     *millisecond = (int)(microsecond / 1000);
 }
 
-/* The clock's parts of the seconds seen last in this batch: a batch spans one or two. */
-#define CACHED_SECONDS 2
-typedef struct {
-    long long second[CACHED_SECONDS];
-    PyObject *parts[CACHED_SECONDS]; /* (before, after) tuples held, or NULL */
-    int next;                        /* the slot to replace next */
-} Stamps;
-
-static void
-stamps_clear(Stamps *stamps)
-{
-    for (int i = 0; i < CACHED_SECONDS; i++) {
-        Py_CLEAR(stamps->parts[i]);
-    }
-}
-
 /* The (before, after) parts of `second`'s stamp, borrowed from the cache (which holds
  * them for the batch); NULL with no exception set when the clock refused it. */
 static PyObject *
 stamp_parts(Stamps *stamps, PyObject *clock_parts, long long second)
 {
-    for (int i = 0; i < CACHED_SECONDS; i++) {
-        if (stamps->parts[i] != NULL && stamps->second[i] == second) {
-            return stamps->parts[i];
-        }
+    PyObject *kept = stamps_find(stamps, second);
+    if (kept != NULL) {
+        return kept;
     }
     PyObject *number = PyLong_FromLongLong(second);
     PyObject *parts = number == NULL ? NULL : PyObject_CallOneArg(clock_parts, number);
@@ -159,9 +143,7 @@ stamp_parts(Stamps *stamps, PyObject *clock_parts, long long second)
         PyErr_Clear();
         return NULL;
     }
-    Py_XSETREF(stamps->parts[stamps->next], parts);
-    stamps->second[stamps->next] = second;
-    stamps->next = (stamps->next + 1) % CACHED_SECONDS;
+    stamps_keep(stamps, second, parts);
     return parts;
 }
 
@@ -327,22 +309,11 @@ write_line(Buffer *buffer, Buffer *scratch, Stamps *stamps, const Line *line, Py
         || record_status_and_sent(record, &status, &sent) != 0) {
         return UNSUPPORTED;
     }
-    double milliseconds;
-    if (PyFloat_CheckExact(duration_field)) {
-        milliseconds = PyFloat_AS_DOUBLE(duration_field) * 1000.0;
-    }
-    else if (PyLong_CheckExact(duration_field)) {
-        /* int * 1000.0 converts the int as PyLong_AsDouble does (OverflowError: Python's). */
-        double duration = PyLong_AsDouble(duration_field);
-        if (duration == -1.0 && PyErr_Occurred()) {
-            PyErr_Clear();
-            return UNSUPPORTED;
-        }
-        milliseconds = duration * 1000.0;
-    }
-    else {
+    double duration;
+    if (record_double(duration_field, &duration) != 0) {
         return UNSUPPORTED;
     }
+    double milliseconds = duration * 1000.0;
     int rc;
     if (write_bytes_object(buffer, TEXT(line, BEFORE_TIME)) < 0) {
         return -1;
@@ -442,7 +413,7 @@ json_format_json(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t 
         Py_DECREF(records);
         return NULL;
     }
-    Stamps stamps = {{0}, {NULL}, 0};
+    Stamps stamps = STAMPS_INIT;
     int rc = 0;
     for (Py_ssize_t i = 0; i < count && rc == 0; i++) {
         rc = write_line(&buffer, &scratch, &stamps, &line, PyTuple_GET_ITEM(records, i));

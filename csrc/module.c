@@ -12,6 +12,7 @@
 #include "environ.h"
 #include "json.h"
 #include "select.h"
+#include "template.h"
 #include "wsgi.h"
 
 static PyMethodDef methods[] = {
@@ -23,6 +24,10 @@ static PyMethodDef methods[] = {
      "format_json(records, stamp_parts, texts, headers) -> bytes | None\n\n"
      "The JSON lines of a batch, or None to leave it to the pure-Python core\n"
      "(_json.JsonFormat)."},
+    {"format_template", (PyCFunction)(void (*)(void))template_format_template, METH_FASTCALL,
+     "format_template(records, ops, pid) -> bytes | None\n\n"
+     "The lines of a batch in a compiled log template, or None to leave it to the\n"
+     "pure-Python core (_templates.Template)."},
     {"environ_record", (PyCFunction)(void (*)(void))environ_record, METH_FASTCALL,
      "environ_record(record_type, environ, received, duration, status, sent,\n"
      "               request_headers, response_headers, bound, limit) -> Record | None\n\n"

@@ -15,20 +15,49 @@ enum { TIME, DURATION, CLIENT, METHOD, PATH, QUERY, PROTOCOL, STATUS, BYTES_SENT
  * HEADERS_UNSUPPORTED's (headers.h), so that a lookup's answer passes through. */
 #define UNSUPPORTED 1
 
-/* The status and byte count of a record as 64-bit integers: 0, or UNSUPPORTED for a
- * value of another type than int (exactly) or one past 64 bits. */
+/* An integer field as a 64-bit integer: 0, or UNSUPPORTED for a value of another type
+ * than int (exactly: not a bool) or one past 64 bits. */
+static inline int
+record_integer(PyObject *field, long long *number)
+{
+    if (!PyLong_CheckExact(field)) {
+        return UNSUPPORTED;
+    }
+    int overflow;
+    *number = PyLong_AsLongLongAndOverflow(field, &overflow);
+    return overflow ? UNSUPPORTED : 0;
+}
+
+/* A float or int field (a time, a duration) as a double, as Python's arithmetic with a
+ * float converts it (an int as PyLong_AsDouble does): 0, or UNSUPPORTED for a value of
+ * another type or an int too big for a float (OverflowError: Python's). */
+static inline int
+record_double(PyObject *field, double *number)
+{
+    if (PyFloat_CheckExact(field)) {
+        *number = PyFloat_AS_DOUBLE(field);
+        return 0;
+    }
+    if (!PyLong_CheckExact(field)) {
+        return UNSUPPORTED;
+    }
+    *number = PyLong_AsDouble(field);
+    if (*number == -1.0 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return UNSUPPORTED;
+    }
+    return 0;
+}
+
+/* The status and byte count of a record as 64-bit integers (record_integer). */
 static inline int
 record_status_and_sent(PyObject *record, long long *status, long long *sent)
 {
-    PyObject *status_field = PyTuple_GET_ITEM(record, STATUS);
-    PyObject *sent_field = PyTuple_GET_ITEM(record, BYTES_SENT);
-    if (!PyLong_CheckExact(status_field) || !PyLong_CheckExact(sent_field)) {
+    if (record_integer(PyTuple_GET_ITEM(record, STATUS), status) != 0
+        || record_integer(PyTuple_GET_ITEM(record, BYTES_SENT), sent) != 0) {
         return UNSUPPORTED;
     }
-    int status_overflow, sent_overflow;
-    *status = PyLong_AsLongLongAndOverflow(status_field, &status_overflow);
-    *sent = PyLong_AsLongLongAndOverflow(sent_field, &sent_overflow);
-    return status_overflow || sent_overflow ? UNSUPPORTED : 0;
+    return 0;
 }
 
 /* Whether `method` (a str, or None) is exactly "HEAD". */

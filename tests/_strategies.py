@@ -1,5 +1,5 @@
 """Hypothesis strategies and helpers the C core's equivalence tests share
-(tests/test_speedups.py, tests/test_speedups_json.py)."""
+(tests/test_speedups.py, tests/test_speedups_json.py, tests/test_speedups_templates.py)."""
 
 from __future__ import annotations
 
@@ -42,6 +42,56 @@ NUMBERS = st.one_of(
     st.sampled_from([0, 1, 100, 101, 199, 200, 204, 304, 404, 500, 599]),
     st.integers(min_value=-(2**63), max_value=2**63 - 1),
 )
+
+# Durations: any float (NaN, infinities, negative, huge, subnormal), exact ties at the
+# third decimal of a millisecond, and ints (one too big for a float).
+DURATIONS = st.one_of(
+    st.floats(),
+    st.floats(min_value=0, max_value=10),
+    st.integers(min_value=0, max_value=2**24).map(lambda k: k / 16 / 1000),
+    st.integers(min_value=0, max_value=10**6).map(lambda k: k / 1e6),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.just(10**400),
+)
+# Times: the Apache tests' ones, and negative ones, whole seconds' ends, the limits.
+JSON_TIMES = st.one_of(
+    TIMES,
+    st.floats(min_value=-3.0, max_value=3.0),
+    st.integers(min_value=-3, max_value=3).flatmap(
+        lambda second: st.sampled_from([second - 4e-7, second - 5e-7, second + 0.9999995])
+    ),
+    st.sampled_from([-0.0, 1e15, -1e15, 9.9e14, float("nan"), float("inf"), 2**62, -(2**63)]),
+)
+
+
+def hostile_records(headers: st.SearchStrategy[Any]) -> st.SearchStrategy[Record]:
+    """Records of every kind a format may be handed: hostile text and bytes, None where a
+    server may leave a field empty or none should, odd times and durations, integers past
+    64 bits, and request and response headers drawn from ``headers``."""
+    return st.builds(
+        Record,
+        time=JSON_TIMES,
+        duration=DURATIONS,
+        client=st.one_of(st.none(), st.sampled_from(["", "127.0.0.1", "::1", "/a b.sock"]), TEXT),
+        method=st.one_of(st.none(), st.sampled_from(["GET", "HEAD", "head", "POST"]), TEXT),
+        path=st.one_of(st.none(), RAW),
+        query=st.one_of(st.just(b""), st.none(), RAW),
+        protocol=st.one_of(st.none(), st.sampled_from(["HTTP/1.1", "HTTP/2"]), TEXT),
+        status=NUMBERS | st.integers(),
+        bytes_sent=NUMBERS | st.integers(),
+        request_headers=headers,
+        response_headers=headers,
+    )
+
+
+def compared(fmt: Any, c_lines: Any, records: list[Record]) -> Any:
+    """``c_lines(records)``, the C core's lines of a format (None if handed back), checked
+    against the format's reference, ``format_batch_python``, as is ``format_batch``."""
+    expected = outcome(fmt.format_batch_python, records)
+    c = outcome(c_lines, records)
+    assert c is None or c == expected
+    assert outcome(fmt.format_batch, records) == expected
+    return c
 
 
 def outcome(function: Any, records: list[Record]) -> Any:

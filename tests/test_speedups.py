@@ -3,8 +3,8 @@
 The pure-Python ``ApacheFormat.format_batch_python`` defines the common and combined
 lines; the C ``format_apache`` must give the same bytes for every batch it handles, and
 hand back (None) every batch it does not, which the format then formats in Python.
-The JSON lines' equivalence is in tests/test_speedups_json.py; the leak and thread
-tests here run both formats.
+The JSON lines' equivalence is in tests/test_speedups_json.py, the templates' in
+tests/test_speedups_templates.py; the leak and thread tests here run all three.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 from _records import make_record
 from _strategies import NUMBERS, RAW, TEXT, TIMES, VALUES, outcome
-from boundlog import JsonFormat, Record, _core
+from boundlog import JsonFormat, Record, Template, _core
 from boundlog._formats import ApacheFormat
 
 FORCED_PURE = bool(os.environ.get(_core.NO_EXTENSIONS_VARIABLE))
@@ -165,6 +165,8 @@ def test_the_c_core_is_in_use_unless_forced_off() -> None:
         assert ApacheFormat.format_batch is not ApacheFormat.format_batch_python
         assert _core.format_json is not None
         assert JsonFormat.format_batch is not JsonFormat.format_batch_python
+        assert _core.format_template is not None
+        assert Template.format_batch is not Template.format_batch_python
 
 
 @pytest.mark.parametrize("value", ["1", "0", "yes"])
@@ -212,7 +214,8 @@ def _hostile_batch() -> list[Record]:
                     method=["GET", "HEAD", "G\xe9T"][i % 3], path=b'/p"\\\n\xff' * (i % 2),
                     query=[b"", b"q=\x00"][i % 2], status=[200, 304, 101][i % 3],
                     request_headers=[[(b"Referer", "\u20ac"), ("REFERER", "caf\xe9"),
-                                      (b"user-agent", b"ua\x7f"), (b"cookie", b"s")],
+                                      (b"user-agent", b"ua\x7f"), (b"cookie", b"s"),
+                                      (b"authorization", b"Basic YWxpY2U6c2VjcmV0")],
                                      {"HTTP_USER_AGENT": "wsgi\xe9", "HTTP_REFERER": None},
                                      ()][i % 3],
                     response_headers=[[(b"Content-Type", b"t\xff")], {"HTTP_CONTENT_TYPE": "x"},
@@ -222,8 +225,18 @@ def _hostile_batch() -> list[Record]:
 
 
 def _c_formatter(name: str, *, utc: bool) -> Callable[[list[Record]], bytes | None]:
-    """The C core's function for the format ``name`` (combined or json), its other
-    arguments bound; the JSON format with added, redacted and response header fields."""
+    """The C core's function for the format ``name`` (combined, json or template), its
+    other arguments bound; the JSON format and the template with added, redacted and
+    response header fields, the template with every kind of field."""
+    if name == "template":
+        template = Template(
+            '%h %l %u %t "%r" %>s %b %B %D %T %Tf %(M)s %P %(p)s %{sec}t %{msec_frac}t '
+            '%{%Y-%m-%d %z}t "%{Referer}i" "%{Cookie}i" "%{Accept}i" %{Content-Type}o',
+            utc=utc,
+        )
+        format_template = _core.format_template
+        assert format_template is not None
+        return lambda records: format_template(records, template._ops, os.getpid())
     if name == "json":
         json = JsonFormat(
             utc=utc, request_headers=["Accept", "Cookie"], response_headers=["Content-Type"]
@@ -237,7 +250,7 @@ def _c_formatter(name: str, *, utc: bool) -> Callable[[list[Record]], bytes | No
     return lambda records: c_lines(apache, records)
 
 
-C_FORMATS = ["combined", "json"]
+C_FORMATS = ["combined", "json", "template"]
 
 
 def _rss_bytes() -> int:

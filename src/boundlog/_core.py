@@ -35,7 +35,9 @@ def _load() -> tuple[ModuleType | None, str]:
         from . import _speedups
     except ImportError:
         return None, "pure-Python core: extension not built"
-    if not all(hasattr(_speedups, name) for name in ("format_apache", "format_json")):
+    if not all(
+        hasattr(_speedups, name) for name in ("format_apache", "format_json", "format_template")
+    ):
         # Not the extension: a directory of that name left behind, or a stale build.
         return None, f"pure-Python core: {_speedups.__name__} is not the extension"
     return _speedups, "C core"
@@ -65,6 +67,10 @@ format_json: (
     ]
     | None
 ) = None
+#: ``format_template(records, ops, pid)``: Template.format_batch in C (csrc/template.c).
+format_template: (
+    Callable[[Sequence[Record], tuple[tuple[int, int, object], ...], int], bytes | None] | None
+) = None
 #: ``handoff(admission)``: a C callable doing what ``admission.offer`` does (csrc/handoff.c),
 #: which ``AccessLog._offer`` is; else None.
 handoff: Callable[[Admission], Callable[[Record], bool]] | None = None
@@ -91,6 +97,7 @@ wsgi_middleware: type[WsgiMiddleware] | None = None
 if speedups is not None:
     format_apache = speedups.format_apache
     format_json = speedups.format_json
+    format_template = speedups.format_template
     handoff = speedups.Handoff
     environ_record = speedups.environ_record
     asgi_middleware = speedups.AsgiMiddleware

@@ -19,6 +19,9 @@ def format_json(
     headers: tuple[tuple[bytes, bool, bytes, str, bytes | None], ...],
     /,
 ) -> bytes | None: ...
+def format_template(
+    records: Sequence[Record], ops: tuple[tuple[int, int, object], ...], pid: int, /
+) -> bytes | None: ...
 def environ_record(
     record_type: type[Record],
     environ: object,

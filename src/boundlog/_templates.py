@@ -16,6 +16,11 @@ and the batch checked in one pass for any byte that could change the line's shap
 The repeating fields are always escaped, once per distinct value.  The client address
 and the user name are escaped with :func:`~boundlog._escape.escape_unquoted` (a space
 too), because the Common Log Format leaves them unquoted.
+
+When the C core is built (``_core``), ``Template.format_batch`` runs its C counterpart
+(``csrc/template.c``) on *ops* the template is also compiled into (:data:`_C_OPS`);
+``format_batch_python`` stays the reference it is tested against
+(``tests/test_speedups_templates.py``) and formats any batch the C code hands back.
 """
 
 from __future__ import annotations
@@ -42,10 +47,11 @@ from ._columns import (
     _sent_fields,
     _text,
 )
+from ._core import format_template as _format_template
 from ._errors import ConfigurationError
 from ._escape import PLAIN as _PLAIN
 from ._escape import escape, escape_unquoted
-from ._headers import REDACTED, HeaderReader, header_name, header_names
+from ._headers import REDACTED, HeaderReader, environ_key, header_name, header_names
 from ._record import Record
 from ._timestamps import _MICROSECONDS, ClfClock, StrftimeClock
 
@@ -53,6 +59,8 @@ _AUTHORIZATION = "authorization"
 
 # A directive's kind and its argument (a header name, a time format), or template text.
 _Token: TypeAlias = "tuple[str, str] | bytes"
+# What the C core walks for each record: (code, number, object), see _C_OPS.
+_Op: TypeAlias = "tuple[int, int, object]"
 
 # Apache's directives (and the two aiohttp adds) by name, as kinds of field.
 _APACHE = {
@@ -86,6 +94,19 @@ SUPPORTED = (
 )
 
 
+# The C core's ops (csrc/template.c), by code: the order of its enum.  Most are a field
+# kind; "text" is the template's own bytes, "header" either kind of header field,
+# "epoch-fraction" the _frac epoch units, "duration" the three whole units.
+_C_OPS = (
+    "text", "client", "path", "query", "?", "method", "protocol", "status", "pid", "time",
+    "epoch", "epoch-fraction", "bytes", "bytes-or-dash", "duration", "seconds.fraction",
+    "header", "user",
+)  # fmt: skip
+_C_CODE = {name: code for code, name in enumerate(_C_OPS)}
+# The flags of a header op: a response field; written as [redacted] when present.
+_C_RESPONSE_HEADER = 1
+_C_REDACTED_HEADER = 2
+
 # The kinds of field whose values repeat, into which template text is folded.
 _FOLDS_TEXT = frozenset(
     ("?", "<pid>", "clf-time", "method", "pid", "protocol", "status", "time", "user")
@@ -103,8 +124,8 @@ class Template:
     """
 
     __slots__ = (
-        "_client_controlled", "_fields", "_layout", "_reads_clients", "_request_reader",
-        "_response_reader", "_shape", "template",
+        "_client_controlled", "_fields", "_layout", "_ops", "_reads_clients",
+        "_request_reader", "_response_reader", "_shape", "template",
     )  # fmt: skip
 
     def __init__(
@@ -144,11 +165,17 @@ class Template:
         )
         self._fields: list[_Field] = []
         layout: list[bytes | None] = []
+        ops: list[_Op] = []
         for token, prefix, suffix in _fold_text(tokens):
             layout.append(token if isinstance(token, bytes) else None)
             if isinstance(token, tuple):
-                self._fields.append(build(*token, prefix, suffix))
+                field = build(*token, prefix, suffix)
+                self._fields.append(field)
+                ops.extend(build.ops(*token, prefix, suffix, field))
+            else:
+                ops.append(_text_op(token))
         self._layout = _Layout(layout)
+        self._ops = _joined_text_ops(ops)
         # What remains of a line once its plain bytes are deleted: the template's own.
         literal = b"".join(token for token in tokens if isinstance(token, bytes))
         self._shape = literal.translate(None, _PLAIN)
@@ -172,6 +199,16 @@ class Template:
 
     def format_batch(self, records: Sequence[Record]) -> bytes:
         """Return one ``\\n``-terminated line per record, in order."""
+        if _format_template is not None:
+            # The C core gives the same bytes, or None for a batch it leaves to Python.
+            # The pid is read per batch: it changes in a forked child.
+            data = _format_template(records, self._ops, os.getpid())
+            if data is not None:
+                return data
+        return self.format_batch_python(records)
+
+    def format_batch_python(self, records: Sequence[Record]) -> bytes:
+        """``format_batch`` in pure Python: the reference the C core is tested against."""
         if not records:
             return b""
         batch = _Batch(records, self._request_reader, self._response_reader)
@@ -441,10 +478,40 @@ class _Client(_Field):
         return batch.raw_clients
 
 
-class _FieldBuilder:
-    """Makes the field of each directive kind, for one template."""
+class _Stamped(_Field):
+    """A time field: its clock makes each stamp with the template text around it."""
 
-    __slots__ = ("_redact_authorization", "_request_names", "_response_names", "_utc")
+    __slots__ = ("clock",)
+
+    def __init__(self, clock: ClfClock) -> None:
+        super().__init__(lambda batch: clock.stamps(batch.times))
+        self.clock = clock
+
+
+def _text_op(text: bytes) -> _Op:
+    return (_C_CODE["text"], 0, text)
+
+
+def _joined_text_ops(ops: list[_Op]) -> tuple[_Op, ...]:
+    """``ops`` with the empty texts left out and each run of texts made one."""
+    joined: list[_Op] = []
+    for op in ops:
+        if op[0] != _C_CODE["text"]:
+            joined.append(op)
+        elif op[2]:
+            if joined and joined[-1][0] == _C_CODE["text"]:
+                op = _text_op(cast("bytes", joined.pop()[2]) + cast("bytes", op[2]))
+            joined.append(op)
+    return tuple(joined)
+
+
+class _FieldBuilder:
+    """Makes the field of each directive kind, and its C ops, for one template."""
+
+    __slots__ = (
+        "_redact_authorization", "_request_names", "_request_reader", "_response_names",
+        "_response_reader", "_utc",
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -454,6 +521,8 @@ class _FieldBuilder:
         redact_authorization: bool,
     ) -> None:
         self._utc = utc
+        self._request_reader = request_reader
+        self._response_reader = response_reader
         self._request_names = request_reader.names if request_reader else ()
         self._response_names = response_reader.names if response_reader else ()
         self._redact_authorization = redact_authorization
@@ -501,7 +570,7 @@ class _FieldBuilder:
                 if kind == "clf-time"
                 else StrftimeClock(argument, self._utc, prefix=prefix, suffix=suffix)
             )
-            return _Field(lambda batch: clock.stamps(batch.times))
+            return _Stamped(clock)
         if kind == "epoch":
             return _Field(lambda batch: _epoch_fields(batch.times, argument))
         if kind == "bytes":
@@ -516,6 +585,46 @@ class _FieldBuilder:
                 lambda batch: _numbers(b"%d.%06d", batch.microseconds(), split=_MICROSECONDS)
             )
         raise AssertionError(f"no field for {kind!r}")  # the parser makes only the kinds above
+
+    def ops(
+        self, kind: str, argument: str, prefix: bytes, suffix: bytes, field: _Field
+    ) -> list[_Op]:
+        """What the C core does for the field ``field`` of this kind, with the text
+        folded into it, in order."""
+        if isinstance(field, _Stamped):
+            return [(_C_CODE["time"], 0, field.clock)]  # the text is in its stamps
+        if kind == "<pid>":
+            prefix, suffix, kind = prefix + b"<", b">" + suffix, "pid"
+        op: _Op
+        if kind in ("request-header", "response-header"):
+            name = header_name(argument)
+            flags = (_C_RESPONSE_HEADER if kind == "response-header" else 0) | (
+                _C_REDACTED_HEADER if self._redacts(kind, name) else 0
+            )
+            op = (_C_CODE["header"], flags, (name, environ_key(name)))
+        elif kind == "user":
+            name = _AUTHORIZATION.encode()
+            op = (_C_CODE["user"], 0, (name, environ_key(name), _user))
+        elif kind == "epoch":
+            per_second, _ = _EPOCH_UNITS[argument]
+            code = "epoch-fraction" if argument.endswith("_frac") else "epoch"
+            op = (_C_CODE[code], per_second, None)
+        elif kind in _DURATION_DIVISORS:
+            op = (_C_CODE["duration"], _DURATION_DIVISORS[kind], None)
+        else:
+            op = (_C_CODE[kind], 0, None)
+        return [_text_op(prefix), op, _text_op(suffix)]
+
+    def _redacts(self, kind: str, name: bytes) -> bool:
+        """Whether the header field ``name`` of this kind is written as [redacted]."""
+        reader = self._request_reader if kind == "request-header" else self._response_reader
+        if reader is not None and reader.redacts(name):
+            return True
+        return (
+            kind == "request-header"
+            and self._redact_authorization
+            and name == _AUTHORIZATION.encode()
+        )
 
     def _header(self, kind: str, name: str) -> _Field:
         names = self._request_names if kind == "request-header" else self._response_names

@@ -1,0 +1,475 @@
+/* Log templates, byte for byte those of _templates.Template.format_batch_python.
+ *
+ * The template is parsed in Python, once, into ops (template.h); each record's line
+ * is the ops' pieces in order.  The reference builds a batch raw first and escapes it
+ * only when a client byte could have changed the line's shape; here each client
+ * field is escaped as it is written (escape.c), which gives the same bytes: a batch
+ * passes the reference's shape check exactly when none of its client fields holds a
+ * byte that escaping changes, because every other field is plain in both passes
+ * (escaped, or digits, or a clock's plain stamp) and the template's text is the same. */
+#include "template.h"
+
+#include <math.h>
+
+#include "buffer.h"
+#include "escape.h"
+#include "headers.h"
+#include "record.h"
+#include "stamps.h"
+
+/* The ops: their codes (the order of _templates._C_OPS), and their number and object
+ * (anything, unread, where none is given). */
+enum {
+    OP_TEXT,             /* object: the template's own bytes */
+    OP_CLIENT,           /* the client address, unquoted: "-" for None or "" */
+    OP_PATH,             /* the path, escaped */
+    OP_QUERY,            /* the query, escaped */
+    OP_QUERY_MARK,       /* "?" before a query that is not empty */
+    OP_METHOD,           /* the method, escaped */
+    OP_PROTOCOL,         /* the protocol, escaped */
+    OP_STATUS,           /* the status */
+    OP_PID,              /* the pid of the call */
+    OP_TIME,             /* object: the field's clock (stamps.h), its text around it */
+    OP_EPOCH,            /* number: units a second; floor(time * number) */
+    OP_EPOCH_FRACTION,   /* number: units a second; the units past the whole second */
+    OP_BYTES,            /* the body bytes on the wire */
+    OP_BYTES_OR_DASH,    /* the same, "-" for none */
+    OP_DURATION,         /* number: microseconds a unit; the duration in whole units */
+    OP_SECONDS_FRACTION, /* the duration as seconds.microseconds */
+    OP_HEADER,           /* number: HEADER_* flags; object: (name, environ_key) */
+    OP_USER,             /* object: (name, environ_key, user): the Basic credentials' user */
+    OPS
+};
+enum { HEADER_RESPONSE = 1, HEADER_REDACT = 2 };
+
+#define REDACTED "[redacted]"
+
+/* One op, read from its tuple once a call.  The objects are borrowed from `ops`, a
+ * tuple the caller holds for the call, whose items cannot change. */
+typedef struct {
+    int code;
+    long long number;
+    PyObject *object;
+    PyObject *name, *environ_key, *user; /* OP_HEADER and OP_USER's parts */
+    Stamps stamps;                       /* OP_TIME's, for the call */
+} Op;
+
+typedef struct {
+    Op *ops;
+    Py_ssize_t count;
+    long long pid;
+    Buffer scratch; /* a header value gathered before it is judged */
+} Line;
+
+/* Reads op `item` into `op`: 1, or 0 if it is not an op of template.h's shape. */
+static int
+read_op(PyObject *item, Op *op)
+{
+    if (!PyTuple_CheckExact(item) || PyTuple_GET_SIZE(item) != 3
+        || !PyLong_CheckExact(PyTuple_GET_ITEM(item, 0))
+        || !PyLong_CheckExact(PyTuple_GET_ITEM(item, 1))) {
+        return 0;
+    }
+    int overflow;
+    long long code = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(item, 0), &overflow);
+    if (overflow || code < 0 || code >= OPS) {
+        return 0;
+    }
+    long long number = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(item, 1), &overflow);
+    if (overflow) {
+        return 0;
+    }
+    PyObject *object = PyTuple_GET_ITEM(item, 2);
+    op->code = (int)code;
+    op->number = number;
+    op->object = object;
+    switch (code) {
+    case OP_TEXT:
+        return PyBytes_CheckExact(object);
+    case OP_TIME:
+        return PyCallable_Check(object);
+    case OP_EPOCH:
+    case OP_EPOCH_FRACTION:
+    case OP_DURATION:
+        return number >= 1 && number <= 1000000;
+    case OP_HEADER:
+    case OP_USER: {
+        Py_ssize_t size = code == OP_HEADER ? 2 : 3;
+        if (!PyTuple_CheckExact(object) || PyTuple_GET_SIZE(object) != size
+            || !PyBytes_CheckExact(PyTuple_GET_ITEM(object, 0))
+            || !PyUnicode_CheckExact(PyTuple_GET_ITEM(object, 1))
+            || (code == OP_USER && !PyCallable_Check(PyTuple_GET_ITEM(object, 2)))) {
+            return 0;
+        }
+        op->name = PyTuple_GET_ITEM(object, 0);
+        op->environ_key = PyTuple_GET_ITEM(object, 1);
+        op->user = code == OP_USER ? PyTuple_GET_ITEM(object, 2) : NULL;
+        return code == OP_USER || (number >= 0 && number <= (HEADER_RESPONSE | HEADER_REDACT));
+    }
+    default:
+        return 1;
+    }
+}
+
+/* The record's duration in microseconds as Template's _Batch.microseconds gives it:
+ * int(duration * 1e6 + 0.5), or *present 0 ("-") when it is not in [0, inf).  0, or
+ * UNSUPPORTED where Python raises (int() of an infinity) or the number passes 64 bits. */
+static int
+read_microseconds(PyObject *field, long long *microseconds, int *present)
+{
+    double duration;
+    if (record_double(field, &duration) != 0) {
+        return UNSUPPORTED;
+    }
+    *present = duration >= 0 && duration < INFINITY; /* NaN fails */
+    if (!*present) {
+        return 0;
+    }
+    /* Two statements, so that no compiler fuses them into one multiply-add. */
+    double scaled = duration * 1e6;
+    double rounded = scaled + 0.5;
+    if (!(rounded < 9.2e18)) {
+        return UNSUPPORTED;
+    }
+    *microseconds = (long long)rounded;
+    return 0;
+}
+
+/* Appends `number` in decimal, zero-padded to `width` digits (b"%0*d", not negative). */
+static int
+write_padded(Buffer *buffer, long long number, int width)
+{
+    char digits[24];
+    int length = 0;
+    do {
+        digits[length++] = (char)('0' + number % 10);
+        number /= 10;
+    } while (number != 0);
+    while (length < width) {
+        digits[length++] = '0';
+    }
+    if (buffer_reserve(buffer, length) < 0) {
+        return -1;
+    }
+    char *out = buffer->data + buffer->length;
+    for (int i = 0; i < length; i++) {
+        out[i] = digits[length - 1 - i];
+    }
+    buffer->length += length;
+    return 0;
+}
+
+/* Apache's %{sec}t and its kin (_templates._epoch_fields): floor(time * units), or
+ * for a fraction that modulo the units, zero-padded to their digits. */
+static int
+write_epoch(Buffer *buffer, PyObject *when, long long units, int fraction)
+{
+    double t;
+    if (record_double(when, &t) != 0) {
+        return UNSUPPORTED;
+    }
+    double scaled = t * (double)units;
+    /* math.floor raises for NaN and the infinities; past 64 bits is left to Python. */
+    if (!(fabs(scaled) < 9.2e18)) {
+        return UNSUPPORTED;
+    }
+    long long count = (long long)floor(scaled);
+    if (!fraction) {
+        return buffer_write_decimal(buffer, count);
+    }
+    count %= units;
+    if (count < 0) {
+        count += units; /* Python's modulo has the divisor's sign */
+    }
+    int width = 0;
+    for (long long rest = units - 1; rest > 0; rest /= 10) {
+        width++;
+    }
+    return write_padded(buffer, count, width);
+}
+
+/* Strips what bytes.strip() strips: ASCII whitespace. */
+static int
+is_space(char c)
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\x0b' || c == '\x0c';
+}
+
+/* Whether `value` starts, once stripped, with the scheme "Basic" (any case) followed
+ * by a space or its end: authorization.strip().partition(b" ")[0].lower() == b"basic". */
+static int
+is_basic(const char *value, Py_ssize_t size)
+{
+    Py_ssize_t start = 0;
+    while (start < size && is_space(value[start])) {
+        start++;
+    }
+    while (size > start && is_space(value[size - 1])) {
+        size--;
+    }
+    static const char basic[] = "basic";
+    if (size - start < 5) {
+        return 0;
+    }
+    for (int i = 0; i < 5; i++) {
+        char c = value[start + i];
+        if (c >= 'A' && c <= 'Z') {
+            c = (char)(c + ('a' - 'A'));
+        }
+        if (c != basic[i]) {
+            return 0;
+        }
+    }
+    return size - start == 5 || value[start + 5] == ' ';
+}
+
+/* The user name of Basic credentials (%u): "-" without them; with them, what the
+ * reference's _user gives (called: base64 is decoded as Python decodes it). */
+static int
+write_user(Buffer *buffer, Line *line, const Op *op, PyObject *headers)
+{
+    Buffer *scratch = &line->scratch;
+    scratch->length = 0;
+    int rc = headers_find(scratch, headers, op->name, op->environ_key, buffer_write);
+    if (rc == HEADERS_ABSENT || (rc == 0 && !is_basic(scratch->data, scratch->length))) {
+        return BUFFER_LITERAL(buffer, "-");
+    }
+    if (rc != 0) {
+        return rc;
+    }
+    PyObject *value = PyBytes_FromStringAndSize(scratch->data, scratch->length);
+    if (value == NULL) {
+        return -1;
+    }
+    PyObject *user = PyObject_CallOneArg(op->user, value);
+    Py_DECREF(value);
+    if (user == NULL || !PyBytes_CheckExact(user)) {
+        /* The reference does the same: let it. */
+        Py_XDECREF(user);
+        PyErr_Clear();
+        return UNSUPPORTED;
+    }
+    rc = buffer_write(buffer, PyBytes_AS_STRING(user), PyBytes_GET_SIZE(user));
+    Py_DECREF(user);
+    return rc;
+}
+
+/* A request or response header field: escaped, "-" when absent, or the redaction. */
+static int
+write_header(Buffer *buffer, Line *line, const Op *op, PyObject *record)
+{
+    PyObject *headers = PyTuple_GET_ITEM(
+        record, (op->number & HEADER_RESPONSE) ? RESPONSE_HEADERS : REQUEST_HEADERS);
+    if (!(op->number & HEADER_REDACT)) {
+        return headers_write(buffer, headers, op->name, op->environ_key);
+    }
+    line->scratch.length = 0;
+    int rc = headers_find(&line->scratch, headers, op->name, op->environ_key, buffer_write);
+    if (rc == HEADERS_ABSENT) {
+        return BUFFER_LITERAL(buffer, "-");
+    }
+    return rc != 0 ? rc : BUFFER_LITERAL(buffer, REDACTED);
+}
+
+/* A str field (method, protocol), escaped. */
+static int
+write_text(Buffer *buffer, PyObject *text)
+{
+    if (!PyUnicode_CheckExact(text)) {
+        return UNSUPPORTED;
+    }
+    return escape_text_write(buffer, text, ESCAPE_QUOTED);
+}
+
+/* A bytes field (path, query), escaped. */
+static int
+write_bytes(Buffer *buffer, PyObject *bytes)
+{
+    if (!PyBytes_CheckExact(bytes)) {
+        return UNSUPPORTED;
+    }
+    return escape_write(buffer, PyBytes_AS_STRING(bytes), PyBytes_GET_SIZE(bytes), ESCAPE_QUOTED);
+}
+
+static int
+write_client(Buffer *buffer, PyObject *client)
+{
+    if (client == Py_None || (PyUnicode_CheckExact(client) && PyUnicode_GET_LENGTH(client) == 0)) {
+        return BUFFER_LITERAL(buffer, "-");
+    }
+    if (!PyUnicode_CheckExact(client)) {
+        return UNSUPPORTED;
+    }
+    /* Unquoted in the Common Log Format: a space is escaped too. */
+    return escape_text_write(buffer, client, ESCAPE_UNQUOTED);
+}
+
+/* The body bytes on the wire (record.h), or "-" for none if `dash`. */
+static int
+write_sent(Buffer *buffer, PyObject *record, int dash)
+{
+    PyObject *method = PyTuple_GET_ITEM(record, METHOD);
+    long long status, sent;
+    if ((method != Py_None && !PyUnicode_CheckExact(method))
+        || record_status_and_sent(record, &status, &sent) != 0) {
+        return UNSUPPORTED;
+    }
+    sent = record_bytes_on_the_wire(method, status, sent);
+    if (dash && sent == 0) {
+        return BUFFER_LITERAL(buffer, "-");
+    }
+    return buffer_write_decimal(buffer, sent);
+}
+
+/* A duration in whole units of `divisor` microseconds, or as seconds.microseconds. */
+static int
+write_duration(Buffer *buffer, PyObject *record, long long divisor, int seconds_fraction)
+{
+    long long microseconds = 0;
+    int present = 0;
+    int rc = read_microseconds(PyTuple_GET_ITEM(record, DURATION), &microseconds, &present);
+    if (rc != 0) {
+        return rc;
+    }
+    if (!present) {
+        return BUFFER_LITERAL(buffer, "-");
+    }
+    if (!seconds_fraction) {
+        return buffer_write_decimal(buffer, microseconds / divisor);
+    }
+    if (buffer_write_decimal(buffer, microseconds / 1000000) < 0
+        || BUFFER_LITERAL(buffer, ".") < 0) {
+        return -1;
+    }
+    return write_padded(buffer, microseconds % 1000000, 6);
+}
+
+/* Appends one op's piece of a record's line: 0, -1 with an exception set, or
+ * UNSUPPORTED.  The record is held by the caller and a tuple's items cannot change:
+ * they may be borrowed. */
+static int
+write_op(Buffer *buffer, Line *line, Op *op, PyObject *record)
+{
+    long long status;
+    PyObject *query;
+    switch (op->code) {
+    case OP_TEXT:
+        return buffer_write(buffer, PyBytes_AS_STRING(op->object), PyBytes_GET_SIZE(op->object));
+    case OP_CLIENT:
+        return write_client(buffer, PyTuple_GET_ITEM(record, CLIENT));
+    case OP_PATH:
+        return write_bytes(buffer, PyTuple_GET_ITEM(record, PATH));
+    case OP_QUERY:
+        return write_bytes(buffer, PyTuple_GET_ITEM(record, QUERY));
+    case OP_QUERY_MARK:
+        query = PyTuple_GET_ITEM(record, QUERY);
+        if (!PyBytes_CheckExact(query)) {
+            return UNSUPPORTED;
+        }
+        return PyBytes_GET_SIZE(query) > 0 ? BUFFER_LITERAL(buffer, "?") : 0;
+    case OP_METHOD:
+        return write_text(buffer, PyTuple_GET_ITEM(record, METHOD));
+    case OP_PROTOCOL:
+        return write_text(buffer, PyTuple_GET_ITEM(record, PROTOCOL));
+    case OP_STATUS:
+        if (record_integer(PyTuple_GET_ITEM(record, STATUS), &status) != 0) {
+            return UNSUPPORTED;
+        }
+        return buffer_write_decimal(buffer, status);
+    case OP_PID:
+        return buffer_write_decimal(buffer, line->pid);
+    case OP_TIME:
+        return stamps_write_clock(buffer, &op->stamps, op->object, PyTuple_GET_ITEM(record, TIME));
+    case OP_EPOCH:
+    case OP_EPOCH_FRACTION:
+        return write_epoch(buffer, PyTuple_GET_ITEM(record, TIME), op->number,
+                           op->code == OP_EPOCH_FRACTION);
+    case OP_BYTES:
+    case OP_BYTES_OR_DASH:
+        return write_sent(buffer, record, op->code == OP_BYTES_OR_DASH);
+    case OP_DURATION:
+        return write_duration(buffer, record, op->number, 0);
+    case OP_SECONDS_FRACTION:
+        return write_duration(buffer, record, 1, 1);
+    case OP_HEADER:
+        return write_header(buffer, line, op, record);
+    case OP_USER:
+        return write_user(buffer, line, op, PyTuple_GET_ITEM(record, REQUEST_HEADERS));
+    default:
+        return UNSUPPORTED; /* read_op admits no other code */
+    }
+}
+
+static int
+write_line(Buffer *buffer, Line *line, PyObject *record)
+{
+    if (!PyTuple_Check(record) || PyTuple_GET_SIZE(record) != FIELDS) {
+        return UNSUPPORTED;
+    }
+    for (Py_ssize_t i = 0; i < line->count; i++) {
+        int rc = write_op(buffer, line, &line->ops[i], record);
+        if (rc != 0) {
+            return rc;
+        }
+    }
+    return 0;
+}
+
+PyObject *
+template_format_template(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "format_template() takes 3 arguments");
+        return NULL;
+    }
+    PyObject *ops = args[1];
+    Line line = {NULL, 0, 0, {NULL, NULL, 0, 0}};
+    if (!PyTuple_CheckExact(ops) || !PyLong_CheckExact(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "format_template(): ops must be a tuple, pid an int");
+        return NULL;
+    }
+    line.pid = PyLong_AsLongLong(args[2]);
+    if (line.pid == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    line.count = PyTuple_GET_SIZE(ops);
+    line.ops = PyMem_Calloc(line.count > 0 ? (size_t)line.count : 1, sizeof(Op));
+    if (line.ops == NULL) {
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t i = 0; i < line.count; i++) {
+        if (!read_op(PyTuple_GET_ITEM(ops, i), &line.ops[i])) {
+            PyMem_Free(line.ops);
+            return PyErr_Format(PyExc_TypeError,
+                                "format_template(): op %zd is not a (code, number, object) "
+                                "tuple of template.h's kinds",
+                                i);
+        }
+    }
+    /* A tuple of the records, each held: the caller's list may change meanwhile (a
+     * list is copied under its lock on a free-threaded build). */
+    PyObject *records = PySequence_Tuple(args[0]);
+    if (records == NULL) {
+        PyMem_Free(line.ops);
+        return NULL;
+    }
+    Py_ssize_t count = PyTuple_GET_SIZE(records);
+    Buffer buffer;
+    /* A template's line is usually about as long as a combined one: 150 to 250 bytes. */
+    if (buffer_init(&buffer, count * 192) < 0) {
+        Py_DECREF(records);
+        PyMem_Free(line.ops);
+        return NULL;
+    }
+    int rc = buffer_init(&line.scratch, 64);
+    for (Py_ssize_t i = 0; i < count && rc == 0; i++) {
+        rc = write_line(&buffer, &line, PyTuple_GET_ITEM(records, i));
+    }
+    for (Py_ssize_t i = 0; i < line.count; i++) {
+        stamps_clear(&line.ops[i].stamps);
+    }
+    buffer_free(&line.scratch);
+    PyMem_Free(line.ops);
+    Py_DECREF(records);
+    return buffer_result(&buffer, rc);
+}
