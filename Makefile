@@ -95,7 +95,7 @@ coverage: ext test-tools
 # wrk, tests/test_faults_rotation.py logrotate, tests/test_readers.py lnav and goaccess.
 # Their tests skip without them, so `make test` installs the missing ones with apt-get
 # when it is root on Debian/Ubuntu, and otherwise stops, naming the packages.
-TEST_TOOLS := wrk:wrk logrotate:logrotate lnav:lnav goaccess:goaccess
+TEST_TOOLS := wrk:wrk logrotate:logrotate lnav:lnav goaccess:goaccess prometheus:prometheus
 
 test-tools:
 	@missing=""; \

@@ -26,6 +26,16 @@ static PyObject *
 attribute(Handoff *handoff, int name)
 {
     if (name < HANDOFF_SLOTS && handoff->slots[name] != NULL) {
+#ifndef Py_GIL_DISABLED
+        /* With the GIL, a slot is a pointer nobody changes while this thread holds it:
+         * read it as the member descriptor would, without its generic dispatch.  An
+         * empty slot goes to PyMember_GetOne for the AttributeError. */
+        PyObject *value = *(PyObject **)((char *)handoff->admission
+                                         + handoff->slots[name]->offset);
+        if (value != NULL) {
+            return Py_NewRef(value);
+        }
+#endif
         return PyMember_GetOne((const char *)handoff->admission, handoff->slots[name]);
     }
     return PyObject_GetAttr(handoff->admission, handoff->names[name]);

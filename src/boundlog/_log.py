@@ -18,6 +18,8 @@ from ._dev import DevFormat
 from ._errors import ConfigurationError
 from ._filters import make_select
 from ._formats import Format, make_format
+from ._metrics import PrometheusMetrics
+from ._metrics import require_client as require_metrics_client
 from ._options import flag, one_of, seconds, seconds_to_wait, signal_to_catch, whole_number
 from ._queue import POLICIES, Admission, Policy
 from ._record import Record
@@ -63,6 +65,11 @@ class AccessLog:
     A record keeps at most ``max_record_bytes`` of what the client sent (path, query
     and header fields, see ``_budget``): a bigger request's record keeps only the
     header fields the log reads, its longest values cut and marked ``[...N bytes cut]``.
+
+    ``metrics=True`` keeps the counters in Prometheus too (prometheus_client, the
+    ``prometheus`` extra; multiprocess mode works): ``boundlog_records_written_total``
+    and the others of ``_metrics``, labelled with the sink, brought up to date by the
+    writer thread after each batch.
     """
 
     submit: Callable[[Record], bool]
@@ -94,6 +101,7 @@ class AccessLog:
         redact_query: Iterable[str] = DEFAULT_REDACTED_QUERY,
         trusted_proxies: Iterable[str] = (),
         proxy_header: str = "x-forwarded-for",
+        metrics: bool = False,
     ) -> None:
         # Every option is checked before the sink is opened: a log that cannot be
         # built must leave no descriptor (and no signal handler) behind.
@@ -134,6 +142,10 @@ class AccessLog:
             trusted_proxies=trusted_proxies,
             proxy_header=proxy_header,
         )
+        metrics = flag("metrics", metrics)
+        if metrics:
+            # Before the sink is opened: a missing prometheus_client leaves nothing open.
+            require_metrics_client()
         self._sink = open_sink(sink)
         if isinstance(fmt, DevFormat):
             fmt = fmt.for_sink(is_terminal=self._sink.isatty())
@@ -162,6 +174,7 @@ class AccessLog:
             response_names is None or select_names is None or bool(response_names)
         )
         self._admission = Admission(max_queue=max_queue, batch_size=batch_size, policy=self._policy)
+        self._metrics = PrometheusMetrics(self._sink.name, max_queue) if metrics else None
         self._writer = Writer(
             self._admission,
             self._sink,
@@ -170,6 +183,7 @@ class AccessLog:
             watch=watch,
             lost_signal=None if reopen_on is None else reopen_on.lost,
             select=select,
+            after_batch=None if self._metrics is None else self._update_metrics,
         )
         self._close_lock = threading.Lock()
         self._final: Stats | None = None
@@ -225,6 +239,10 @@ class AccessLog:
             queued=waiting,
             queue_peak=peak,
         )
+
+    def _update_metrics(self) -> None:
+        if self._metrics is not None:
+            self._metrics.update(self._snapshot())
 
     def flush(self, timeout: float | None = None) -> bool:
         """Write every record accepted so far, without waiting for a batch to fill.
@@ -284,6 +302,9 @@ class AccessLog:
                 self._reopen_on.cancel()
             self._final = self._snapshot()
             _open_logs.discard(self)
+            if self._metrics is not None:
+                # The counts close() settled (what it gave up on is failed now).
+                self._metrics.update(self._final)
             return self._final
 
     def _wait_limit(self, timeout: object) -> float | None:
@@ -295,6 +316,8 @@ class AccessLog:
     def _restart_after_fork(self) -> None:
         self._close_lock = threading.Lock()
         self._admission.reset_after_fork()
+        if self._metrics is not None:
+            self._metrics.restart_after_fork()
         self._writer.reset_after_fork()
 
     def __enter__(self) -> AccessLog:

@@ -158,6 +158,18 @@ def number_in_environment(
         ) from None
 
 
+def switch_in_environment(variable: str, text: str) -> bool:
+    """On (``1``, ``true``, ``yes``, ``on``) or off (``0``, ``false``, ``no``, ``off``)."""
+    spelt = text.strip().lower()
+    if spelt in ("1", "true", "yes", "on"):
+        return True
+    if spelt in ("0", "false", "no", "off"):
+        return False
+    raise ConfigurationError(
+        f"{variable}={text!r} is neither on nor off: {variable}=1 turns it on, {variable}=0 off"
+    )
+
+
 def list_in_environment(text: str) -> list[str]:
     """The entries of a comma-separated variable; an empty one is an empty list."""
     return [entry.strip() for entry in text.split(",") if entry.strip()]

@@ -41,8 +41,11 @@ class Writer:
         watch: bool,
         lost_signal: Callable[[], str | None] | None = None,
         select: Select | None = None,
+        after_batch: Callable[[], None] | None = None,
     ) -> None:
         self._admission = admission
+        # Called after each batch, on this thread (the log's metrics): never raises here.
+        self._after_batch = after_batch
         self._sink = sink
         self._format = fmt
         # What to keep of each batch, and how to rewrite it; None when nothing is asked.
@@ -138,6 +141,11 @@ class Writer:
             with self._settled_changed:
                 self.settled += len(batch)
                 self._settled_changed.notify_all()
+            if self._after_batch is not None:
+                try:
+                    self._after_batch()
+                except BaseException as error:
+                    self._report(f"cannot update the metrics: {describe(error)}")
 
     def _between_batches(self, batch: list[Record]) -> None:
         # The next batch goes to the reopened file, none after it to the old one.

@@ -21,7 +21,8 @@ The queue and policy come from the environment (or gunicorn's ``--env``/``raw_en
 ``BOUNDLOG_SKIP_PATHS`` and ``BOUNDLOG_TRUSTED_PROXIES`` (comma-separated lists),
 ``BOUNDLOG_PROXY_HEADER`` (the one header those proxies set: ``x-forwarded-for``, the
 default, or ``forwarded``) and ``BOUNDLOG_REDACT_QUERY`` (comma-separated names,
-replacing the default list; empty turns redaction off).  A bad value, or a
+replacing the default list; empty turns redaction off); ``BOUNDLOG_METRICS=1`` keeps
+the counters in Prometheus too (``metrics=True``).  A bad value, or a
 ``BOUNDLOG_*`` variable that is none of these (``BOUNDLOG_MAXQUEUE``; but
 ``BOUNDLOG_NO_EXTENSIONS``, which picks the core, is fine), stops gunicorn at startup
 with an error naming the variable.  A subclass may override
@@ -64,6 +65,7 @@ from ._options import (
     number_in_environment,
     one_of,
     seconds,
+    switch_in_environment,
     whole_number,
 )
 from ._queue import POLICIES
@@ -80,6 +82,7 @@ SKIP_PATHS_VARIABLE = "BOUNDLOG_SKIP_PATHS"
 TRUSTED_PROXIES_VARIABLE = "BOUNDLOG_TRUSTED_PROXIES"
 PROXY_HEADER_VARIABLE = "BOUNDLOG_PROXY_HEADER"
 REDACT_QUERY_VARIABLE = "BOUNDLOG_REDACT_QUERY"
+METRICS_VARIABLE = "BOUNDLOG_METRICS"
 
 
 class _Response(Protocol):
@@ -273,6 +276,7 @@ _VARIABLES: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     TRUSTED_PROXIES_VARIABLE: _selection("trusted_proxies", "127.0.0.1,10.0.0.0/8"),
     PROXY_HEADER_VARIABLE: _selection("proxy_header", "forwarded"),
     REDACT_QUERY_VARIABLE: _selection("redact_query", "token,password"),
+    METRICS_VARIABLE: ("metrics", switch_in_environment),
 }
 # The BOUNDLOG_* variables that are not settings: `boundlog bench` hands its gunicorn
 # servers their logger through these, and BOUNDLOG_NO_EXTENSIONS picks the core (_core).

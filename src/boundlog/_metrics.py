@@ -1,0 +1,127 @@
+"""The log's counters as Prometheus metrics (``AccessLog(..., metrics=True)``).
+
+The writer thread brings them up to date after each batch, and ``close()`` once more
+with the final counts: the request path pays nothing.  They are prometheus_client's
+own Counter and Gauge objects in its default registry, not a custom collector,
+because its multiprocess mode (``PROMETHEUS_MULTIPROC_DIR``, what gunicorn and
+uvicorn ``--workers`` need) reads only those: there each worker's values live in files
+of their own and a scrape of any worker sums them, and a recycled worker's counts stay
+in its file, so the totals never go backwards.
+
+Each counter moves by the difference between the log's counts now and at the last
+update: a forked child (gunicorn ``--preload``) starts its own log's counts at zero,
+and so its differences, on top of whatever its registry held.
+
+The ``sink`` label names the sink as ``Stats`` users see it, without the credentials
+a URL may hold.
+"""
+
+from __future__ import annotations
+
+import importlib
+import threading
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from ._errors import ConfigurationError
+from ._stats import Stats
+
+#: The counters: their names (prometheus_client adds ``_total``), the Stats field each
+#: follows, and their help text.
+COUNTERS = (
+    ("boundlog_records_submitted", "submitted", "Records handed to the access log."),
+    ("boundlog_records_written", "written", "Records written to the sink."),
+    ("boundlog_records_dropped", "dropped", "Records refused because the queue was full."),
+    ("boundlog_records_filtered", "filtered", "Records skipped by the log's filters."),
+    ("boundlog_records_failed", "failed", "Records lost to a failed write or format."),
+    ("boundlog_write_errors", "write_errors", "Writes to the sink that failed."),
+    ("boundlog_bytes_written", "bytes_written", "Bytes written to the sink."),
+    ("boundlog_batches", "batches", "Batches written to the sink."),
+)
+#: The gauges, summed over the live processes in multiprocess mode.
+QUEUE_RECORDS = "boundlog_queue_records"
+QUEUE_CAPACITY = "boundlog_queue_capacity"
+
+_families: dict[str, Any] = {}
+_families_lock = threading.Lock()
+
+
+def require_client() -> Any:
+    """prometheus_client, or a ConfigurationError naming the extra that installs it."""
+    try:
+        return importlib.import_module("prometheus_client")
+    except ImportError as error:
+        raise ConfigurationError(
+            "metrics=True needs prometheus_client, which is not installed: "
+            "pip install 'boundlog[prometheus]'"
+        ) from error
+
+
+def _family(name: str, make: Any) -> Any:
+    # Once per process: the registry refuses a second metric of a name.
+    with _families_lock:
+        family = _families.get(name)
+        if family is None:
+            family = _families[name] = make()
+        return family
+
+
+def sink_label(name: str) -> str:
+    """The sink's name for the ``sink`` label: a URL without its user and password."""
+    parts = urlsplit(name)
+    if parts.scheme and parts.netloc and "@" in parts.netloc:
+        host = parts.netloc.rpartition("@")[2]
+        return urlunsplit(parts._replace(netloc=host))
+    return name
+
+
+class PrometheusMetrics:
+    """One log's counters in prometheus_client's registry, labelled with its sink."""
+
+    __slots__ = ("_capacity", "_capacity_gauge", "_counters", "_last", "_lock", "_queue")
+
+    def __init__(self, sink_name: str, capacity: int) -> None:
+        client = require_client()
+        label = sink_label(sink_name)
+        self._counters = [
+            _family(name, lambda n=name, h=text: client.Counter(n, h, ["sink"])).labels(sink=label)
+            for name, _, text in COUNTERS
+        ]
+        self._queue = _family(
+            QUEUE_RECORDS,
+            lambda: client.Gauge(
+                QUEUE_RECORDS, "Records waiting in the queue.", ["sink"],
+                multiprocess_mode="livesum",
+            ),
+        ).labels(sink=label)  # fmt: skip
+        self._capacity_gauge = _family(
+            QUEUE_CAPACITY,
+            lambda: client.Gauge(
+                QUEUE_CAPACITY, "Records the queue holds at most (max_queue).", ["sink"],
+                multiprocess_mode="livesum",
+            ),
+        ).labels(sink=label)  # fmt: skip
+        self._capacity = capacity
+        self._capacity_gauge.set(capacity)
+        self._last = [0] * len(COUNTERS)
+        # The writer thread and close() may both update (close gave up on the thread).
+        self._lock = threading.Lock()
+
+    def update(self, stats: Stats) -> None:
+        """Move the metrics to ``stats``, the log's counts now."""
+        with self._lock:
+            for index, (counter, (_, field, _)) in enumerate(
+                zip(self._counters, COUNTERS, strict=True)
+            ):
+                value = getattr(stats, field)
+                if value > self._last[index]:
+                    counter.inc(value - self._last[index])
+                    self._last[index] = value
+            self._queue.set(stats.queued)
+
+    def restart_after_fork(self) -> None:
+        """In a forked child, whose log counts from zero again."""
+        self._lock = threading.Lock()
+        self._last = [0] * len(COUNTERS)
+        # In multiprocess mode the child's values start afresh, in a file of its own.
+        self._capacity_gauge.set(self._capacity)
