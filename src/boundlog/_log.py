@@ -171,6 +171,8 @@ class AccessLog:
             lost_signal=None if reopen_on is None else reopen_on.lost,
             select=select,
         )
+        writer = self._writer
+        self._sink.watch_backlog(lambda: self._admission.counts()[1] + writer.in_flight)
         self._close_lock = threading.Lock()
         self._final: Stats | None = None
         # What close() found when it gave up on a stuck sink.
@@ -219,7 +221,7 @@ class AccessLog:
             dropped=refused,
             filtered=writer.filtered,
             failed=writer.failed + self._lost_on_timeout,
-            write_errors=writer.write_errors,
+            write_errors=writer.write_errors + self._sink.retries,
             bytes_written=writer.bytes_written,
             batches=writer.batches,
             queued=waiting,
@@ -295,6 +297,7 @@ class AccessLog:
     def _restart_after_fork(self) -> None:
         self._close_lock = threading.Lock()
         self._admission.reset_after_fork()
+        self._sink.after_fork()
         self._writer.reset_after_fork()
 
     def __enter__(self) -> AccessLog:
