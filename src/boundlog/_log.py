@@ -171,8 +171,7 @@ class AccessLog:
             lost_signal=None if reopen_on is None else reopen_on.lost,
             select=select,
         )
-        writer = self._writer
-        self._sink.watch_backlog(lambda: self._admission.counts()[1] + writer.in_flight)
+        self._sink.watch_backlog(lambda: self._admission.counts()[1])
         self._close_lock = threading.Lock()
         self._final: Stats | None = None
         # What close() found when it gave up on a stuck sink.

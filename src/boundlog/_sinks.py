@@ -57,7 +57,7 @@ class Destination(Protocol):
         """Whether the path now names another file."""
 
     def watch_backlog(self, waiting: Callable[[], int]) -> None:
-        """Learn how many records wait behind the sink, for its own reports."""
+        """Learn how many records wait in the queue behind the sink, for its own reports."""
 
     def after_fork(self) -> None:
         """In a forked child, before its writer starts."""

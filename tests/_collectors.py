@@ -1,0 +1,237 @@
+"""Collectors for the network sink tests: a newline reader like Vector's socket source,
+and a real rsyslogd with a generated configuration.
+
+Both listen on loopback ports chosen free at start (port 0, or bound and released), so
+the suites can run in parallel, and keep their files under the test's tmp_path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+RSYSLOGD = shutil.which("rsyslogd") or shutil.which("rsyslogd", path="/usr/sbin:/sbin")
+
+
+def free_port(kind: int = socket.SOCK_STREAM) -> int:
+    """A loopback port nobody listens on right now."""
+    with socket.socket(socket.AF_INET, kind) as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+class LineServer:
+    """Reads newline-terminated lines from every connection, as Vector's socket source.
+
+    ``stop()`` closes the listener and every connection; ``start()`` listens again on the
+    same port, so a test can take the collector away and bring it back.
+    """
+
+    def __init__(self, port: int | None = None) -> None:
+        self.port = port or free_port()
+        self.lines: list[bytes] = []
+        self.connections = 0
+        self._lock = threading.Lock()
+        self._listener: socket.socket | None = None
+        self._open: list[socket.socket] = []
+        self._threads: list[threading.Thread] = []
+
+    def start(self) -> LineServer:
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", self.port))
+        listener.listen(16)
+        self._listener = listener
+        thread = threading.Thread(target=self._accept, args=(listener,), daemon=True)
+        thread.start()
+        self._threads.append(thread)
+        return self
+
+    def _accept(self, listener: socket.socket) -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            with self._lock:
+                self.connections += 1
+                self._open.append(conn)
+            thread = threading.Thread(target=self._read, args=(conn,), daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def _read(self, conn: socket.socket) -> None:
+        pending = b""
+        while True:
+            try:
+                chunk = conn.recv(1 << 16)
+            except OSError:
+                return
+            if not chunk:
+                return
+            *whole, pending = (pending + chunk).split(b"\n")
+            with self._lock:
+                self.lines.extend(whole)
+
+    def received(self) -> list[bytes]:
+        with self._lock:
+            return list(self.lines)
+
+    def stop(self) -> None:
+        with self._lock:
+            listener, self._listener = self._listener, None
+            conns, self._open = self._open, []
+        if listener is not None:
+            # shutdown wakes the accept() blocked in another thread.
+            for sock in (listener, *conns):
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+                sock.close()
+        for thread in self._threads:
+            thread.join(10)
+        self._threads = []
+
+
+def write_certificates(directory: Path, name: str) -> tuple[Path, Path, Path]:
+    """A CA named ``name`` and a server certificate it signed for 127.0.0.1 and
+    localhost, made with the openssl command: ``(ca, certificate, key)``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    ca_key, ca = directory / f"{name}-ca.key", directory / f"{name}-ca.pem"
+    key, csr, cert = directory / f"{name}.key", directory / f"{name}.csr", directory / f"{name}.pem"
+    extensions = directory / f"{name}.ext"
+    extensions.write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+
+    def openssl(*args: str | Path) -> None:
+        subprocess.run(["openssl", *map(str, args)], check=True, capture_output=True)
+
+    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", ca_key, "-out", ca,
+            "-days", "2", "-subj", f"/CN={name} test CA")  # fmt: skip
+    openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", csr,
+            "-subj", "/CN=localhost")  # fmt: skip
+    openssl("x509", "-req", "-in", csr, "-CA", ca, "-CAkey", ca_key, "-CAcreateserial",
+            "-out", cert, "-days", "2", "-extfile", extensions)  # fmt: skip
+    return ca, cert, key
+
+
+class Rsyslogd:
+    """A real rsyslogd on loopback ports, writing ``%app-name% %procid% %msg%`` per line.
+
+    Listens with imtcp (plain, and TLS through gtls when given certificates), imudp and
+    imuxsock on a socket of its own (never /dev/log); ``lines()`` reads what it wrote.
+    The TCP ports stay the same across ``stop()`` and ``start()``.
+    """
+
+    def __init__(self, directory: Path, *, tls: tuple[Path, Path, Path] | None = None) -> None:
+        assert RSYSLOGD is not None, "rsyslogd is not installed (Debian package rsyslog)"
+        self.directory = directory
+        directory.mkdir(parents=True, exist_ok=True)
+        self.tcp_port = free_port()
+        self.tls_port = free_port() if tls is not None else None
+        self.udp_port = free_port(socket.SOCK_DGRAM)
+        self.unix_path = directory / "log.sock"
+        self.output = directory / "received.log"
+        self.pid_file = directory / "rsyslogd.pid"
+        self.config = directory / "rsyslog.conf"
+        self.config.write_text(self._configuration(tls))
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def _configuration(self, tls: tuple[Path, Path, Path] | None) -> str:
+        # Every limit rsyslog has by default is lifted or raised: rate limits would drop
+        # lines of a burst, and a short message size would cut long ones.
+        parts = [
+            'global(maxMessageSize="64k" workDirectory="%s"' % self.directory,
+            (
+                '  defaultNetstreamDriverCAFile="%s" defaultNetstreamDriverCertFile="%s"'
+                ' defaultNetstreamDriverKeyFile="%s")' % tls
+                if tls is not None
+                else ")"
+            ),
+            'module(load="imuxsock" SysSock.Use="off")',
+            'module(load="imudp")',
+            'module(load="imtcp" maxSessions="100")',
+            'input(type="imuxsock" socket="%s" useSpecialParser="off" parseHostname="on"'
+            ' ratelimit.interval="0" createPath="on")' % self.unix_path,
+            'input(type="imudp" address="127.0.0.1" port="%d" ratelimit.interval="0")'
+            % self.udp_port,
+            'input(type="imtcp" address="127.0.0.1" port="%d")' % self.tcp_port,
+        ]
+        if tls is not None:
+            parts.append(
+                'input(type="imtcp" address="127.0.0.1" port="%d" streamDriver.name="gtls"'
+                ' streamDriver.mode="1" streamDriver.authMode="anon")' % self.tls_port
+            )
+        parts += [
+            'template(name="fields" type="string"'
+            ' string="%app-name% %procid% %hostname% %pri% %msg%\\n")',
+            'action(type="omfile" file="%s" template="fields" flushOnTXEnd="on"'
+            ' asyncWriting="off")' % self.output,
+        ]
+        return "\n".join(parts) + "\n"
+
+    def start(self) -> Rsyslogd:
+        assert RSYSLOGD is not None
+        self.process = subprocess.Popen(
+            [RSYSLOGD, "-n", "-f", str(self.config), "-i", str(self.pid_file)],
+            stdout=subprocess.DEVNULL,
+            stderr=open(self.directory / "rsyslogd.stderr", "ab"),  # noqa: SIM115
+        )
+        self._wait_listening()
+        return self
+
+    def _wait_listening(self) -> None:
+        deadline = time.monotonic() + 20
+        ports = [self.tcp_port] + ([self.tls_port] if self.tls_port else [])
+        while True:
+            assert self.process is not None
+            if self.process.poll() is not None:
+                raise AssertionError(
+                    f"rsyslogd exited with {self.process.returncode}: "
+                    + (self.directory / "rsyslogd.stderr").read_text()
+                )
+            if all(_listening(port) for port in ports) and self.unix_path.exists():
+                return
+            if time.monotonic() > deadline:
+                raise AssertionError("rsyslogd did not start listening within 20 s")
+            time.sleep(0.02)
+
+    def stop(self) -> None:
+        process, self.process = self.process, None
+        if process is None:
+            return
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        if self.unix_path.exists():
+            os.unlink(self.unix_path)
+
+    def lines(self) -> list[str]:
+        try:
+            return self.output.read_text(errors="replace").splitlines()
+        except FileNotFoundError:
+            return []
+
+    def wait_for_lines(self, count: int, timeout: float = 30.0) -> list[str]:
+        """The lines rsyslogd wrote, once there are ``count``; fails after ``timeout``."""
+        deadline = time.monotonic() + timeout
+        while len(found := self.lines()) < count:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"rsyslogd wrote {len(found)} of {count} lines in {timeout} s")
+            time.sleep(0.02)
+        return found
+
+
+def _listening(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.settimeout(1)
+        return probe.connect_ex(("127.0.0.1", port)) == 0
