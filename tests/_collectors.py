@@ -15,7 +15,12 @@ import socket
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Protocol, TypeVar
+
+from _records import make_record
+from boundlog import AccessLog, Stats
 
 RSYSLOGD = shutil.which("rsyslogd") or shutil.which("rsyslogd", path="/usr/sbin:/sbin")
 
@@ -85,6 +90,10 @@ class LineServer:
         with self._lock:
             return list(self.lines)
 
+    def wait_for_lines(self, count: int, timeout: float = 30.0) -> list[bytes]:
+        """The lines received, once there are ``count``; fails after ``timeout``."""
+        return _once_there_are(count, self.received, timeout)
+
     def stop(self) -> None:
         with self._lock:
             listener, self._listener = self._listener, None
@@ -101,13 +110,13 @@ class LineServer:
 
 
 def write_certificates(directory: Path, name: str) -> tuple[Path, Path, Path]:
-    """A CA named ``name`` and a server certificate it signed for 127.0.0.1 and
-    localhost, made with the openssl command: ``(ca, certificate, key)``."""
+    """A CA named ``name`` and a server certificate it signed for ``localhost`` (and no
+    address), made with the openssl command: ``(ca, certificate, key)``."""
     directory.mkdir(parents=True, exist_ok=True)
     ca_key, ca = directory / f"{name}-ca.key", directory / f"{name}-ca.pem"
     key, csr, cert = directory / f"{name}.key", directory / f"{name}.csr", directory / f"{name}.pem"
     extensions = directory / f"{name}.ext"
-    extensions.write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+    extensions.write_text("subjectAltName=DNS:localhost\n")
 
     def openssl(*args: str | Path) -> None:
         subprocess.run(["openssl", *map(str, args)], check=True, capture_output=True)
@@ -178,11 +187,12 @@ class Rsyslogd:
 
     def start(self) -> Rsyslogd:
         assert RSYSLOGD is not None
-        self.process = subprocess.Popen(
-            [RSYSLOGD, "-n", "-f", str(self.config), "-i", str(self.pid_file)],
-            stdout=subprocess.DEVNULL,
-            stderr=open(self.directory / "rsyslogd.stderr", "ab"),  # noqa: SIM115
-        )
+        with open(self.directory / "rsyslogd.stderr", "ab") as stderr:
+            self.process = subprocess.Popen(
+                [RSYSLOGD, "-n", "-f", str(self.config), "-i", str(self.pid_file)],
+                stdout=subprocess.DEVNULL,
+                stderr=stderr,
+            )
         self._wait_listening()
         return self
 
@@ -223,12 +233,55 @@ class Rsyslogd:
 
     def wait_for_lines(self, count: int, timeout: float = 30.0) -> list[str]:
         """The lines rsyslogd wrote, once there are ``count``; fails after ``timeout``."""
-        deadline = time.monotonic() + timeout
-        while len(found := self.lines()) < count:
-            if time.monotonic() > deadline:
-                raise AssertionError(f"rsyslogd wrote {len(found)} of {count} lines in {timeout} s")
-            time.sleep(0.02)
-        return found
+        return _once_there_are(count, self.lines, timeout)
+
+
+_Line = TypeVar("_Line", bytes, str)
+
+
+def _once_there_are(count: int, read: Callable[[], list[_Line]], timeout: float) -> list[_Line]:
+    deadline = time.monotonic() + timeout
+    while len(found := read()) < count:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{len(found)} of {count} lines arrived in {timeout} s")
+        time.sleep(0.01)
+    return found
+
+
+class Collector(Protocol):
+    def start(self) -> object: ...
+    def stop(self) -> None: ...
+    def wait_for_lines(self, count: int, timeout: float = 30.0) -> list[bytes] | list[str]: ...
+
+
+def submit_paths(log: AccessLog, prefix: str, count: int) -> None:
+    """Submit ``count`` records for ``/prefix/0``, ``/prefix/1``, ..."""
+    for i in range(count):
+        log.submit(make_record(path=f"/{prefix}/{i}".encode()))
+
+
+def wait_for_retries(log: AccessLog, count: int, timeout: float = 30.0) -> None:
+    """Wait until the log's sink has failed ``count`` attempts (and so is retrying)."""
+    deadline = time.monotonic() + timeout
+    while log.stats().write_errors < count:
+        assert time.monotonic() < deadline, f"fewer than {count} failed attempts in {timeout} s"
+        time.sleep(0.01)
+
+
+def through_a_restart(log: AccessLog, collector: Collector, count: int) -> Stats:
+    """``count`` records before the collector stops (all received), ``count`` while it is
+    away, ``count`` after it is back; the final stats."""
+    submit_paths(log, "before", count)
+    assert log.flush(timeout=30)
+    collector.wait_for_lines(count)
+    collector.stop()
+    submit_paths(log, "during", count)
+    collector.start()
+    submit_paths(log, "after", count)
+    stats = log.close(timeout=60)
+    assert stats.submitted == stats.written + stats.dropped + stats.filtered + stats.failed
+    assert stats.queued == 0
+    return stats
 
 
 def _listening(port: int) -> bool:

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from _collectors import LineServer, free_port
+from _collectors import LineServer, free_port, through_a_restart, wait_for_retries
 from _records import make_record
 from boundlog import AccessLog, NetworkSink, Stats
 from boundlog._syslog import Syslog, datagrams, octet_counted
@@ -38,7 +38,7 @@ def test_tcp_lines_arrive_whole_and_in_order() -> None:
         stats = log.stats()
         assert stats.written == 1000
         assert stats.failed == 0
-        _wait_lines(server, 1000)
+        server.wait_for_lines(1000)
         assert stats.bytes_written == sum(len(line) + 1 for line in server.received())
         assert _paths(server.received()) == [b"/r/%d" % i for i in range(1000)]
         assert server.connections == 1
@@ -70,13 +70,6 @@ def test_each_batch_is_one_send(monkeypatch: pytest.MonkeyPatch) -> None:
         server.stop()
 
 
-def _wait_lines(server: LineServer, count: int, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while len(server.received()) < count:
-        assert time.monotonic() < deadline, f"{len(server.received())} of {count} lines"
-        time.sleep(0.01)
-
-
 def _wait_for(server: LineServer, path: bytes, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while path not in _paths(server.received()):
@@ -90,10 +83,7 @@ def test_collector_down_at_start_and_up_later(capfd: pytest.CaptureFixture[str])
     log = AccessLog(NetworkSink(f"tcp://127.0.0.1:{port}", **FAST), policy="wait")
     for i in range(200):
         log.submit(make_record(path=b"/late/%d" % i))
-    deadline = time.monotonic() + 30
-    while log.stats().write_errors < 3:  # it has tried, and failed, a few times
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
+    wait_for_retries(log, 3)
     server = LineServer(port).start()
     try:
         stats = log.close(timeout=30)
@@ -101,7 +91,7 @@ def test_collector_down_at_start_and_up_later(capfd: pytest.CaptureFixture[str])
         assert stats.failed == 0
         assert stats.dropped == 0
         _identity_holds(stats)
-        _wait_lines(server, 200)
+        server.wait_for_lines(200)
         assert _paths(server.received()) == [b"/late/%d" % i for i in range(200)]
     finally:
         server.stop()
@@ -139,21 +129,10 @@ def test_the_collector_restarting_mid_stream_keeps_the_counts_exact() -> None:
     server = LineServer().start()
     log = AccessLog(NetworkSink(f"tcp://127.0.0.1:{server.port}", **FAST), policy="wait")
     try:
-        for i in range(300):
-            log.submit(make_record(path=b"/before/%d" % i))
-        assert log.flush(timeout=30)
-        _wait_lines(server, 300)
-        server.stop()
-        for i in range(300):
-            log.submit(make_record(path=b"/during/%d" % i))
-        server.start()
-        for i in range(300):
-            log.submit(make_record(path=b"/after/%d" % i))
-        stats = log.close(timeout=30)
+        stats = through_a_restart(log, server, 300)
         _wait_for(server, b"/after/299")
     finally:
         server.stop()
-    _identity_holds(stats)
     assert stats.submitted == 900
     assert stats.dropped == 0
     # TCP: lines the kernel took before it learned the peer was gone are counted written
@@ -172,11 +151,8 @@ def test_drop_counts_what_does_not_fit_while_the_collector_is_away() -> None:
     """Under drop the queue stays bounded: records past max_queue are dropped, counted."""
     port = free_port()
     log = AccessLog(NetworkSink(f"tcp://127.0.0.1:{port}", **FAST), max_queue=50, batch_size=10)
-    deadline = time.monotonic() + 30
-    while log.stats().write_errors < 1:
-        log.submit(make_record(path=b"/first"))
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
+    log.submit(make_record(path=b"/first"))
+    wait_for_retries(log, 1)
     for _ in range(500):
         log.submit(make_record())
     assert log.stats().dropped > 0
@@ -187,7 +163,7 @@ def test_drop_counts_what_does_not_fit_while_the_collector_is_away() -> None:
         _identity_holds(stats)
         assert stats.failed == 0
         assert stats.dropped > 0
-        _wait_lines(server, stats.written)
+        server.wait_for_lines(stats.written)
         assert len(server.received()) == stats.written
     finally:
         server.stop()
@@ -213,7 +189,7 @@ def test_a_forked_child_has_its_own_connection() -> None:
         log.submit(make_record(path=b"/parent/2"))
         stats = log.close(timeout=30)
         assert stats.written == 2
-        _wait_lines(server, 3)
+        server.wait_for_lines(3)
         assert sorted(_paths(server.received())) == [b"/child", b"/parent/1", b"/parent/2"]
         assert server.connections == 2
     finally:
