@@ -12,6 +12,7 @@ import os
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import threading
 import time
@@ -40,8 +41,9 @@ class LineServer:
     same port, so a test can take the collector away and bring it back.
     """
 
-    def __init__(self, port: int | None = None) -> None:
+    def __init__(self, port: int | None = None, *, tls: ssl.SSLContext | None = None) -> None:
         self.port = port or free_port()
+        self._tls = tls
         self.lines: list[bytes] = []
         self.connections = 0
         self._lock = threading.Lock()
@@ -69,9 +71,22 @@ class LineServer:
             with self._lock:
                 self.connections += 1
                 self._open.append(conn)
-            thread = threading.Thread(target=self._read, args=(conn,), daemon=True)
+            thread = threading.Thread(target=self._serve, args=(conn,), daemon=True)
             thread.start()
             self._threads.append(thread)
+
+    def _serve(self, conn: socket.socket) -> None:
+        if self._tls is not None:
+            try:
+                wrapped = self._tls.wrap_socket(conn, server_side=True)
+            except OSError:
+                return  # a client that refused our certificate
+            with self._lock:
+                # stop() must shut the TLS socket down: the plain one is detached.
+                self._open = [wrapped if s is conn else s for s in self._open]
+            conn = wrapped
+        with conn:
+            self._read(conn)
 
     def _read(self, conn: socket.socket) -> None:
         pending = b""

@@ -6,11 +6,20 @@ from __future__ import annotations
 import os
 import re
 import socket
+import ssl
 import time
+from pathlib import Path
 
 import pytest
 
-from _collectors import LineServer, free_port, through_a_restart, wait_for_retries
+from _collectors import (
+    LineServer,
+    free_port,
+    submit_paths,
+    through_a_restart,
+    wait_for_retries,
+    write_certificates,
+)
 from _records import make_record
 from boundlog import AccessLog, NetworkSink, Stats
 from boundlog._syslog import Syslog, datagrams, octet_counted
@@ -44,6 +53,35 @@ def test_tcp_lines_arrive_whole_and_in_order() -> None:
         assert server.connections == 1
     finally:
         server.stop()
+
+
+def test_tls_lines_arrive_and_a_wrong_certificate_is_refused(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """tls:// verifies the collector's certificate (CA and host name) before any line."""
+    ca, cert, key = write_certificates(tmp_path, "lines")
+    server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_context.load_cert_chain(cert, key)
+    server = LineServer(tls=server_context).start()
+    try:
+        client = ssl.create_default_context(cafile=str(ca))
+        with AccessLog(NetworkSink(f"tls://localhost:{server.port}", ssl_context=client)) as log:
+            submit_paths(log, "tls", 50)
+        assert log.stats().written == 50
+        assert _paths(server.wait_for_lines(50)) == [b"/tls/%d" % i for i in range(50)]
+        # The system's store knows no test CA: refused, reported, counted, nothing sent.
+        refused = AccessLog(NetworkSink(f"tls://localhost:{server.port}", **FAST))
+        submit_paths(refused, "plain", 5)
+        wait_for_retries(refused, 2)
+        stats = refused.close(timeout=0.2)
+        assert stats.failed == 5
+        assert len(server.received()) == 50
+    finally:
+        server.stop()
+    err = capfd.readouterr().err
+    assert (
+        f"TLS handshake failed with tls://localhost:{server.port}: certificate verify failed" in err
+    )
 
 
 def test_each_batch_is_one_send(monkeypatch: pytest.MonkeyPatch) -> None:
