@@ -148,8 +148,8 @@ def write_certificates(directory: Path, name: str) -> tuple[Path, Path, Path]:
 class Rsyslogd:
     """A real rsyslogd on loopback ports, writing ``%app-name% %procid% %msg%`` per line.
 
-    Listens with imtcp (plain, and TLS through gtls when given certificates), imudp and
-    imuxsock on a socket of its own (never /dev/log); ``lines()`` reads what it wrote.
+    Listens with imtcp (plain, and TLS through gtls when given certificates), imrelp,
+    imudp and imuxsock on a socket of its own (never /dev/log); ``lines()`` reads what it wrote.
     The TCP ports stay the same across ``stop()`` and ``start()``.
     """
 
@@ -160,6 +160,7 @@ class Rsyslogd:
         self.tcp_port = free_port()
         self.tls_port = free_port() if tls is not None else None
         self.udp_port = free_port(socket.SOCK_DGRAM)
+        self.relp_port = free_port()
         self.unix_path = directory / "log.sock"
         self.output = directory / "received.log"
         self.pid_file = directory / "rsyslogd.pid"
@@ -186,6 +187,8 @@ class Rsyslogd:
             'input(type="imudp" address="127.0.0.1" port="%d" ratelimit.interval="0")'
             % self.udp_port,
             'input(type="imtcp" address="127.0.0.1" port="%d")' % self.tcp_port,
+            'module(load="imrelp")',
+            'input(type="imrelp" address="127.0.0.1" port="%d")' % self.relp_port,
         ]
         if tls is not None:
             parts.append(
@@ -213,7 +216,7 @@ class Rsyslogd:
 
     def _wait_listening(self) -> None:
         deadline = time.monotonic() + 20
-        ports = [self.tcp_port] + ([self.tls_port] if self.tls_port else [])
+        ports = [self.tcp_port, self.relp_port] + ([self.tls_port] if self.tls_port else [])
         while True:
             assert self.process is not None
             if self.process.poll() is not None:

@@ -21,6 +21,7 @@ from boundlog._urls import SCHEMES, parse_url
         ("syslog+udp://[::1]:5514", "syslog", "udp", "::1", 5514, ""),
         ("syslog+udp://10.0.0.5", "syslog", "udp", "10.0.0.5", 514, ""),
         ("syslog+unix:///dev/log", "syslog", "unix", "", 0, "/dev/log"),
+        ("relp://10.0.0.5:2514", "relp", "tcp", "10.0.0.5", 2514, ""),
         ("SYSLOG://Collector:1514/", "syslog", "tcp", "collector", 1514, ""),
     ],
 )
@@ -37,7 +38,8 @@ def test_each_scheme_parses(
 @pytest.mark.parametrize(
     ("url", "message"),
     [
-        ("relp://collector:2514", "unknown network sink scheme 'relp'"),
+        ("gelf://collector:12201", "unknown network sink scheme 'gelf'"),
+        ("relp://collector", "needs a port"),
         ("http://collector:80", "unknown network sink scheme 'http'"),
         ("tcp://collector", "needs a port"),
         ("tls://collector:0", "needs a port"),

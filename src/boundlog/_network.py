@@ -13,7 +13,8 @@ back, and the request path never touches a socket.
 "Sent" means handed to the kernel (the kernel's send buffer may still hold it when
 the peer dies: docs/shipping.md gives the bound).  A line the kernel took before a
 connection failed is counted as written; the line cut short by the failure is sent again,
-whole, on the next connection.
+whole, on the next connection.  Over RELP (``_relp``) "sent" means acknowledged by the
+server, and what it did not acknowledge is sent again on the next session.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from collections.abc import Callable
 
 from ._errors import ConfigurationError
 from ._options import seconds, whole_number
+from ._relp import RelpSession, Stopped
 from ._syslog import (
     FACILITIES,
     SEVERITIES,
@@ -63,7 +65,7 @@ class NetworkSink:
     ``sink=`` makes one with the defaults.  ``ssl_context`` (tls:// and syslog+tls://)
     replaces the default, which verifies the server's certificate against the system's
     store and its host name.  ``app_name``, ``facility``, ``severity`` and ``hostname``
-    are RFC 5424 header fields (syslog schemes only).  ``connect_timeout`` bounds a
+    are RFC 5424 header fields (syslog and relp schemes only).  ``connect_timeout`` bounds a
     connection attempt; after a failure the next attempt comes after ``retry_initial``
     seconds, doubling up to ``retry_max``, each wait a random 50 to 100 % of that.
     ``max_datagram`` (syslog+udp, syslog+unix) is the longest message sent: a longer
@@ -101,7 +103,7 @@ class NetworkSink:
         # local, and a broken store is a configuration error to see at startup.
         self._ssl_context = (ssl_context or ssl.create_default_context()) if tls else None
         syslog_options = {"app_name": app_name, "hostname": hostname}
-        if address.framing != "syslog":
+        if address.framing == "lines":
             given = [name for name, value in syslog_options.items() if value is not None]
             if facility != "local7" or severity != "info":
                 given.append("facility" if facility != "local7" else "severity")
@@ -136,6 +138,7 @@ class NetworkSink:
         self._start_afresh()
 
     def _start_afresh(self) -> None:
+        self._relp: RelpSession | None = None
         #: Messages cut to ``max_datagram`` (by this process).
         self.truncated = 0
         #: Connection and send attempts that failed (``Stats.write_errors`` adds them).
@@ -213,7 +216,10 @@ class NetworkSink:
                 os.close(sock.detach())
 
     def close(self) -> None:
-        """Close the connection, if any."""
+        """Close the connection, if any (a RELP session with its ``close`` command)."""
+        if self._relp is not None:
+            with contextlib.suppress(OSError):
+                self._relp.close()
         self._disconnect()
 
     def write(self, data: bytes) -> tuple[int, OSError | None]:
@@ -224,7 +230,21 @@ class NetworkSink:
         """
         if os.getpid() != self._pid:
             self.after_fork()
-        header = self._syslog.header() if self.address.framing == "syslog" else b""
+        framing = self.address.framing
+        header = self._syslog.header() if framing != "lines" else b""
+        if framing == "relp":
+            messages, self._data_ends, _ = datagrams(header, data, None)
+            self._frame_ends = list(range(1, len(messages) + 1))
+
+            def acknowledged() -> None:
+                self._sent += 1
+
+            def exchange(sock: socket.socket) -> int:
+                assert self._relp is not None
+                self._relp.send(messages[self._sent :], acknowledged)
+                return 0
+
+            return self._deliver(data, len(messages), exchange)
         if self._datagram:
             messages, self._data_ends, cut = datagrams(header, data, self._max_datagram)
             self._frame_ends = list(range(1, len(messages) + 1))
@@ -236,7 +256,7 @@ class NetworkSink:
                 return 1
 
             return self._deliver(data, len(messages), step)
-        if self.address.framing == "syslog":
+        if framing == "syslog":
             buffer, self._frame_ends, self._data_ends = octet_counted(header, data)
         else:
             buffer = data
@@ -263,8 +283,11 @@ class NetworkSink:
             if sock is None:
                 continue
             try:
-                self._sent += step(sock)
-            except TimeoutError:
+                # Not `self._sent += step(sock)`: a RELP step counts acknowledgements
+                # into _sent itself while it runs.
+                progress = step(sock)
+                self._sent += progress
+            except (TimeoutError, Stopped):
                 continue  # blocked by a slow reader: look at stopped, then go on
             except OSError as error:
                 self._failed("cannot send to", error)
@@ -302,7 +325,14 @@ class NetworkSink:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
                 if self._ssl_context is not None:
                     sock = self._ssl_context.wrap_socket(sock, server_hostname=address.host)
+                if address.framing == "relp":
+                    self._relp = RelpSession(sock, lambda: self.stopped)
+                    self._relp.open()
             sock.settimeout(_LOOK_EVERY)
+        except Stopped:
+            assert sock is not None
+            sock.close()
+            return None
         except (OSError, ssl.CertificateError) as error:
             if sock is not None:
                 sock.close()
@@ -317,6 +347,7 @@ class NetworkSink:
         return sock
 
     def _disconnect(self) -> None:
+        self._relp = None
         sock, self._sock = self._sock, None
         if sock is not None:
             with contextlib.suppress(OSError):

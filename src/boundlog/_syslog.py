@@ -136,9 +136,9 @@ def octet_counted(header: bytes, data: bytes) -> tuple[bytes, list[int], list[in
     return b"".join(frames), frame_ends, data_ends
 
 
-def datagrams(header: bytes, data: bytes, limit: int) -> tuple[list[bytes], list[int], int]:
-    """One message per line, each at most ``limit`` bytes; and the line ends, and how many
-    were cut.
+def datagrams(header: bytes, data: bytes, limit: int | None) -> tuple[list[bytes], list[int], int]:
+    """One message per line, each at most ``limit`` bytes (None: any length); and the
+    line ends, and how many were cut.
 
     A cut never splits a UTF-8 sequence: a reader that decodes the message would refuse
     the whole of it over its last character.
@@ -146,7 +146,7 @@ def datagrams(header: bytes, data: bytes, limit: int) -> tuple[list[bytes], list
     lines = data.split(b"\n")
     if lines and not lines[-1]:
         lines.pop()
-    room = max(limit - len(header), 0)
+    room = len(data) if limit is None else max(limit - len(header), 0)
     messages = []
     ends = []
     cut = 0

@@ -15,7 +15,8 @@ from urllib.parse import urlsplit
 from ._errors import ConfigurationError
 
 # scheme: (framing, transport, default port).  Framing "lines" sends the formatted lines
-# as they are (newline-terminated), "syslog" an RFC 5424 message per line.  No default
+# as they are (newline-terminated), "syslog" an RFC 5424 message per line, "relp" the
+# same messages as RELP commands, each acknowledged.  No default
 # port for the plain line protocols: collectors pick their own.
 SCHEMES: dict[str, tuple[str, str, int | None]] = {
     "tcp": ("lines", "tcp", None),
@@ -24,13 +25,15 @@ SCHEMES: dict[str, tuple[str, str, int | None]] = {
     "syslog+tls": ("syslog", "tls", 6514),
     "syslog+udp": ("syslog", "udp", 514),
     "syslog+unix": ("syslog", "unix", None),
+    "relp": ("relp", "tcp", None),
 }
 
 _LOOKS_LIKE_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 
 _FORMS = (
     "tcp://HOST:PORT, tls://HOST:PORT, syslog://HOST[:PORT] (514), "
-    "syslog+tls://HOST[:PORT] (6514), syslog+udp://HOST[:PORT] (514), syslog+unix:///PATH"
+    "syslog+tls://HOST[:PORT] (6514), syslog+udp://HOST[:PORT] (514), syslog+unix:///PATH, "
+    "relp://HOST:PORT"
 )
 
 
@@ -39,7 +42,7 @@ class Address(NamedTuple):
 
     url: str
     scheme: str
-    #: ``"lines"`` or ``"syslog"``.
+    #: ``"lines"``, ``"syslog"`` or ``"relp"``.
     framing: str
     #: ``"tcp"``, ``"tls"``, ``"udp"`` or ``"unix"``.
     transport: str
