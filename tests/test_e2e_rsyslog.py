@@ -28,14 +28,19 @@ from _collectors import (
 )
 from _records import make_record
 from _servers import (
+    FLUSH_INTERVAL_VARIABLE,
+    FORMAT_VARIABLE,
     LOOPBACK,
     PYTHON,
     SERVER_TZ,
+    SINK_VARIABLE,
+    UVICORN_CLEAN_EXITS,
     build_exchanges,
     check_log,
     running_server,
     send_exchanges,
     stop_gracefully,
+    uvicorn_app_command,
 )
 from boundlog import AccessLog, NetworkSink, Stats
 
@@ -263,6 +268,42 @@ def test_gunicorn_workers_ship_to_one_rsyslogd(rsyslogd: Rsyslogd, tmp_path: Pat
     procids = {_fields(line)[1] for line in lines}
     assert str(master) not in procids
     assert {_fields(line)[0] for line in lines} == {"gunicorn"}
+
+
+def test_uvicorn_under_load_while_rsyslogd_is_down(tmp_path: Path) -> None:
+    """Every request is answered while the collector is down; the records wait in the
+    queue, and all arrive once rsyslogd is up and the server stops."""
+    daemon = Rsyslogd(tmp_path / "rsyslog")
+    url = _url(daemon, "tcp")
+
+    environment = {
+        SINK_VARIABLE: url,
+        FORMAT_VARIABLE: "combined",
+        FLUSH_INTERVAL_VARIABLE: "0.01",
+        "TZ": SERVER_TZ,
+    }
+    exchanges = build_exchanges(1500)
+    with running_server(uvicorn_app_command, environment, tmp_path / "uvicorn.out") as server:
+        started = time.time()
+        # Every response is checked as it comes: none waits for the collector.
+        send_exchanges(server.port, exchanges)
+        finished = time.time()
+        daemon.start()
+        try:
+            assert server.stop() in UVICORN_CLEAN_EXITS
+            output = server.output()
+            logged = [exchange for exchange in exchanges if exchange.logged]
+            lines = daemon.wait_for_lines(len(logged))
+        finally:
+            daemon.stop()
+    check_log(
+        [_fields(line)[4].encode() for line in lines], exchanges, "combined", started, finished
+    )
+    assert f"boundlog: cannot connect to {url}: Connection refused" in output
+    assert f"boundlog: sending to {url} again" in output
+    reports = [line for line in output.splitlines() if line.startswith("boundlog:")]
+    # One report per 5 s at most while it was down, and the recovery.
+    assert len(reports) <= 2 + (finished - started) / 5, reports
 
 
 def test_a_url_no_collector_listens_on_delays_no_one(tmp_path: Path) -> None:

@@ -142,6 +142,22 @@ def test_collector_down_at_start_and_up_later(capfd: pytest.CaptureFixture[str])
     assert f"boundlog: sending to tcp://127.0.0.1:{port} again, after" in err
 
 
+def test_close_retries_at_once_rather_than_after_the_wait() -> None:
+    """A collector back during an hour's wait between attempts: close() tries at once."""
+    port = free_port()
+    sink = NetworkSink(f"tcp://127.0.0.1:{port}", retry_initial=3600, retry_max=3600)
+    log = AccessLog(sink)
+    submit_paths(log, "hurried", 20)
+    wait_for_retries(log, 1)
+    server = LineServer(port).start()
+    try:
+        stats = log.close(timeout=30)
+        assert stats.written == 20
+        assert len(server.wait_for_lines(20)) == 20
+    finally:
+        server.stop()
+
+
 def test_collector_never_up(capfd: pytest.CaptureFixture[str]) -> None:
     """close(timeout) returns, everything is counted (lost as failed), stderr stays quiet."""
     port = free_port()

@@ -236,6 +236,7 @@ class AccessLog:
         if self._final is not None:
             return True
         target = self._admission.hurry()
+        self._sink.hurry()
         return self._writer.wait_settled(target, self._wait_limit(timeout))
 
     def reopen(self, timeout: float | None = None) -> bool:
@@ -273,6 +274,7 @@ class AccessLog:
             if self._final is not None:
                 return self._snapshot()
             self._admission.close()
+            self._sink.hurry()
             thread = self._writer.thread
             thread.join(self._wait_limit(timeout))
             if thread.is_alive():

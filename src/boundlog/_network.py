@@ -145,6 +145,8 @@ class NetworkSink:
         self.retries = 0
         self._sock: socket.socket | None = None
         self._stop = threading.Event()
+        # Cuts a wait between attempts short: set by close() giving up, and by hurry().
+        self._wake = threading.Event()
         self._pid = os.getpid()
         # The batch under way: bytes sent of it, and the frame and line ends that map
         # them to whole lines.
@@ -169,6 +171,7 @@ class NetworkSink:
     def stopped(self, value: bool) -> None:
         if value:
             self._stop.set()
+            self._wake.set()
         else:
             self._stop.clear()
 
@@ -202,6 +205,12 @@ class NetworkSink:
     def watch_backlog(self, waiting: Callable[[], int]) -> None:
         """Learn how to count the records waiting behind this sink, for reports."""
         self._waiting = waiting
+
+    def hurry(self) -> None:
+        """Try again now rather than at the end of the wait: flush() or close() is
+        waiting, and a collector that came back during a 30 s wait would otherwise
+        be tried only after close_timeout gave up."""
+        self._wake.set()
 
     def after_fork(self) -> None:
         """In a forked child: forget the parent's connection and open one of its own.
@@ -369,7 +378,9 @@ class NetworkSink:
             f"{waiting} record{'s' if waiting != 1 else ''} waiting"
         ):
             self._reported_failure = True
-        self._stop.wait(wait)
+        self._wake.clear()
+        if not self.stopped:
+            self._wake.wait(wait)
 
     def _recovered(self) -> None:
         if self._failures and self._reported_failure:

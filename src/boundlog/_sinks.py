@@ -59,6 +59,9 @@ class Destination(Protocol):
     def watch_backlog(self, waiting: Callable[[], int]) -> None:
         """Learn how many records wait in the queue behind the sink, for its own reports."""
 
+    def hurry(self) -> None:
+        """flush() or close() waits: retry at once whatever the sink waits to retry."""
+
     def after_fork(self) -> None:
         """In a forked child, before its writer starts."""
 
@@ -187,6 +190,9 @@ class Sink:
 
     def watch_backlog(self, waiting: Callable[[], int]) -> None:
         """A file does not report on its own: the writer does."""
+
+    def hurry(self) -> None:
+        """A file sink never waits to retry: a failed batch is lost and counted."""
 
     def after_fork(self) -> None:
         """Parent and child may share a descriptor: O_APPEND keeps their lines apart."""
