@@ -141,6 +141,7 @@ class _FakeSocket:
         (b"1 rsp 6 200 OK\n", "the server closed the connection"),
         (b"1 rsp 6 200 OKX", "without its trailer"),
         (b"HTTP/1.1 400 Bad Request\r\n" * 4, "not a RELP answer"),
+        (b"1 rsp 99999999 200 OK", "an answer of 99999999 bytes"),
     ],
 )
 def test_a_wrong_answer_breaks_the_session(answers: bytes, message: str) -> None:

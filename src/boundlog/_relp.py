@@ -20,6 +20,9 @@ _MAX_TXNR = 999_999_999
 # The longest frame header an answer may have before its data: a guard against a peer
 # that is not a RELP server, whose bytes would otherwise be buffered for ever.
 _MAX_HEADER = 64
+# Answers carry a status and a few offers; a peer announcing more is not a RELP server
+# worth buffering for.
+_MAX_ANSWER = 65536
 
 
 class RelpError(ConnectionError):
@@ -125,6 +128,8 @@ class RelpSession:
             size = int(parts[2].split(b"\n", 1)[0])
         except ValueError:
             raise RelpError("not a RELP answer") from None
+        if size > _MAX_ANSWER:
+            raise RelpError(f"an answer of {size} bytes is not a RELP answer")
         start = len(parts[0]) + len(parts[1]) + len(str(size)) + 2
         if size == 0:
             end = start
