@@ -21,7 +21,8 @@ from _collectors import (
     write_certificates,
 )
 from _records import make_record
-from boundlog import AccessLog, NetworkSink, Stats
+from boundlog import AccessLog, ConfigurationError, NetworkSink, Stats
+from boundlog._network import _cause
 from boundlog._syslog import Syslog, datagrams, octet_counted
 
 # Quick retries: the tests wait for the sink to come back, never for a fixed time.
@@ -177,11 +178,23 @@ def test_collector_never_up(capfd: pytest.CaptureFixture[str]) -> None:
     assert 1 <= len(reports) <= 2, reports
 
 
-def test_the_collector_restarting_mid_stream_keeps_the_counts_exact() -> None:
+@pytest.mark.parametrize("tls", [False, True])
+def test_the_collector_restarting_mid_stream_keeps_the_counts_exact(
+    tmp_path: Path, tls: bool
+) -> None:
     """Counters add up across a collector that goes away and comes back; what arrives
-    after it is back is every line sent to it."""
-    server = LineServer().start()
-    log = AccessLog(NetworkSink(f"tcp://127.0.0.1:{server.port}", **FAST), policy="wait")
+    after it is back is every line sent to it (a TLS connection is remade too)."""
+    if tls:
+        ca, cert, key = write_certificates(tmp_path, "restart")
+        server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        server_context.load_cert_chain(cert, key)
+        server = LineServer(tls=server_context).start()
+        client = ssl.create_default_context(cafile=str(ca))
+        sink = NetworkSink(f"tls://localhost:{server.port}", ssl_context=client, **FAST)
+    else:
+        server = LineServer().start()
+        sink = NetworkSink(f"tcp://127.0.0.1:{server.port}", **FAST)
+    log = AccessLog(sink, policy="wait")
     try:
         stats = through_a_restart(log, server, 300)
         _wait_for(server, b"/after/299")
@@ -297,3 +310,36 @@ def test_udp_sink_counts_truncated_messages(capfd: pytest.CaptureFixture[str]) -
     assert (
         f"cut 1 message(s) to 600 bytes for syslog+udp://127.0.0.1:{port}" in capfd.readouterr().err
     )
+
+
+def test_a_network_sink_is_a_sink_without_a_file() -> None:
+    """Nothing to reopen, no file identity, no terminal; the URL names it."""
+    sink = NetworkSink("syslog+udp://127.0.0.1:5514")
+    assert not sink.isatty()
+    assert sink.reopen() is None
+    assert sink.identity() is None
+    assert not sink.replaced()
+    assert sink.path is None
+    assert repr(sink) == "<NetworkSink syslog+udp://127.0.0.1:5514>"
+    sink.close()
+
+
+def test_ssl_context_must_be_one() -> None:
+    """Anything but an ssl.SSLContext is refused at construction."""
+    with pytest.raises(ConfigurationError, match=r"ssl_context must be an ssl\.SSLContext"):
+        NetworkSink("tls://127.0.0.1:5170", ssl_context="/etc/ssl/ca.pem")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("error", "said"),
+    [
+        (ConnectionRefusedError(111, "Connection refused"), "Connection refused"),
+        (TimeoutError(), "timed out"),
+        (ConnectionError("the server closed the session"), "the server closed the session"),
+        (socket.gaierror(-2, "Name or service not known"), "Name or service not known"),
+        (OSError(), "OSError"),
+    ],
+)
+def test_reports_say_the_cause_in_words(error: OSError, said: str) -> None:
+    """What a report says of each kind of failure."""
+    assert _cause(error) == said
