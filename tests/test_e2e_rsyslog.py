@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from gunicorn.config import Config
 
 from _collectors import (
     Rsyslogd,
@@ -43,6 +44,7 @@ from _servers import (
     uvicorn_app_command,
 )
 from boundlog import AccessLog, NetworkSink, Stats
+from boundlog.gunicorn import Logger
 
 FAST = {"retry_initial": 0.01, "retry_max": 0.2}
 HOSTNAME = socket.gethostname()
@@ -318,3 +320,22 @@ def test_a_url_no_collector_listens_on_delays_no_one(tmp_path: Path) -> None:
     assert stats.written == 0
     assert stats.dropped + stats.failed == 1000
     assert stats.dropped >= 800
+
+
+def test_gunicorn_logger_takes_a_url_and_refuses_a_bad_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--access-logfile with a URL opens no file; an unknown scheme stops gunicorn with
+    the valid ones named."""
+    monkeypatch.chdir(tmp_path)
+    cfg = Config()
+    cfg.set("accesslog", f"relp://127.0.0.1:{free_port()}")
+    logger = Logger(cfg)
+    assert logger.boundlog is not None
+    assert repr(logger.boundlog).startswith("<AccessLog relp://127.0.0.1:")
+    assert not [h for h in logger.access_log.handlers if getattr(h, "_gunicorn", False)]
+    logger.boundlog.close(timeout=0)
+    cfg.set("accesslog", "sylsog://collector:514")
+    with pytest.raises(RuntimeError, match="boundlog: unknown network sink scheme 'sylsog'"):
+        Logger(cfg)
+    assert list(tmp_path.iterdir()) == []
