@@ -96,6 +96,10 @@ def test_options_belong_to_their_schemes() -> None:
         NetworkSink("syslog+udp://127.0.0.1", max_datagram=100)
     with pytest.raises(ConfigurationError, match="retry_max must be"):
         NetworkSink("syslog://127.0.0.1", retry_max=-1)
+    with pytest.raises(ConfigurationError, match="retry_initial must be more than 0"):
+        NetworkSink("syslog://127.0.0.1", retry_initial=0)
+    with pytest.raises(ConfigurationError, match="connect_timeout must be more than 0"):
+        NetworkSink("syslog://127.0.0.1", connect_timeout=0)
     NetworkSink("syslog://127.0.0.1", facility=16, severity="warning", app_name="web")
 
 

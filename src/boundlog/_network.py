@@ -33,7 +33,7 @@ from collections.abc import Callable
 
 from ._errors import ConfigurationError
 from ._options import seconds, whole_number
-from ._relp import RelpSession, Stopped
+from ._relp import RelpError, RelpSession, Stopped
 from ._syslog import (
     FACILITIES,
     SEVERITIES,
@@ -122,9 +122,10 @@ class NetworkSink:
             if app_name is None
             else header_field("app_name", app_name, 48),
         )
-        self._connect_timeout = seconds("connect_timeout", connect_timeout, example=10.0)
-        self._retry_initial = seconds("retry_initial", retry_initial, example=0.5)
-        self._retry_max = max(seconds("retry_max", retry_max, example=30.0), self._retry_initial)
+        self._connect_timeout = _positive("connect_timeout", connect_timeout, example=10.0)
+        # Not 0: a collector that refuses at once would be retried in a tight loop.
+        self._retry_initial = _positive("retry_initial", retry_initial, example=0.5)
+        self._retry_max = max(_positive("retry_max", retry_max, example=30.0), self._retry_initial)
         datagram = address.transport in _DATAGRAM_LIMITS
         if max_datagram is not None:
             if not datagram:
@@ -285,6 +286,8 @@ class NetworkSink:
         """Run ``step`` (a send: bytes, or one datagram) until ``total`` is sent or stopped."""
         self._sent = 0
         while self._sent < total:
+            # What a hurry() asks for is the attempt about to start.
+            self._wake.clear()
             if self.stopped:
                 self._disconnect()
                 return self.delivered, None
@@ -345,11 +348,12 @@ class NetworkSink:
         except (OSError, ssl.CertificateError) as error:
             if sock is not None:
                 sock.close()
-            what = (
-                "TLS handshake failed with"
-                if isinstance(error, ssl.SSLError)
-                else ("cannot connect to")
-            )
+            if isinstance(error, ssl.SSLError):
+                what = "TLS handshake failed with"
+            elif isinstance(error, RelpError):
+                what = "RELP session refused by"
+            else:
+                what = "cannot connect to"
             self._failed(what, error)
             return None
         self._sock = sock
@@ -378,9 +382,8 @@ class NetworkSink:
             f"{waiting} record{'s' if waiting != 1 else ''} waiting"
         ):
             self._reported_failure = True
-        self._wake.clear()
-        if not self.stopped:
-            self._wake.wait(wait)
+        # Not cleared here: a hurry() that came during the attempt skips this wait.
+        self._wake.wait(wait)
 
     def _recovered(self) -> None:
         if self._failures and self._reported_failure:
@@ -411,6 +414,13 @@ class NetworkSink:
 
     def __repr__(self) -> str:
         return f"<NetworkSink {self.name}>"
+
+
+def _positive(name: str, value: object, *, example: float) -> float:
+    seconds_given = seconds(name, value, example=example)
+    if seconds_given == 0:
+        raise ConfigurationError(f"{name} must be more than 0 seconds: e.g. {name}={example}")
+    return seconds_given
 
 
 def _udp_connection(host: str, port: int) -> socket.socket:
