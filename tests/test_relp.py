@@ -12,7 +12,7 @@ import pytest
 
 from _collectors import submit_paths
 from boundlog import AccessLog, NetworkSink, Stats
-from boundlog._relp import RelpError, RelpSession
+from boundlog._relp import RelpError, RelpSession, Stopped
 
 FAST = {"retry_initial": 0.01, "retry_max": 0.1}
 _FRAME = re.compile(rb"(\d+) (\w+) (\d+)[ \n]")
@@ -142,6 +142,8 @@ class _FakeSocket:
         (b"1 rsp 6 200 OKX", "without its trailer"),
         (b"HTTP/1.1 400 Bad Request\r\n" * 4, "not a RELP answer"),
         (b"1 rsp 99999999 200 OK", "an answer of 99999999 bytes"),
+        (b"1 rsp six 200 OK\n", "not a RELP answer"),
+        (b"1 syslog 2 hi\n", "unexpected b'syslog' from the server"),
     ],
 )
 def test_a_wrong_answer_breaks_the_session(answers: bytes, message: str) -> None:
@@ -166,3 +168,45 @@ def test_frames_are_as_librelp_writes_them() -> None:
         b"3 close 0\n"
     )
     assert acknowledged == [1]
+
+
+def test_an_answer_split_across_reads_and_a_padded_length_are_read() -> None:
+    """Frames arrive in any pieces; a length written with a leading zero still counts."""
+
+    class Trickle(_FakeSocket):
+        def recv(self, size: int) -> bytes:
+            return super().recv(1)
+
+    fake = Trickle(b"1 rsp 06 200 OK\n2 rsp 6 200 OK\n")
+    acknowledged: list[int] = []
+    RelpSession(fake, lambda: False).send(  # type: ignore[arg-type]
+        [b"one", b"two"], lambda: acknowledged.append(1)
+    )
+    assert acknowledged == [1, 1]
+
+
+def test_the_open_answer_must_be_the_open_one() -> None:
+    """An answer numbered for another command does not open the session."""
+    session = RelpSession(_FakeSocket(b"7 rsp 6 200 OK\n"), lambda: False)  # type: ignore[arg-type]
+    with pytest.raises(RelpError, match="answer 7 to open 1"):
+        session.open()
+
+
+def test_a_session_waiting_on_the_server_stops_when_told() -> None:
+    """Blocked sending or waiting for an answer, a session ends once close() gives up."""
+
+    class Stuck(_FakeSocket):
+        def send(self, data: bytes | memoryview) -> int:
+            raise TimeoutError
+
+    with pytest.raises(Stopped):
+        RelpSession(Stuck(b""), lambda: True).send([b"one"], lambda: None)  # type: ignore[arg-type]
+
+    class Silent(_FakeSocket):
+        def recv(self, size: int) -> bytes:
+            raise TimeoutError
+
+    with pytest.raises(Stopped):
+        RelpSession(Silent(b""), lambda: True).send([b"one"], lambda: None)  # type: ignore[arg-type]
+    with pytest.raises(TimeoutError):
+        RelpSession(Silent(b""), lambda: True).open()  # type: ignore[arg-type]

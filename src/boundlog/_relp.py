@@ -123,14 +123,14 @@ class RelpSession:
             if len(buffer) >= _MAX_HEADER:
                 raise RelpError("not a RELP answer")
             return None
-        try:
-            number = int(parts[0])
-            size = int(parts[2].split(b"\n", 1)[0])
-        except ValueError:
-            raise RelpError("not a RELP answer") from None
+        size_field = parts[2].split(b"\n", 1)[0]
+        if not (parts[0].isdigit() and size_field.isdigit()):
+            raise RelpError("not a RELP answer")
+        number = int(parts[0])
+        size = int(size_field)
         if size > _MAX_ANSWER:
             raise RelpError(f"an answer of {size} bytes is not a RELP answer")
-        start = len(parts[0]) + len(parts[1]) + len(str(size)) + 2
+        start = len(parts[0]) + len(parts[1]) + len(size_field) + 2
         if size == 0:
             end = start
         else:
