@@ -92,16 +92,25 @@ coverage: ext test-tools
 	$(BIN)/coverage report
 
 # The Debian packages the suite drives, as `command:package`: tests/test_bench.py runs
-# wrk, tests/test_faults_rotation.py logrotate, tests/test_readers.py lnav and goaccess.
-# Their tests skip without them, so `make test` installs the missing ones with apt-get
-# when it is root on Debian/Ubuntu, and otherwise stops, naming the packages.
-TEST_TOOLS := wrk:wrk logrotate:logrotate lnav:lnav goaccess:goaccess prometheus:prometheus
+# wrk, tests/test_faults_rotation.py logrotate, tests/test_readers.py lnav and goaccess,
+# tests/test_e2e_rsyslog.py rsyslogd,
+# tests/test_metrics.py prometheus.  A package with no command of its own is named
+# by a file it installs (`/path/glob:package`): rsyslog's TLS driver (gtls) and RELP
+# input modules.  Their tests skip without them, so `make test` installs the missing
+# ones with apt-get when it is root on Debian/Ubuntu, and otherwise stops, naming the
+# packages.
+TEST_TOOLS := wrk:wrk logrotate:logrotate lnav:lnav goaccess:goaccess rsyslogd:rsyslog \
+	/usr/lib/*/rsyslog/lmnsd_gtls.so:rsyslog-gnutls /usr/lib/*/rsyslog/imrelp.so:rsyslog-relp \
+	prometheus:prometheus
 
 test-tools:
 	@missing=""; \
 	for tool in $(TEST_TOOLS); do \
-	  PATH="$$PATH:/usr/sbin:/sbin" command -v "$${tool%%:*}" >/dev/null 2>&1 \
-	    || missing="$$missing $${tool#*:}"; \
+	  case "$${tool%%:*}" in \
+	    /*) ls $${tool%%:*} >/dev/null 2>&1 || missing="$$missing $${tool#*:}";; \
+	    *) PATH="$$PATH:/usr/sbin:/sbin" command -v "$${tool%%:*}" >/dev/null 2>&1 \
+	         || missing="$$missing $${tool#*:}";; \
+	  esac; \
 	done; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && [ -f /etc/debian_version ]; then \

@@ -758,13 +758,18 @@ def fault_environment(
     return {FAULT_CONFIG_VARIABLE: json.dumps(config), "TZ": SERVER_TZ}
 
 
-def uvicorn_fault_command(port: int) -> list[str]:
-    """uvicorn (httptools, uvloop) serving tests/apps/fault_asgi.py, one process."""
+def uvicorn_app_command(port: int, app: str = "tests.apps.asgi_app:app") -> list[str]:
+    """uvicorn (httptools, uvloop) serving ``app``, one process, without its access log."""
     return [
-        PYTHON, "-m", "uvicorn", "tests.apps.fault_asgi:app",
+        PYTHON, "-m", "uvicorn", app,
         "--no-access-log", "--host", LOOPBACK, "--port", str(port), "--lifespan", "on",
         "--loop", "uvloop", "--http", "httptools", "--log-level", "warning",
     ]  # fmt: skip
+
+
+def uvicorn_fault_command(port: int) -> list[str]:
+    """uvicorn (httptools, uvloop) serving tests/apps/fault_asgi.py, one process."""
+    return uvicorn_app_command(port, "tests.apps.fault_asgi:app")
 
 
 def granian_fault_command(port: int) -> list[str]:

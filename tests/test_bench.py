@@ -22,13 +22,17 @@ from wsgiref.validate import validator
 import pytest
 
 import boundlog.bench
+from _records import make_record
 from _servers import poll_until
+from boundlog import AccessLog
 from boundlog.bench._asgi import CaptureOnlyMiddleware, FixedBodyApp
 from boundlog.bench._checks import delivery_checks
 from boundlog.bench._errors import BenchError
 from boundlog.bench._loggers import BODY, LoggerConfig
 from boundlog.bench._matrix import (
+    BOUNDLOG_LOGGERS,
     LOGGERS,
+    NETWORK_SINKS,
     PEER_LOGGERS,
     QUICK_LOGGERS,
     QUICK_SERVERS,
@@ -59,7 +63,7 @@ from boundlog.bench._servers import (
     start_server,
     wait_until_ready,
 )
-from boundlog.bench._sinks import FileSink, open_sink
+from boundlog.bench._sinks import FileSink, Sink, open_sink
 from boundlog.bench._spawn import spawn, stop
 from boundlog.bench._stdlib_server import BenchServer, handler_class, handler_logging
 from boundlog.bench._summary import mad_pct, paired_ratio, rps, summarize
@@ -326,6 +330,28 @@ def _server_logger_params() -> list[Any]:
     return params
 
 
+def _start(
+    command: list[str], config: LoggerConfig, sink: Sink, tmp_path: Path
+) -> subprocess.Popen[bytes]:
+    """The server, its stdout on the sink, its stderr in tmp_path/stderr."""
+    with (tmp_path / "stderr").open("wb") as stderr:
+        process = start_server(command, config, stdout_fd=sink.server_fd, stderr=stderr, cpu=None)
+    sink.handed_over()
+    return process
+
+
+def _serve_requests(process: subprocess.Popen[bytes], port: int, stderr: Path) -> None:
+    """Once the server is ready (and probed: one request), REQUESTS more, each checked."""
+    wait_until_ready(process, port, stderr)
+    probe(port)
+    connection = http.client.HTTPConnection(HOST, port, timeout=30)
+    for _ in range(REQUESTS):
+        connection.request("GET", "/")
+        response = connection.getresponse()
+        assert (response.status, response.read()) == (200, BODY)
+    connection.close()
+
+
 @pytest.mark.parametrize(("server", "logger"), _server_logger_params())
 def test_every_server_serves_the_body_and_logs_each_request(
     server: str, logger: str, tmp_path: Path
@@ -336,24 +362,14 @@ def test_every_server_serves_the_body_and_logs_each_request(
     stats_file = tmp_path / "stats.json"
     stats_socket = f"boundlog-test-{os.getpid()}-{port}"
     sink = FileSink(tmp_path / "access.log")
-    with (tmp_path / "stderr").open("wb") as stderr:
-        process = start_server(
-            server_command(server, logger, port, gunicorn_threads=2),
-            LoggerConfig(logger, str(stats_file), stats_socket=stats_socket),
-            stdout_fd=sink.server_fd,
-            stderr=stderr,
-            cpu=None,
-        )
-    sink.handed_over()
+    process = _start(
+        server_command(server, logger, port, gunicorn_threads=2),
+        LoggerConfig(logger, str(stats_file), stats_socket=stats_socket),
+        sink,
+        tmp_path,
+    )
     try:
-        wait_until_ready(process, port, tmp_path / "stderr")
-        probe(port)
-        connection = http.client.HTTPConnection(HOST, port, timeout=30)
-        for _ in range(REQUESTS):
-            connection.request("GET", "/")
-            response = connection.getresponse()
-            assert (response.status, response.read()) == (200, BODY)
-        connection.close()
+        _serve_requests(process, port, tmp_path / "stderr")
         if logger.startswith("boundlog"):
             # gunicorn calls its logger's access() once the response has gone out, so
             # the last request's record may follow its response by a moment.
@@ -499,3 +515,61 @@ def test_the_benchmark_uses_only_boundlogs_public_api() -> None:
         if (names := _private_boundlog_imports(path))
     }
     assert private == {}
+
+
+def test_only_boundlog_sends_to_a_collector() -> None:
+    """The syslog and relp sinks run boundlog's loggers and the baseline; every other
+    logger writes to stdout and is skipped there, saying why."""
+    cells = matrix(("uvicorn",), LOGGERS, NETWORK_SINKS)
+    assert {c.logger for c in cells} == {*BOUNDLOG_LOGGERS, *SILENT_LOGGERS}
+    assert not_applicable("uvicorn", "default", "relp") == (
+        "writes to stdout: only boundlog's loggers send to a collector"
+    )
+
+
+@pytest.mark.parametrize("kind", NETWORK_SINKS)
+def test_collector_sinks_count_what_rsyslogd_writes(kind: str, tmp_path: Path) -> None:
+    """A real rsyslogd takes boundlog's messages at the sink's URL; the sink counts them,
+    in a window too."""
+    sink = open_sink(kind, tmp_path, None)
+    try:
+        assert sink.url is not None
+        assert sink.url.startswith(f"{kind}://127.0.0.1:")
+        with AccessLog(sink.url) as log:
+            for _ in range(100):
+                log.submit(make_record())
+        wait_for(lambda: sink.lines() == 100, "100 lines at rsyslogd")
+        sink.start_window()
+        with AccessLog(sink.url) as log:
+            log.submit(make_record())
+        wait_for(lambda: sink.window_lines() == 1, "the window's line")
+    finally:
+        sink.close(10)
+
+
+@pytest.mark.parametrize("server", ["uvicorn", "gunicorn", "stdlib"])
+def test_boundlog_ships_each_request_to_the_collector_sink(server: str, tmp_path: Path) -> None:
+    """With a collector sink, each server's boundlog logger sends one message a request
+    to rsyslogd, and its final stats say every one was written."""
+    port = free_port()
+    stats_file = tmp_path / "stats.json"
+    sink = open_sink("syslog", tmp_path, None)
+    assert sink.url is not None
+    try:
+        process = _start(
+            server_command(
+                server, "boundlog-drop", port, gunicorn_threads=2, access_logfile=sink.url
+            ),
+            LoggerConfig("boundlog-drop", str(stats_file), sink=sink.url),
+            sink,
+            tmp_path,
+        )
+        try:
+            _serve_requests(process, port, tmp_path / "stderr")
+        finally:
+            assert stop(process, 20), "the server did not stop on SIGTERM"
+        wait_for(lambda: sink.lines() == REQUESTS + 1, "a line a request at rsyslogd")
+    finally:
+        sink.close(10)
+    stats = json.loads(stats_file.read_bytes())
+    assert stats["submitted"] == stats["written"] == REQUESTS + 1

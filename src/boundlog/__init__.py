@@ -15,6 +15,7 @@ from ._escape import escape, unescape
 from ._formats import FORMATS, Format
 from ._json import JsonFormat
 from ._log import AccessLog
+from ._network import NetworkSink
 from ._queue import POLICIES
 from ._record import Record
 from ._redaction import DEFAULT_REDACTED_QUERY
@@ -31,6 +32,7 @@ __all__ = [
     "FORMATS",
     "Format",
     "JsonFormat",
+    "NetworkSink",
     "POLICIES",
     "Record",
     "SinkError",

@@ -185,6 +185,7 @@ class AccessLog:
             select=select,
             after_batch=None if self._metrics is None else self._update_metrics,
         )
+        self._sink.watch_backlog(lambda: self._admission.counts()[1])
         self._close_lock = threading.Lock()
         self._final: Stats | None = None
         # What close() found when it gave up on a stuck sink.
@@ -233,7 +234,7 @@ class AccessLog:
             dropped=refused,
             filtered=writer.filtered,
             failed=writer.failed + self._lost_on_timeout,
-            write_errors=writer.write_errors,
+            write_errors=writer.write_errors + self._sink.retries,
             bytes_written=writer.bytes_written,
             batches=writer.batches,
             queued=waiting,
@@ -253,6 +254,7 @@ class AccessLog:
         if self._final is not None:
             return True
         target = self._admission.hurry()
+        self._sink.hurry()
         return self._writer.wait_settled(target, self._wait_limit(timeout))
 
     def reopen(self, timeout: float | None = None) -> bool:
@@ -290,6 +292,7 @@ class AccessLog:
             if self._final is not None:
                 return self._snapshot()
             self._admission.close()
+            self._sink.hurry()
             thread = self._writer.thread
             thread.join(self._wait_limit(timeout))
             if thread.is_alive():
@@ -318,6 +321,7 @@ class AccessLog:
         self._admission.reset_after_fork()
         if self._metrics is not None:
             self._metrics.restart_after_fork()
+        self._sink.after_fork()
         self._writer.reset_after_fork()
 
     def __enter__(self) -> AccessLog:

@@ -1,4 +1,4 @@
-"""Where lines go: stdout, stderr, a file, a descriptor or a file object.
+"""Where lines go: stdout, stderr, a file, a descriptor, a file object or a collector.
 
 A sink is a file descriptor plus the knowledge of how to write a batch to it whole.
 Every write is a plain ``os.write`` on the descriptor, bypassing Python's buffered file
@@ -12,15 +12,62 @@ import io
 import os
 import select
 import stat
-from typing import BinaryIO
+from collections.abc import Callable
+from typing import BinaryIO, Protocol
 
 from ._errors import ConfigurationError, SinkError
+from ._network import NetworkSink
+from ._urls import looks_like_url
 
 # Writes of at most PIPE_BUF bytes to a pipe are atomic: several processes sharing one
 # pipe (gunicorn workers on one stdout) never interleave inside such a write.
 PIPE_BUF = select.PIPE_BUF
 
-SinkSpec = str | int | BinaryIO
+SinkSpec = str | int | BinaryIO | NetworkSink
+
+
+class Destination(Protocol):
+    """What the writer thread needs of a sink: a :class:`Sink` (a descriptor) or a
+    :class:`~boundlog.NetworkSink` (a connection it makes itself)."""
+
+    name: str
+    path: str | None
+    #: Bytes of the batch under way that went out, as whole lines or not.
+    delivered: int
+    #: Set by close() when it gives up on the sink.
+    stopped: bool
+
+    @property
+    def retries(self) -> int:
+        """Attempts that failed and were retried inside ``write``."""
+
+    def write(self, data: bytes) -> tuple[int, OSError | None]:
+        """Write the batch; return the bytes written and the error that stopped it."""
+
+    def isatty(self) -> bool:
+        """Whether the lines go to a terminal."""
+
+    def reopen(self) -> OSError | None:
+        """Reopen by path, if the sink has one."""
+
+    def identity(self) -> tuple[int, int] | None:
+        """The file's device and inode, if any."""
+
+    def replaced(self) -> bool:
+        """Whether the path now names another file."""
+
+    def watch_backlog(self, waiting: Callable[[], int]) -> None:
+        """Learn how many records wait in the queue behind the sink, for its own reports."""
+
+    def hurry(self) -> None:
+        """flush() or close() waits: retry at once whatever the sink waits to retry."""
+
+    def after_fork(self) -> None:
+        """In a forked child, before its writer starts."""
+
+    def close(self) -> None:
+        """Release what the sink opened."""
+
 
 # How long a write to a non-blocking descriptor waits for room before it looks whether
 # close() gave up on it.
@@ -31,6 +78,10 @@ class Sink:
     """An open descriptor and the rules for writing whole lines to it."""
 
     __slots__ = ("_owns_fd", "delivered", "fd", "is_pipe", "name", "path", "stopped")
+
+    # A write that fails returns its error to the writer, which counts it: none is
+    # retried here.
+    retries = 0
 
     def __init__(self, fd: int, name: str, *, owns_fd: bool, path: str | None = None) -> None:
         self.fd = fd
@@ -137,6 +188,15 @@ class Sink:
         poller.register(self.fd, select.POLLOUT)
         poller.poll(_WAIT_WRITABLE_MS)
 
+    def watch_backlog(self, waiting: Callable[[], int]) -> None:
+        """A file does not report on its own: the writer does."""
+
+    def hurry(self) -> None:
+        """A file sink never waits to retry: a failed batch is lost and counted."""
+
+    def after_fork(self) -> None:
+        """Parent and child may share a descriptor: O_APPEND keeps their lines apart."""
+
     def close(self) -> None:
         """Close the descriptor if this sink opened it; leave borrowed ones open."""
         if self._owns_fd:
@@ -144,8 +204,15 @@ class Sink:
             os.close(self.fd)
 
 
-def open_sink(spec: SinkSpec) -> Sink:
-    """Open what the user named as a sink, or raise an error that says why not."""
+def open_sink(spec: SinkSpec) -> Destination:
+    """Open what the user named as a sink, or raise an error that says why not.
+
+    A network sink only parses its URL here: it connects on the writer thread.
+    """
+    if isinstance(spec, NetworkSink):
+        return spec
+    if isinstance(spec, str) and looks_like_url(spec):
+        return NetworkSink(spec)
     if spec == "stdout" or spec == "-":
         return Sink(1, "stdout", owns_fd=False)
     if spec == "stderr":
@@ -192,5 +259,6 @@ def _is_pipe(fd: int) -> bool:
 
 _WHAT_A_SINK_IS = (
     "cannot log to %r: a sink is 'stdout' (or '-'), 'stderr', a file path, "
-    "an integer file descriptor, or a binary file object with fileno()"
+    "an integer file descriptor, a binary file object with fileno(), "
+    "or a network URL (tcp://HOST:PORT, syslog://HOST:PORT, ...) or NetworkSink"
 )

@@ -28,7 +28,8 @@ class Stats(NamedTuple):
     #: timed out.
     failed: int
     #: Write and reopen attempts the sink refused (one per failed batch, whatever its
-    #: size).
+    #: size); for a network sink, each connection or send attempt that failed and was
+    #: retried.
     write_errors: int
     #: Bytes of log lines the sink accepted.
     bytes_written: int

@@ -22,7 +22,7 @@ from ._filters import Select
 from ._formats import Format
 from ._queue import Admission
 from ._record import Record
-from ._sinks import Sink
+from ._sinks import Destination
 
 _REPORT_EVERY = 5.0
 _WATCH_EVERY = 1.0
@@ -34,7 +34,7 @@ class Writer:
     def __init__(
         self,
         admission: Admission,
-        sink: Sink,
+        sink: Destination,
         fmt: Format,
         *,
         window: float,

@@ -71,6 +71,7 @@ from ._options import (
 from ._queue import POLICIES
 from ._record import Record
 from ._templates import Template
+from ._urls import looks_like_url
 from .wsgi import _STANDARD_STATUS_CODES, _parsed_status_code
 
 POLICY_VARIABLE = "BOUNDLOG_POLICY"
@@ -121,6 +122,13 @@ class Logger(GunicornLogger):  # type: ignore[misc]
             replaced, self.boundlog = self.boundlog, self._open(cfg)
         if replaced is not None:
             replaced.close()
+
+    def _set_handler(self, log: Any, output: str | None, fmt: Any, stream: Any = None) -> None:
+        # gunicorn would open a URL (--access-logfile syslog://...) as a file; boundlog
+        # sends to it instead, so gunicorn only removes its previous handler.
+        if log is self.access_log and output is not None and looks_like_url(output):
+            output = None
+        super()._set_handler(log, output, fmt, stream)
 
     def _open(self, cfg: Any) -> AccessLog:
         try:

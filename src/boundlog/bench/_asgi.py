@@ -142,7 +142,7 @@ def create_app() -> ASGIApp:
         return LineLoggingMiddleware(app, emit)
     if config.logger in ("boundlog-drop", "boundlog-wait"):
         middleware = AccessLogMiddleware(
-            app, sink="stdout", policy=config.policy, max_queue=config.max_queue
+            app, sink=config.sink, policy=config.policy, max_queue=config.max_queue
         )
         app.on_shutdown.append(final_stats_writer(middleware.log.close, config.stats_file))
         serve_stats(middleware.log, config.stats_socket)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ._loggers import BOUNDLOG_MAX_QUEUE
 from ._matrix import (
+    ALL_SINKS,
     DEFAULT_READER_RATE,
     LOGGERS,
     QUICK_LOGGERS,
@@ -67,7 +68,11 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     choose = parser.add_argument_group("what to measure")
     choose.add_argument("--servers", type=_names(SERVERS), help=f"of {', '.join(SERVERS)}")
     choose.add_argument("--loggers", type=_names(LOGGERS), help=f"of {', '.join(LOGGERS)}")
-    choose.add_argument("--sinks", type=_names(SINKS), help=f"of {', '.join(SINKS)}")
+    choose.add_argument(
+        "--sinks",
+        type=_names(ALL_SINKS),
+        help=f"of {', '.join(ALL_SINKS)} (syslog and relp: a real rsyslogd, not in --full)",
+    )
     choose.add_argument(
         "--full",
         action="store_true",

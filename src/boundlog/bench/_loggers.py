@@ -58,6 +58,7 @@ _ENV_LOGGER = "BOUNDLOG_BENCH_LOGGER"
 _ENV_STATS_FILE = "BOUNDLOG_BENCH_STATS_FILE"
 _ENV_STATS_SOCKET = "BOUNDLOG_BENCH_STATS_SOCKET"
 _ENV_MAX_QUEUE = "BOUNDLOG_BENCH_MAX_QUEUE"
+_ENV_SINK = "BOUNDLOG_BENCH_SINK"
 
 Emit = Callable[[str], None]
 
@@ -71,6 +72,8 @@ class LoggerConfig:
     max_queue: int = BOUNDLOG_MAX_QUEUE
     #: The name of the abstract Unix socket where the server answers boundlog's counters.
     stats_socket: str = ""
+    #: Where boundlog's loggers send their lines: stdout, or a collector's URL.
+    sink: str = "stdout"
 
     def environ(self) -> dict[str, str]:
         """The environment variables that carry this configuration to a server."""
@@ -79,6 +82,7 @@ class LoggerConfig:
             _ENV_STATS_FILE: self.stats_file,
             _ENV_MAX_QUEUE: str(self.max_queue),
             _ENV_STATS_SOCKET: self.stats_socket,
+            _ENV_SINK: self.sink,
         }
 
     @classmethod
@@ -89,6 +93,7 @@ class LoggerConfig:
             stats_file=os.environ.get(_ENV_STATS_FILE, ""),
             max_queue=int(os.environ.get(_ENV_MAX_QUEUE, BOUNDLOG_MAX_QUEUE)),
             stats_socket=os.environ.get(_ENV_STATS_SOCKET, ""),
+            sink=os.environ.get(_ENV_SINK, "stdout"),
         )
 
     @property

@@ -23,6 +23,11 @@ LOGGERS = (
 # Loggers that write no line: their delivery is not measured.
 SILENT_LOGGERS = ("none", "capture-only")
 SINKS = ("file", "devnull", "pipe", "tty")
+# Collectors, a real rsyslogd as the reader (see ``_sinks``): what shipping the lines off
+# the machine costs.  Asked for by name (``--sinks syslog,relp``), not in --full: they
+# need Debian's rsyslog and rsyslog-relp.
+NETWORK_SINKS = ("syslog", "relp")
+ALL_SINKS = (*SINKS, *NETWORK_SINKS)
 BOUNDLOG_LOGGERS = ("boundlog-drop", "boundlog-wait")
 ASGI_SERVERS = ("uvicorn", "granian")
 
@@ -70,10 +75,12 @@ class Cell:
         return self.logger in BOUNDLOG_LOGGERS
 
 
-def not_applicable(server: str, logger: str) -> str | None:
-    """Why ``logger`` cannot run under ``server``, or None when it can."""
+def not_applicable(server: str, logger: str, sink: str = "file") -> str | None:
+    """Why ``logger`` cannot run under ``server`` to ``sink``, or None when it can."""
     if logger in PEER_LOGGERS and server not in ASGI_SERVERS:
         return "an ASGI middleware: uvicorn and granian only"
+    if sink in NETWORK_SINKS and logger not in (*BOUNDLOG_LOGGERS, *SILENT_LOGGERS):
+        return "writes to stdout: only boundlog's loggers send to a collector"
     return None
 
 
@@ -84,7 +91,7 @@ def matrix(servers: Sequence[str], loggers: Sequence[str], sinks: Sequence[str])
         for server in servers
         for sink in sinks
         for logger in loggers
-        if not_applicable(server, logger) is None
+        if not_applicable(server, logger, sink) is None
     ]
 
 
@@ -95,7 +102,7 @@ def skipped(servers: Sequence[str], loggers: Sequence[str], sinks: Sequence[str]
         for server in servers
         for sink in sinks
         for logger in loggers
-        if not_applicable(server, logger) is not None
+        if not_applicable(server, logger, sink) is not None
     ]
 
 

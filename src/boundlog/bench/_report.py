@@ -91,7 +91,7 @@ def _overload_row(s: CellSummary) -> str:
 
 
 def _skipped_row(cell: Cell) -> str:
-    return f"| {cell.logger} | skipped: {not_applicable(cell.server, cell.logger)} |"
+    return f"| {cell.logger} | skipped: {not_applicable(cell.server, cell.logger, cell.sink)} |"
 
 
 def tables(summaries: Sequence[CellSummary], skipped: Sequence[Cell] = ()) -> str:

@@ -17,10 +17,11 @@ from typing import Any, TextIO
 from ._checks import accounting_checks, delivery_checks, overload_checks, target_checks
 from ._environment import environment
 from ._errors import BenchError
-from ._matrix import Cell, not_applicable, rounds
+from ._matrix import NETWORK_SINKS, Cell, not_applicable, rounds
 from ._progress import Progress
 from ._report import markdown, write_chart, write_json
 from ._servers import PEER_REQUIREMENTS, REQUIREMENTS
+from ._sinks import NEEDS_RSYSLOGD, find_rsyslogd
 from ._summary import summarize
 from ._trial import TrialResult, TrialSettings, run_trial
 from ._wrk import find_wrk, write_script
@@ -65,6 +66,8 @@ def check_requirements(cells: Sequence[Cell]) -> None:
             f"missing Python packages: {', '.join(missing)}. "
             "Install the benchmark's dependencies with: pip install 'boundlog[bench]'"
         )
+    if any(cell.sink in NETWORK_SINKS for cell in cells) and find_rsyslogd() is None:
+        raise BenchError(NEEDS_RSYSLOGD)
 
 
 def choose_cpus(progress: Progress) -> tuple[int | None, int | None]:
@@ -157,7 +160,7 @@ def run(plan: Plan, out: TextIO | None = None, err: TextIO | None = None) -> int
         f"boundlog bench: {len(plan.cells)} cells x {plan.trials} trials, results in {plan.output}/"
     )
     for cell in plan.skipped:
-        progress.say(f"skipped {cell.name}: {not_applicable(cell.server, cell.logger)}")
+        progress.say(f"skipped {cell.name}: {not_applicable(cell.server, cell.logger, cell.sink)}")
     own_cpus = os.sched_getaffinity(0)
     with tempfile.TemporaryDirectory(dir=plan.output, prefix=".work-") as work:
         settings = TrialSettings(

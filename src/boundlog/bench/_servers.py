@@ -54,8 +54,13 @@ def _gunicorn_without_control_socket() -> list[str]:
     return ["--no-control-socket"] if hasattr(config, "ControlSocketDisable") else []
 
 
-def server_command(server: str, logger: str, port: int, *, gunicorn_threads: int) -> list[str]:
-    """The command line that starts ``server`` with its own access log on or off."""
+def server_command(
+    server: str, logger: str, port: int, *, gunicorn_threads: int, access_logfile: str = "-"
+) -> list[str]:
+    """The command line that starts ``server`` with its own access log on or off.
+
+    ``access_logfile``: where gunicorn's boundlog logger class writes (a collector's URL).
+    """
     own_log = logger == "default"
     boundlog = logger.startswith("boundlog-")
     python = sys.executable
@@ -70,7 +75,7 @@ def server_command(server: str, logger: str, port: int, *, gunicorn_threads: int
             python, "-m", "gunicorn", "--worker-class", "gthread", "--workers", "1",
             "--threads", str(gunicorn_threads), "--bind", f"{HOST}:{port}",
             *_gunicorn_without_control_socket(), "--graceful-timeout", "5",
-            *(["--access-logfile", "-"] if own_log or boundlog else []),
+            *(["--access-logfile", access_logfile if boundlog else "-"] if own_log or boundlog else []),
             *(["--logger-class", _GUNICORN_LOGGER] if boundlog else []), _WSGI_APP,
         ]  # fmt: skip
     if server == "granian":

@@ -122,7 +122,7 @@ def handler_logging(config: LoggerConfig) -> HandlerLogging:
         emit, stop_listener = queue_emitter()
         return HandlerLogging(emit=emit, on_shutdown=[stop_listener])
     if config.logger in ("boundlog-drop", "boundlog-wait"):
-        log = AccessLog(sink="stdout", policy=config.policy, max_queue=config.max_queue)
+        log = AccessLog(sink=config.sink, policy=config.policy, max_queue=config.max_queue)
         serve_stats(log, config.stats_socket)
         return HandlerLogging(
             access_log=log, on_shutdown=[final_stats_writer(log.close, config.stats_file)]

@@ -247,13 +247,15 @@ def run_trial(cell: Cell, round_index: int, settings: TrialSettings) -> TrialRes
     stderr_path = settings.workdir / "server.stderr"
     # Unique on the machine: the name is global, like a port.
     stats_socket = f"boundlog-bench-{os.getpid()}-{secrets.token_hex(8)}"
-    config = LoggerConfig(cell.logger, str(stats_file), settings.max_queue, stats_socket)
     port = free_port()
-    command = server_command(
-        cell.server, cell.logger, port, gunicorn_threads=settings.gunicorn_threads
-    )
     sink = open_sink(cell.sink, settings.workdir, settings.load_cpu)
     try:
+        url = sink.url or "stdout"
+        config = LoggerConfig(cell.logger, str(stats_file), settings.max_queue, stats_socket, url)
+        command = server_command(
+            cell.server, cell.logger, port, gunicorn_threads=settings.gunicorn_threads,
+            access_logfile=sink.url or "-",
+        )  # fmt: skip
         with stderr_path.open("wb") as stderr:
             process = start_server(
                 command, config, stdout_fd=sink.server_fd, stderr=stderr, cpu=settings.server_cpu

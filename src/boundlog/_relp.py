@@ -1,0 +1,145 @@
+"""RELP, rsyslog's reliable event logging protocol (imrelp), from the client's side.
+
+Every frame is ``TXNR SP COMMAND SP DATALEN [SP DATA] LF``.  A session opens with an
+``open`` command offering ``relp_version=0`` and ``commands=syslog``; each ``syslog``
+command carries one message and the server answers each with ``TXNR rsp 6 200 OK``, in
+order.  A message is acknowledged once its ``rsp`` arrives: only then is it counted as
+written.  A session that breaks loses nothing acknowledged; the messages sent but not
+acknowledged are sent again on the next session (so a restart may duplicate them:
+delivery is at least once).  The server may end a session with ``0 serverclose 0``.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable, Sequence
+
+_OFFERS = b"relp_version=0\nrelp_software=boundlog\ncommands=syslog"
+# RFC-like limit of librelp: transaction numbers run from 1 to 999,999,999, then wrap.
+_MAX_TXNR = 999_999_999
+# The longest frame header an answer may have before its data: a guard against a peer
+# that is not a RELP server, whose bytes would otherwise be buffered for ever.
+_MAX_HEADER = 64
+# Answers carry a status and a few offers; a peer announcing more is not a RELP server
+# worth buffering for.
+_MAX_ANSWER = 65536
+
+
+class RelpError(ConnectionError):
+    """The server refused a command, closed the session or does not speak RELP."""
+
+
+class Stopped(Exception):
+    """close() gave up while a session waited for the server."""
+
+
+class RelpSession:
+    """One connection's transaction numbers and the answers read from it."""
+
+    def __init__(self, sock: socket.socket, stopped: Callable[[], bool]) -> None:
+        self._sock = sock
+        self._stopped = stopped
+        self._txnr = 0
+        self._buffer = bytearray()
+
+    def open(self) -> None:
+        """Offer the session; the server must accept it with ``200``."""
+        self._command(b"open", _OFFERS)
+        number, _ = self._answer(patient=False)
+        if number != self._txnr:
+            raise RelpError(f"answer {number} to open {self._txnr}")
+
+    def send(self, messages: Sequence[bytes], acknowledged: Callable[[], None]) -> None:
+        """Send ``messages`` in one write and read their answers, calling
+        ``acknowledged`` once per ``200``, in order."""
+        first = self._txnr + 1
+        frames = []
+        for message in messages:
+            self._txnr = self._txnr % _MAX_TXNR + 1
+            frames.append(b"%d syslog %d %s\n" % (self._txnr, len(message), message))
+        self._send_all(b"".join(frames))
+        expected = first
+        for _ in messages:
+            number, _answer = self._answer(patient=True)
+            if number != expected:
+                raise RelpError(f"answer {number} where {expected} was awaited")
+            acknowledged()
+            expected = expected % _MAX_TXNR + 1
+
+    def close(self) -> None:
+        """Say goodbye without waiting for the answer: the socket is closed next."""
+        self._txnr = self._txnr % _MAX_TXNR + 1
+        self._sock.send(b"%d close 0\n" % self._txnr)
+
+    def _command(self, command: bytes, data: bytes) -> None:
+        self._txnr = self._txnr % _MAX_TXNR + 1
+        self._send_all(b"%d %s %d %s\n" % (self._txnr, command, len(data), data))
+
+    def _send_all(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            try:
+                sent = self._sock.send(view)
+            except TimeoutError:
+                if self._stopped():
+                    raise Stopped from None
+                continue
+            view = view[sent:]
+
+    def _answer(self, *, patient: bool) -> tuple[int, bytes]:
+        """The next ``rsp`` frame's number and data; a refusal or anything else raises.
+
+        ``patient``: a timeout is a pause to look whether close() gave up, not an error.
+        """
+        while True:
+            frame = self._frame()
+            if frame is not None:
+                number, command, data = frame
+                if command == b"serverclose":
+                    raise RelpError("the server closed the session")
+                if command != b"rsp":
+                    raise RelpError(f"unexpected {command!r} from the server")
+                if not data.startswith(b"200"):
+                    reason = data.split(b"\n", 1)[0].decode("ascii", "replace")
+                    raise RelpError(f"the server refused: {reason}")
+                return number, data
+            try:
+                chunk = self._sock.recv(65536)
+            except TimeoutError:
+                if not patient:
+                    raise
+                if self._stopped():
+                    raise Stopped from None
+                continue
+            if not chunk:
+                raise RelpError("the server closed the connection")
+            self._buffer += chunk
+
+    def _frame(self) -> tuple[int, bytes, bytes] | None:
+        """The first whole frame in the buffer, taken out of it; None if incomplete."""
+        buffer = self._buffer
+        parts = bytes(buffer[:_MAX_HEADER]).split(b" ", 3)
+        if len(parts) < 3 or (len(parts) == 3 and b"\n" not in parts[2]):
+            if len(buffer) >= _MAX_HEADER:
+                raise RelpError("not a RELP answer")
+            return None
+        size_field = parts[2].split(b"\n", 1)[0]
+        if not (parts[0].isdigit() and size_field.isdigit()):
+            raise RelpError("not a RELP answer")
+        number = int(parts[0])
+        size = int(size_field)
+        if size > _MAX_ANSWER:
+            raise RelpError(f"an answer of {size} bytes is not a RELP answer")
+        start = len(parts[0]) + len(parts[1]) + len(size_field) + 2
+        if size == 0:
+            end = start
+        else:
+            start += 1
+            end = start + size
+        if len(buffer) <= end:
+            return None
+        if buffer[end] != 0x0A:
+            raise RelpError("a RELP frame without its trailer")
+        data = bytes(buffer[start:end])
+        del buffer[: end + 1]
+        return number, parts[1], data

@@ -1,0 +1,308 @@
+"""Collectors for the network sink tests: a newline reader like Vector's socket source,
+and a real rsyslogd with a generated configuration.
+
+Both listen on loopback ports chosen free at start (port 0, or bound and released), so
+the suites can run in parallel, and keep their files under the test's tmp_path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Protocol, TypeVar
+
+from _records import make_record
+from boundlog import AccessLog, Stats
+
+RSYSLOGD = shutil.which("rsyslogd") or shutil.which("rsyslogd", path="/usr/sbin:/sbin")
+
+
+def free_port(kind: int = socket.SOCK_STREAM) -> int:
+    """A loopback port nobody listens on right now."""
+    with socket.socket(socket.AF_INET, kind) as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+class LineServer:
+    """Reads newline-terminated lines from every connection, as Vector's socket source.
+
+    ``stop()`` closes the listener and every connection; ``start()`` listens again on the
+    same port, so a test can take the collector away and bring it back.
+    """
+
+    def __init__(self, port: int | None = None, *, tls: ssl.SSLContext | None = None) -> None:
+        self.port = port or free_port()
+        self._tls = tls
+        self.lines: list[bytes] = []
+        self.connections = 0
+        self._lock = threading.Lock()
+        self._listener: socket.socket | None = None
+        self._open: list[socket.socket] = []
+        self._threads: list[threading.Thread] = []
+
+    def start(self) -> LineServer:
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", self.port))
+        listener.listen(16)
+        self._listener = listener
+        thread = threading.Thread(target=self._accept, args=(listener,), daemon=True)
+        thread.start()
+        self._threads.append(thread)
+        return self
+
+    def _accept(self, listener: socket.socket) -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            with self._lock:
+                self.connections += 1
+                self._open.append(conn)
+            thread = threading.Thread(target=self._serve, args=(conn,), daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def _serve(self, conn: socket.socket) -> None:
+        if self._tls is not None:
+            try:
+                wrapped = self._tls.wrap_socket(conn, server_side=True)
+            except OSError:
+                return  # a client that refused our certificate
+            with self._lock:
+                # stop() must shut the TLS socket down: the plain one is detached.
+                self._open = [wrapped if s is conn else s for s in self._open]
+            conn = wrapped
+        with conn:
+            self._read(conn)
+
+    def _read(self, conn: socket.socket) -> None:
+        pending = b""
+        while True:
+            try:
+                chunk = conn.recv(1 << 16)
+            except OSError:
+                return
+            if not chunk:
+                return
+            *whole, pending = (pending + chunk).split(b"\n")
+            with self._lock:
+                self.lines.extend(whole)
+
+    def received(self) -> list[bytes]:
+        with self._lock:
+            return list(self.lines)
+
+    def wait_for_lines(self, count: int, timeout: float = 30.0) -> list[bytes]:
+        """The lines received, once there are ``count``; fails after ``timeout``."""
+        return _once_there_are(count, self.received, timeout)
+
+    def stop(self) -> None:
+        with self._lock:
+            listener, self._listener = self._listener, None
+            conns, self._open = self._open, []
+        if listener is not None:
+            # shutdown wakes the accept() blocked in another thread.
+            for sock in (listener, *conns):
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+                sock.close()
+        for thread in self._threads:
+            thread.join(10)
+        self._threads = []
+
+
+def write_certificates(directory: Path, name: str) -> tuple[Path, Path, Path]:
+    """A CA named ``name`` and a server certificate it signed for ``localhost`` (and no
+    address), made with the openssl command: ``(ca, certificate, key)``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    ca_key, ca = directory / f"{name}-ca.key", directory / f"{name}-ca.pem"
+    key, csr, cert = directory / f"{name}.key", directory / f"{name}.csr", directory / f"{name}.pem"
+    extensions = directory / f"{name}.ext"
+    extensions.write_text("subjectAltName=DNS:localhost\n")
+
+    def openssl(*args: str | Path) -> None:
+        subprocess.run(["openssl", *map(str, args)], check=True, capture_output=True)
+
+    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", ca_key, "-out", ca,
+            "-days", "2", "-subj", f"/CN={name} test CA")  # fmt: skip
+    openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", csr,
+            "-subj", "/CN=localhost")  # fmt: skip
+    openssl("x509", "-req", "-in", csr, "-CA", ca, "-CAkey", ca_key, "-CAcreateserial",
+            "-out", cert, "-days", "2", "-extfile", extensions)  # fmt: skip
+    return ca, cert, key
+
+
+class Rsyslogd:
+    """A real rsyslogd on loopback ports, writing ``%app-name% %procid% %msg%`` per line.
+
+    Listens with imtcp (plain, and TLS through gtls when given certificates), imrelp,
+    imudp and imuxsock on a socket of its own (never /dev/log); ``lines()`` reads what it wrote.
+    The TCP ports stay the same across ``stop()`` and ``start()``.
+    """
+
+    def __init__(self, directory: Path, *, tls: tuple[Path, Path, Path] | None = None) -> None:
+        assert RSYSLOGD is not None, "rsyslogd is not installed (Debian package rsyslog)"
+        self.directory = directory
+        directory.mkdir(parents=True, exist_ok=True)
+        self.tcp_port = free_port()
+        self.tls_port = free_port() if tls is not None else None
+        self.udp_port = free_port(socket.SOCK_DGRAM)
+        self.relp_port = free_port()
+        self.unix_path = directory / "log.sock"
+        self.output = directory / "received.log"
+        self.pid_file = directory / "rsyslogd.pid"
+        self.config = directory / "rsyslog.conf"
+        self.config.write_text(self._configuration(tls))
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def _configuration(self, tls: tuple[Path, Path, Path] | None) -> str:
+        # Every limit rsyslog has by default is lifted or raised: rate limits would drop
+        # lines of a burst, and a short message size would cut long ones.
+        parts = [
+            'global(maxMessageSize="64k" workDirectory="%s"' % self.directory,
+            (
+                '  defaultNetstreamDriverCAFile="%s" defaultNetstreamDriverCertFile="%s"'
+                ' defaultNetstreamDriverKeyFile="%s")' % tls
+                if tls is not None
+                else ")"
+            ),
+            'module(load="imuxsock" SysSock.Use="off")',
+            'module(load="imudp")',
+            'module(load="imtcp" maxSessions="100")',
+            'input(type="imuxsock" socket="%s" useSpecialParser="off" parseHostname="on"'
+            ' ratelimit.interval="0" createPath="on")' % self.unix_path,
+            'input(type="imudp" address="127.0.0.1" port="%d" ratelimit.interval="0")'
+            % self.udp_port,
+            'input(type="imtcp" address="127.0.0.1" port="%d")' % self.tcp_port,
+            'module(load="imrelp")',
+            'input(type="imrelp" address="127.0.0.1" port="%d")' % self.relp_port,
+        ]
+        if tls is not None:
+            parts.append(
+                'input(type="imtcp" address="127.0.0.1" port="%d" streamDriver.name="gtls"'
+                ' streamDriver.mode="1" streamDriver.authMode="anon")' % self.tls_port
+            )
+        parts += [
+            'template(name="fields" type="string"'
+            ' string="%app-name% %procid% %hostname% %pri% %msg%\\n")',
+            'action(type="omfile" file="%s" template="fields" flushOnTXEnd="on"'
+            ' asyncWriting="off")' % self.output,
+        ]
+        return "\n".join(parts) + "\n"
+
+    def start(self) -> Rsyslogd:
+        assert RSYSLOGD is not None
+        with open(self.directory / "rsyslogd.stderr", "ab") as stderr:
+            self.process = subprocess.Popen(
+                [RSYSLOGD, "-n", "-f", str(self.config), "-i", str(self.pid_file)],
+                stdout=subprocess.DEVNULL,
+                stderr=stderr,
+            )
+        self._wait_listening()
+        return self
+
+    def _wait_listening(self) -> None:
+        deadline = time.monotonic() + 20
+        ports = [self.tcp_port, self.relp_port] + ([self.tls_port] if self.tls_port else [])
+        while True:
+            assert self.process is not None
+            if self.process.poll() is not None:
+                raise AssertionError(
+                    f"rsyslogd exited with {self.process.returncode}: "
+                    + (self.directory / "rsyslogd.stderr").read_text()
+                )
+            if all(_listening(port) for port in ports) and self.unix_path.exists():
+                return
+            if time.monotonic() > deadline:
+                raise AssertionError("rsyslogd did not start listening within 20 s")
+            time.sleep(0.02)
+
+    def stop(self) -> None:
+        process, self.process = self.process, None
+        if process is None:
+            return
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        if self.unix_path.exists():
+            os.unlink(self.unix_path)
+
+    def lines(self) -> list[str]:
+        try:
+            return self.output.read_text(errors="replace").splitlines()
+        except FileNotFoundError:
+            return []
+
+    def wait_for_lines(self, count: int, timeout: float = 30.0) -> list[str]:
+        """The lines rsyslogd wrote, once there are ``count``; fails after ``timeout``."""
+        return _once_there_are(count, self.lines, timeout)
+
+
+_Line = TypeVar("_Line", bytes, str)
+
+
+def _once_there_are(count: int, read: Callable[[], list[_Line]], timeout: float) -> list[_Line]:
+    deadline = time.monotonic() + timeout
+    while len(found := read()) < count:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{len(found)} of {count} lines arrived in {timeout} s")
+        time.sleep(0.01)
+    return found
+
+
+class Collector(Protocol):
+    def start(self) -> object: ...
+    def stop(self) -> None: ...
+    def wait_for_lines(self, count: int, timeout: float = 30.0) -> list[bytes] | list[str]: ...
+
+
+def submit_paths(log: AccessLog, prefix: str, count: int) -> None:
+    """Submit ``count`` records for ``/prefix/0``, ``/prefix/1``, ..."""
+    for i in range(count):
+        log.submit(make_record(path=f"/{prefix}/{i}".encode()))
+
+
+def wait_for_retries(log: AccessLog, count: int, timeout: float = 30.0) -> None:
+    """Wait until the log's sink has failed ``count`` attempts (and so is retrying)."""
+    deadline = time.monotonic() + timeout
+    while log.stats().write_errors < count:
+        assert time.monotonic() < deadline, f"fewer than {count} failed attempts in {timeout} s"
+        time.sleep(0.01)
+
+
+def through_a_restart(log: AccessLog, collector: Collector, count: int) -> Stats:
+    """``count`` records before the collector stops (all received), ``count`` while it is
+    away, ``count`` after it is back; the final stats."""
+    submit_paths(log, "before", count)
+    assert log.flush(timeout=30)
+    collector.wait_for_lines(count)
+    collector.stop()
+    submit_paths(log, "during", count)
+    collector.start()
+    submit_paths(log, "after", count)
+    stats = log.close(timeout=60)
+    assert stats.submitted == stats.written + stats.dropped + stats.filtered + stats.failed
+    assert stats.queued == 0
+    return stats
+
+
+def _listening(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.settimeout(1)
+        return probe.connect_ex(("127.0.0.1", port)) == 0

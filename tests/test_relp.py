@@ -1,0 +1,212 @@
+"""RELP against a scripted server: only acknowledged records count as written, and the
+unacknowledged ones are sent again after a reconnect."""
+
+from __future__ import annotations
+
+import re
+import socket
+import threading
+from collections.abc import Callable
+
+import pytest
+
+from _collectors import submit_paths
+from boundlog import AccessLog, NetworkSink, Stats
+from boundlog._relp import RelpError, RelpSession, Stopped
+
+FAST = {"retry_initial": 0.01, "retry_max": 0.1}
+_FRAME = re.compile(rb"(\d+) (\w+) (\d+)[ \n]")
+
+
+class ScriptedRelpServer:
+    """A RELP server that answers every ``open``, and each ``syslog`` as ``decide`` says:
+    ``"ack"``, ``"drop"`` (close the connection without answering) or ``"silent"``."""
+
+    def __init__(self, decide: Callable[[int, bytes], str]) -> None:
+        self._decide = decide
+        self.messages: list[bytes] = []
+        self.sessions = 0
+        self._lock = threading.Lock()
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self._listener.getsockname()[1]
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+        self._thread.start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self._listener.accept()
+            except OSError:
+                return
+            with self._lock:
+                self.sessions += 1
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        buffer = b""
+        with conn:
+            while True:
+                match = _FRAME.match(buffer)
+                if match is None or len(buffer) < match.end() + int(match[3]):
+                    try:
+                        chunk = conn.recv(65536)
+                    except OSError:
+                        return
+                    if not chunk:
+                        return
+                    buffer += chunk
+                    continue
+                number, command, size = match[1], match[2], int(match[3])
+                start = match.end() if size else match.end() - 1
+                data = buffer[start : start + size]
+                buffer = buffer[start + size + 1 :]
+                if command == b"open":
+                    offers = b"200 OK\nrelp_version=0\ncommands=syslog"
+                    conn.sendall(b"%s rsp %d %s\n" % (number, len(offers), offers))
+                    continue
+                if command == b"close":
+                    conn.sendall(b"%s rsp 0\n" % number)
+                    return
+                with self._lock:
+                    self.messages.append(data)
+                    count = len(self.messages)
+                decision = self._decide(count, data)
+                if decision == "drop":
+                    return
+                if decision == "ack":
+                    conn.sendall(b"%s rsp 6 200 OK\n" % number)
+
+    def paths(self) -> list[bytes]:
+        with self._lock:
+            return [re.search(rb'"GET (\S+) ', m)[1] for m in self.messages]  # type: ignore[index]
+
+    def close(self) -> None:
+        self._listener.close()
+
+
+def _send_and_close(server: ScriptedRelpServer, prefix: str, count: int, timeout: float) -> Stats:
+    """One batch of ``count`` records to the server, then close(timeout)."""
+    try:
+        log = AccessLog(NetworkSink(f"relp://127.0.0.1:{server.port}", **FAST), flush_interval=3600)
+        submit_paths(log, prefix, count)
+        return log.close(timeout=timeout)
+    finally:
+        server.close()
+
+
+def test_unacknowledged_records_are_sent_again_after_a_reconnect() -> None:
+    """The server drops the connection in the middle of a batch: what it did not answer
+    goes again on the next session, and everything ends up written."""
+    server = ScriptedRelpServer(lambda count, _: "drop" if count == 30 else "ack")
+    stats = _send_and_close(server, "r", 50, timeout=30)
+    assert stats.written == 50
+    assert stats.failed == 0
+    assert server.sessions == 2
+    paths = server.paths()
+    # The 30th was received but not answered: sent again, first on the new session.
+    assert paths[:30] == [b"/r/%d" % i for i in range(30)]
+    assert paths[30:] == [b"/r/%d" % i for i in range(29, 50)]
+
+
+def test_only_acknowledged_records_count_as_written() -> None:
+    """A server that stops answering after 10: close gives up, the 10 are written, the
+    rest failed, though the server received them."""
+    server = ScriptedRelpServer(lambda count, _: "ack" if count <= 10 else "silent")
+    stats = _send_and_close(server, "s", 25, timeout=1)
+    assert stats.written == 10
+    assert stats.failed == 15
+    assert len(server.paths()) == 25
+
+
+class _FakeSocket:
+    def __init__(self, answers: bytes) -> None:
+        self._answers = answers
+        self.sent = b""
+
+    def send(self, data: bytes | memoryview) -> int:
+        self.sent += bytes(data)
+        return len(data)
+
+    def recv(self, size: int) -> bytes:
+        chunk, self._answers = self._answers[:size], self._answers[size:]
+        return chunk
+
+
+@pytest.mark.parametrize(
+    ("answers", "message"),
+    [
+        (b"1 rsp 6 200 OK\n2 rsp 9 500 error\n", "the server refused: 500 error"),
+        (b"1 rsp 6 200 OK\n0 serverclose 0\n", "the server closed the session"),
+        (b"1 rsp 6 200 OK\n3 rsp 6 200 OK\n", "answer 3 where 2 was awaited"),
+        (b"1 rsp 6 200 OK\n", "the server closed the connection"),
+        (b"1 rsp 6 200 OKX", "without its trailer"),
+        (b"HTTP/1.1 400 Bad Request\r\n" * 4, "not a RELP answer"),
+        (b"1 rsp 99999999 200 OK", "an answer of 99999999 bytes"),
+        (b"1 rsp six 200 OK\n", "not a RELP answer"),
+        (b"1 syslog 2 hi\n", "unexpected b'syslog' from the server"),
+    ],
+)
+def test_a_wrong_answer_breaks_the_session(answers: bytes, message: str) -> None:
+    """Refusals, a serverclose, answers out of order or not RELP at all are errors."""
+    fake = _FakeSocket(answers)
+    session = RelpSession(fake, lambda: False)  # type: ignore[arg-type]
+    with pytest.raises(RelpError, match=message):
+        session.send([b"one", b"two"], lambda: None)
+
+
+def test_frames_are_as_librelp_writes_them() -> None:
+    """open offers version 0 and the syslog command; a message is TXNR syslog LEN DATA."""
+    fake = _FakeSocket(b"1 rsp 6 200 OK\n2 rsp 6 200 OK\n")
+    session = RelpSession(fake, lambda: False)  # type: ignore[arg-type]
+    session.open()
+    acknowledged: list[int] = []
+    session.send([b"<190>1 - h a 1 - - hello"], lambda: acknowledged.append(1))
+    session.close()
+    assert fake.sent == (
+        b"1 open 53 relp_version=0\nrelp_software=boundlog\ncommands=syslog\n"
+        b"2 syslog 24 <190>1 - h a 1 - - hello\n"
+        b"3 close 0\n"
+    )
+    assert acknowledged == [1]
+
+
+def test_an_answer_split_across_reads_and_a_padded_length_are_read() -> None:
+    """Frames arrive in any pieces; a length written with a leading zero still counts."""
+
+    class Trickle(_FakeSocket):
+        def recv(self, size: int) -> bytes:
+            return super().recv(1)
+
+    fake = Trickle(b"1 rsp 06 200 OK\n2 rsp 6 200 OK\n")
+    acknowledged: list[int] = []
+    RelpSession(fake, lambda: False).send(  # type: ignore[arg-type]
+        [b"one", b"two"], lambda: acknowledged.append(1)
+    )
+    assert acknowledged == [1, 1]
+
+
+def test_the_open_answer_must_be_the_open_one() -> None:
+    """An answer numbered for another command does not open the session."""
+    session = RelpSession(_FakeSocket(b"7 rsp 6 200 OK\n"), lambda: False)  # type: ignore[arg-type]
+    with pytest.raises(RelpError, match="answer 7 to open 1"):
+        session.open()
+
+
+def test_a_session_waiting_on_the_server_stops_when_told() -> None:
+    """Blocked sending or waiting for an answer, a session ends once close() gives up."""
+
+    class Stuck(_FakeSocket):
+        def send(self, data: bytes | memoryview) -> int:
+            raise TimeoutError
+
+    with pytest.raises(Stopped):
+        RelpSession(Stuck(b""), lambda: True).send([b"one"], lambda: None)  # type: ignore[arg-type]
+
+    class Silent(_FakeSocket):
+        def recv(self, size: int) -> bytes:
+            raise TimeoutError
+
+    with pytest.raises(Stopped):
+        RelpSession(Silent(b""), lambda: True).send([b"one"], lambda: None)  # type: ignore[arg-type]
+    with pytest.raises(TimeoutError):
+        RelpSession(Silent(b""), lambda: True).open()  # type: ignore[arg-type]
