@@ -66,6 +66,13 @@ def _family(name: str, make: Any) -> Any:
         return family
 
 
+def _gauge(client: Any, name: str, text: str, label: str) -> Any:
+    # Summed over the live processes in multiprocess mode (mark_process_dead on exit).
+    return _family(
+        name, lambda: client.Gauge(name, text, ["sink"], multiprocess_mode="livesum")
+    ).labels(sink=label)
+
+
 def sink_label(name: str) -> str:
     """The sink's name for the ``sink`` label: a URL without its user and password."""
     parts = urlsplit(name)
@@ -87,20 +94,10 @@ class PrometheusMetrics:
             _family(name, lambda n=name, h=text: client.Counter(n, h, ["sink"])).labels(sink=label)
             for name, _, text in COUNTERS
         ]
-        self._queue = _family(
-            QUEUE_RECORDS,
-            lambda: client.Gauge(
-                QUEUE_RECORDS, "Records waiting in the queue.", ["sink"],
-                multiprocess_mode="livesum",
-            ),
-        ).labels(sink=label)  # fmt: skip
-        self._capacity_gauge = _family(
-            QUEUE_CAPACITY,
-            lambda: client.Gauge(
-                QUEUE_CAPACITY, "Records the queue holds at most (max_queue).", ["sink"],
-                multiprocess_mode="livesum",
-            ),
-        ).labels(sink=label)  # fmt: skip
+        self._queue = _gauge(client, QUEUE_RECORDS, "Records waiting in the queue.", label)
+        self._capacity_gauge = _gauge(
+            client, QUEUE_CAPACITY, "Records the queue holds at most (max_queue).", label
+        )
         self._capacity = capacity
         self._capacity_gauge.set(capacity)
         self._last = [0] * len(COUNTERS)
