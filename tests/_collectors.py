@@ -131,13 +131,21 @@ def write_certificates(directory: Path, name: str) -> tuple[Path, Path, Path]:
     ca_key, ca = directory / f"{name}-ca.key", directory / f"{name}-ca.pem"
     key, csr, cert = directory / f"{name}.key", directory / f"{name}.csr", directory / f"{name}.pem"
     extensions = directory / f"{name}.ext"
-    extensions.write_text("subjectAltName=DNS:localhost\n")
+    # Every extension strict verification (Python 3.13's default VERIFY_X509_STRICT)
+    # asks of a CA and of a server certificate.
+    extensions.write_text(
+        "subjectAltName=DNS:localhost\nbasicConstraints=critical,CA:FALSE\n"
+        "keyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n"
+        "subjectKeyIdentifier=hash\nauthorityKeyIdentifier=keyid,issuer\n"
+    )
 
     def openssl(*args: str | Path) -> None:
         subprocess.run(["openssl", *map(str, args)], check=True, capture_output=True)
 
     openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", ca_key, "-out", ca,
-            "-days", "2", "-subj", f"/CN={name} test CA")  # fmt: skip
+            "-days", "2", "-subj", f"/CN={name} test CA",
+            "-addext", "basicConstraints=critical,CA:TRUE",
+            "-addext", "keyUsage=critical,keyCertSign,cRLSign")  # fmt: skip
     openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", csr,
             "-subj", "/CN=localhost")  # fmt: skip
     openssl("x509", "-req", "-in", csr, "-CA", ca, "-CAkey", ca_key, "-CAcreateserial",

@@ -9,7 +9,9 @@ whichever worker answers it, shows the sum of all of them.
 
 from __future__ import annotations
 
+import fcntl
 import importlib
+import os
 import shutil
 import subprocess
 import time
@@ -36,18 +38,25 @@ def _value(name: str, sink: str) -> float | None:
 
 
 def test_the_metrics_follow_the_counters(tmp_path: Path) -> None:
-    sink = str(tmp_path / "access.log")
-    log = AccessLog(sink, metrics=True, max_queue=50, flush_interval=3600)
-    # The writer gathers until close (flush_interval), so 30 find the queue full.
-    for _ in range(80):
-        log.submit(make_record())
-    stats = log.close()
-    assert stats.dropped == 30
-    assert stats.written == 50
+    """Through drops behind a stalled pipe and a close() that gives up on it."""
+    fifo = tmp_path / "stalled"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        fcntl.fcntl(reader, fcntl.F_SETPIPE_SZ, 4096)
+        log = AccessLog(str(fifo), metrics=True, max_queue=50, flush_interval=0)
+        # Nobody reads: the writer blocks in a write, the queue fills, the rest drops.
+        for _ in range(2000):
+            log.submit(make_record())
+        stats = log.close(timeout=0.5)
+    finally:
+        os.close(reader)  # the stuck write fails now, and the abandoned thread ends
+    assert stats.submitted == 2000
+    assert stats.dropped > 0
+    assert stats.failed > 0
     for name, field, _ in _metrics.COUNTERS:
-        assert _value(f"{name}_total", sink) == getattr(stats, field), name
-    assert _value("boundlog_queue_records", sink) == 0
-    assert _value("boundlog_queue_capacity", sink) == 50
+        assert _value(f"{name}_total", str(fifo)) == getattr(stats, field), name
+    assert _value("boundlog_queue_capacity", str(fifo)) == 50
 
 
 def test_the_writer_brings_them_up_to_date_after_each_batch(tmp_path: Path) -> None:
