@@ -93,15 +93,16 @@ coverage: ext test-tools
 
 # The Debian packages the suite drives, as `command:package`: tests/test_bench.py runs
 # wrk, tests/test_faults_rotation.py logrotate, tests/test_readers.py lnav and goaccess,
-# tests/test_e2e_rsyslog.py rsyslogd,
-# tests/test_metrics.py prometheus.  A package with no command of its own is named
-# by a file it installs (`/path/glob:package`): rsyslog's TLS driver (gtls) and RELP
-# input modules.  Their tests skip without them, so `make test` installs the missing
-# ones with apt-get when it is root on Debian/Ubuntu, and otherwise stops, naming the
-# packages.
+# tests/test_e2e_rsyslog.py rsyslogd, tests/test_metrics.py prometheus.  A package with
+# no command of its own is named by a file it installs (`/path/glob:package`): rsyslog's
+# TLS driver (gtls), its RELP input, and the Kafka and Elasticsearch outputs
+# docs/shipping.md configures.  Their tests skip without them, so `make test` installs
+# the missing ones with apt-get when it is root on Debian/Ubuntu, and otherwise stops,
+# naming the packages.
 TEST_TOOLS := wrk:wrk logrotate:logrotate lnav:lnav goaccess:goaccess rsyslogd:rsyslog \
 	/usr/lib/*/rsyslog/lmnsd_gtls.so:rsyslog-gnutls /usr/lib/*/rsyslog/imrelp.so:rsyslog-relp \
-	prometheus:prometheus
+	/usr/lib/*/rsyslog/omkafka.so:rsyslog-kafka \
+	/usr/lib/*/rsyslog/omelasticsearch.so:rsyslog-elasticsearch prometheus:prometheus
 
 test-tools:
 	@missing=""; \

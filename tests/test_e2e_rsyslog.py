@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import ssl
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +22,7 @@ import pytest
 from gunicorn.config import Config
 
 from _collectors import (
+    RSYSLOGD,
     Rsyslogd,
     free_port,
     submit_paths,
@@ -33,6 +36,7 @@ from _servers import (
     FORMAT_VARIABLE,
     LOOPBACK,
     PYTHON,
+    REPO_ROOT,
     SERVER_TZ,
     SINK_VARIABLE,
     UVICORN_CLEAN_EXITS,
@@ -339,3 +343,31 @@ def test_gunicorn_logger_takes_a_url_and_refuses_a_bad_one(
     with pytest.raises(RuntimeError, match="boundlog: unknown network sink scheme 'sylsog'"):
         Logger(cfg)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_documented_rsyslog_configurations_pass_rsyslogd_s_check(tmp_path: Path) -> None:
+    """docs/shipping.md's configuration, and the same forwarding to Kafka and
+    Elasticsearch instead of a file, as ``rsyslogd -N1`` validates them (modules and
+    parameters; no broker is reached)."""
+    assert RSYSLOGD is not None
+    text = (REPO_ROOT / "docs" / "shipping.md").read_text()
+    blocks = re.findall(r"^```\w*\n(.*?)^```$", text, re.M | re.S)
+    base, forwarding = [block for block in blocks if "module(load=" in block][:2]
+    ca, cert, key = write_certificates(tmp_path, "docs")
+    for placeholder, path in (("ca", ca), ("cert", cert), ("key", key)):
+        base = base.replace(f"/etc/rsyslog.d/{placeholder}.pem", str(path))
+    # The forwarding takes the place of the file's `if` block, which ends the page's
+    # first configuration.
+    to_file = base[base.index("if $syslogfacility-text") :]
+    assert 'action(type="omfile"' in to_file
+    configurations = {
+        "to a file": base.replace("/var/log/access/all.log", str(tmp_path / "all.log")),
+        "to Kafka and Elasticsearch": base.replace(to_file, forwarding),
+    }
+    for name, configuration in configurations.items():
+        path = tmp_path / f"{name}.conf"
+        path.write_text(configuration)
+        checked = subprocess.run(
+            [RSYSLOGD, "-N1", "-f", str(path)], capture_output=True, text=True, timeout=60
+        )
+        assert checked.returncode == 0, f"{name}:\n{checked.stdout}{checked.stderr}"
