@@ -73,6 +73,15 @@ def test_the_sdist_builds_a_wheel_that_installs_with_the_c_core(tmp_path: Path) 
     # A platform wheel, tagged for this interpreter (cp313t on a free-threaded 3.13).
     assert "-none-any" not in wheel.name
 
+    # Free to use the C core (the suite also runs with BOUNDLOG_NO_EXTENSIONS=1).
+    environment = {k: v for k, v in os.environ.items() if k != "BOUNDLOG_NO_EXTENSIONS"}
+    version = _installed_version(wheel, tmp_path, environment)
+    assert version.endswith("(C core)"), version
+
+
+def _installed_version(wheel: Path, tmp_path: Path, environment: dict[str, str]) -> str:
+    """``boundlog --version`` of ``wheel`` installed in a new venv, run from an empty
+    directory so that nothing of the clone can be imported instead."""
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     subprocess.run(
@@ -80,9 +89,6 @@ def test_the_sdist_builds_a_wheel_that_installs_with_the_c_core(tmp_path: Path) 
         check=True,
         capture_output=True,
     )
-    # From an empty directory, so that nothing of the clone can be imported instead,
-    # and free to use the C core (the suite also runs with BOUNDLOG_NO_EXTENSIONS=1).
-    environment = {k: v for k, v in os.environ.items() if k != "BOUNDLOG_NO_EXTENSIONS"}
     version = subprocess.run(
         [venv / "bin" / "boundlog", "--version"],
         cwd=tmp_path,
@@ -91,7 +97,7 @@ def test_the_sdist_builds_a_wheel_that_installs_with_the_c_core(tmp_path: Path) 
         text=True,
         check=True,
     )
-    assert version.stdout.strip().endswith("(C core)"), version.stdout
+    return version.stdout.strip()
 
 
 def test_without_a_compiler_the_wheel_installs_the_pure_python_core(tmp_path: Path) -> None:
@@ -115,19 +121,5 @@ def test_without_a_compiler_the_wheel_installs_the_pure_python_core(tmp_path: Pa
     (wheel,) = dist.glob("*.whl")
     with zipfile.ZipFile(wheel) as archive:
         assert not any(name.endswith(".so") for name in archive.namelist())
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    subprocess.run(
-        [venv / "bin" / "pip", "install", "--quiet", "--no-deps", str(wheel)],
-        check=True,
-        capture_output=True,
-    )
-    version = subprocess.run(
-        [venv / "bin" / "boundlog", "--version"],
-        cwd=tmp_path,
-        env=environment,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    assert version.stdout.strip().endswith("(pure-Python core: extension not built)")
+    version = _installed_version(wheel, tmp_path, environment)
+    assert version.endswith("(pure-Python core: extension not built)"), version
