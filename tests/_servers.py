@@ -860,6 +860,53 @@ def boundlog_warnings(output: str) -> list[str]:
     return [line for line in output.splitlines() if line.startswith("boundlog: ")]
 
 
+class LossReports(NamedTuple):
+    """What boundlog's loss lines on stderr say (see src/boundlog/_health.py)."""
+
+    #: The periodic lines: (dropped, failed, the failure's cause or "") each.
+    periodic: list[tuple[int, int, str]]
+    #: The final lines of closed logs: (dropped, failed, the last failure or "") each.
+    final: list[tuple[int, int, str]]
+    #: The other boundlog lines.
+    others: list[str]
+
+
+_DROPPED = re.compile(r"dropped ([\d,]+) records? in the last \d+ s: ")
+_LOST = re.compile(r"lost ([\d,]+) records? in the last \d+ s: (.*)$")
+_FINAL = re.compile(
+    r"boundlog: .* closed: [\d,]+ of [\d,]+ records? not written "
+    r"\(([\d,]+) dropped, ([\d,]+) failed\); .*?(?:; the last failure: (.*))?$"
+)
+
+
+def loss_reports(output: str) -> LossReports:
+    """Parse boundlog's lines on stderr into loss reports and the others."""
+    reports = LossReports([], [], [])
+    for line in boundlog_warnings(output):
+        final = _FINAL.fullmatch(line)
+        if final is not None:
+            dropped, failed, cause = final.groups()
+            reports.final.append((_number(dropped), _number(failed), cause or ""))
+            continue
+        dropped_part = _DROPPED.search(line)
+        lost_part = _LOST.search(line)
+        if dropped_part is None and lost_part is None:
+            reports.others.append(line)
+            continue
+        reports.periodic.append(
+            (
+                0 if dropped_part is None else _number(dropped_part[1]),
+                0 if lost_part is None else _number(lost_part[1]),
+                "" if lost_part is None else lost_part[2],
+            )
+        )
+    return reports
+
+
+def _number(text: str) -> int:
+    return int(text.replace(",", ""))
+
+
 def load_requests(lines: Sequence[bytes]) -> Counter[tuple[int, int]]:
     """How often each load request ``(client, number)`` appears in strict combined lines."""
     logged: Counter[tuple[int, int]] = Counter()

@@ -9,7 +9,6 @@ freed.  Mounting a tmpfs needs root; the test skips, saying so, without it.
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import time
 from collections.abc import Iterator
@@ -20,10 +19,10 @@ import pytest
 from _records import make_record
 from _servers import (
     Load,
-    boundlog_warnings,
     fault_environment,
     final_stats,
     gunicorn_fault_command,
+    loss_reports,
     parse_combined_line,
     poll_until,
     running_server,
@@ -61,7 +60,7 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
 
 
 def _reports_allowed(elapsed: float) -> int:
-    """The most sink-error warnings the rate limit lets through in ``elapsed`` seconds."""
+    """The most periodic loss reports the rate limit lets through in ``elapsed`` seconds."""
     return 1 + int(elapsed // REPORT_EVERY)
 
 
@@ -118,10 +117,14 @@ def test_full_tmpfs_costs_no_request_and_logging_resumes_when_space_is_freed(
     assert len(logged) == final["written"], (len(logged), final)
     assert {b"/load/%d/%d" % (client, n) for client in (10, 11) for n in range(20)} <= logged
 
-    warnings = boundlog_warnings(server.output())
-    assert 1 <= len(warnings) <= _reports_allowed(elapsed), warnings
-    reported = f"boundlog: cannot write to {log_path}: No space left on device"
-    assert all(warning.startswith(reported) for warning in warnings), warnings
+    reports = loss_reports(server.output())
+    cause = f"cannot write to {log_path}: No space left on device"
+    assert len(reports.periodic) <= _reports_allowed(elapsed), reports
+    assert all(report[2] == cause for report in reports.periodic), reports
+    assert sum(report[1] for report in reports.periodic) <= final["failed"], reports
+    # The final line, at the worker's exit, names the last failure: the one seen last.
+    assert reports.final == [(0, final["failed"], reports.final[0][2])], reports
+    assert not reports.others, reports
     assert "Traceback" not in server.output()
 
 
@@ -135,12 +138,11 @@ def test_dev_full_costs_no_request_and_warns_once_per_period(tmp_path: Path) -> 
     started = time.monotonic()
     with running_server(command, environment, tmp_path / "out") as server:
         with Load(server.port, clients=4) as load:
-            # The second warning comes a reporting period after the first, and carries
-            # the count of the errors it held back.
+            # The second report comes a reporting period after the first.
             poll_until(
-                lambda: len(boundlog_warnings(server.output())) >= 2,
+                lambda: len(loss_reports(server.output()).periodic) >= 2,
                 4 * REPORT_EVERY,
-                "a second warning",
+                "a second report",
             )
         assert not load.errors, load.errors[:5]
         wait_settled(server.port)
@@ -150,20 +152,14 @@ def test_dev_full_costs_no_request_and_warns_once_per_period(tmp_path: Path) -> 
     assert final["submitted"] == load.total, (final, load.total)
     assert (final["written"], final["failed"]) == (0, final["submitted"]), final
 
-    warnings = boundlog_warnings(server.output())
-    assert 2 <= len(warnings) <= _reports_allowed(elapsed), warnings
-    pattern = re.compile(
-        r"boundlog: cannot write to /dev/full: No space left on device"
-        r"(?: \((\d+) similar errors not shown\))?"
-    )
-    matches = [pattern.fullmatch(warning) for warning in warnings]
-    assert all(matches), warnings
-    second = matches[1]
-    assert second is not None, warnings
-    assert second[1] is not None, f"the second warning counts the errors held back: {warnings}"
-    reported = sum(1 + int(match[1] or 0) for match in matches if match)
-    assert reported <= final["write_errors"], (warnings, final)
-    assert final["write_errors"] > len(warnings), (warnings, final)
+    reports = loss_reports(server.output())
+    cause = "cannot write to /dev/full: No space left on device"
+    assert 2 <= len(reports.periodic) <= _reports_allowed(elapsed), reports
+    assert all(report == (0, report[1], cause) for report in reports.periodic), reports
+    # Each line counts the records lost since the one before; the final line all of them.
+    assert sum(report[1] for report in reports.periodic) <= final["failed"], reports
+    assert reports.final == [(0, final["failed"], cause)], reports
+    assert not reports.others, reports
     assert "Traceback" not in server.output()
 
 

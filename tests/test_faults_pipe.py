@@ -17,11 +17,11 @@ import pytest
 from _servers import (
     Load,
     PipeReader,
-    boundlog_warnings,
     fault_environment,
     final_stats,
     gunicorn_fault_command,
     load_requests,
+    loss_reports,
     running_server_with_stdout,
     uvicorn_fault_command,
     wait_settled,
@@ -71,6 +71,9 @@ def test_reader_gone_costs_no_request_and_no_traceback(tmp_path: Path, server_na
 
     output = server.output()
     assert "Traceback" not in output, output
-    warnings = boundlog_warnings(output)
-    assert 1 <= len(warnings) <= 1 + int(elapsed // REPORT_EVERY), warnings
-    assert all(w.startswith("boundlog: cannot write to stdout: Broken pipe") for w in warnings)
+    reports = loss_reports(output)
+    cause = "cannot write to stdout: Broken pipe"
+    assert len(reports.periodic) <= 1 + int(elapsed // REPORT_EVERY), reports
+    assert all(report == (0, report[1], cause) for report in reports.periodic), reports
+    assert reports.final == [(0, 400, cause)], reports
+    assert not reports.others, reports

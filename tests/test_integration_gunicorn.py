@@ -383,6 +383,7 @@ def test_unusable_configuration_stops_gunicorn_at_startup_with_one_clear_line(
         ),
         (["BOUNDLOG_REDACT_QUERY=key,token"], {"redact_query": ["key", "token"]}),
         (["BOUNDLOG_REDACT_QUERY="], {"redact_query": []}),
+        (["BOUNDLOG_REPORT_LOSS=0"], {"report_loss": False}),
     ],
 )
 def test_policy_options_come_from_the_environment(
@@ -394,6 +395,7 @@ def test_policy_options_come_from_the_environment(
         "BOUNDLOG_TRUSTED_PROXIES",
         "BOUNDLOG_PROXY_HEADER",
         "BOUNDLOG_REDACT_QUERY",
+        "BOUNDLOG_REPORT_LOSS",
     ):
         monkeypatch.delenv(variable, raising=False)
     cfg = Config()

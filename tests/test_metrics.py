@@ -25,6 +25,7 @@ import pytest
 from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 
+from _helpers import BlockedPipe
 from _records import make_record
 from _servers import LOOPBACK, PYTHON, free_port, read_log_lines, running_server
 from boundlog import AccessLog, ConfigurationError, _metrics
@@ -59,13 +60,35 @@ def test_the_metrics_follow_the_counters(tmp_path: Path) -> None:
     assert _value("boundlog_queue_capacity", str(fifo)) == 50
 
 
-def test_the_writer_brings_them_up_to_date_after_each_batch(tmp_path: Path) -> None:
+def test_the_monitor_brings_them_up_to_date_while_the_sink_is_stalled() -> None:
+    """The writer is stuck in a write, and the drops still reach the metrics."""
+    pipe = BlockedPipe()
+    sink = f"file descriptor {pipe.write_fd}"
+    try:
+        log = AccessLog(pipe.write_fd, metrics=True, max_queue=10, flush_interval=0)
+        for _ in range(100):
+            log.submit(make_record())
+        dropped = log.stats().dropped
+        assert dropped >= 89  # the queue holds 10, and the writer took at most one
+        deadline = time.monotonic() + DEADLINE
+        while _value("boundlog_records_dropped_total", sink) != dropped:
+            assert time.monotonic() < deadline, _value("boundlog_records_dropped_total", sink)
+            time.sleep(0.01)
+        assert log.stats().written == 0  # still stuck: the writer did not update them
+        assert _value("boundlog_queue_records", sink) == log.stats().queued
+    finally:
+        pipe.release()
+        log.close()
+        pipe.close()
+
+
+def test_the_monitor_brings_them_up_to_date(tmp_path: Path) -> None:
     sink = str(tmp_path / "access.log")
     with AccessLog(sink, metrics=True) as log:
         for _ in range(10):
             log.submit(make_record())
         assert log.flush(timeout=10)
-        # flush() returns once the batch is written; the update follows it at once.
+        # Within a second of the write.
         deadline = time.monotonic() + DEADLINE
         while _value("boundlog_records_written_total", sink) != 10:
             assert time.monotonic() < deadline, _value("boundlog_records_written_total", sink)

@@ -97,7 +97,7 @@ def test_a_format_returning_anything_but_bytes_fails_its_records_only(
     stats, paths, err = _survives(tmp_path, capfd, format=fmt)
     assert paths == [b"/1", b"/2", b"/3"]
     assert (stats.submitted, stats.written, stats.failed) == (4, 3, 1)
-    assert f"boundlog: cannot format 1 record(s): TypeError('_Misbehaving.format_batch() " \
+    assert f"the last failure: cannot format 1 record(s): TypeError('_Misbehaving.format_batch() " \
         f"returned {named}, not bytes" in err  # fmt: skip
 
 
@@ -118,7 +118,7 @@ def test_a_format_raising_anything_fails_its_record_only(
     stats, paths, err = _survives(tmp_path, capfd, format=_Misbehaving(_raise(error)))
     assert paths == [b"/1", b"/2", b"/3"]
     assert (stats.written, stats.failed) == (3, 1)
-    assert f"boundlog: cannot format 1 record(s): {named}" in err
+    assert f"the last failure: cannot format 1 record(s): {named}" in err
 
 
 @pytest.mark.parametrize(("error", "named"), ERRORS)
@@ -242,8 +242,9 @@ def test_an_unforeseen_error_in_a_batch_loses_that_batch_and_the_writer_goes_on(
     assert _adds_up(stats)
     assert (stats.submitted, stats.written, stats.failed) == (3, 2, 1)
     assert _paths(path) == [b"/1", b"/2"]
-    assert "boundlog: lost 1 record(s) to an unexpected error: RuntimeError('a defect')" in (
-        capfd.readouterr().err
+    assert (
+        "the last failure: lost 1 record(s) to an unexpected error: RuntimeError('a defect')"
+        in (capfd.readouterr().err)
     )
 
 
@@ -348,4 +349,5 @@ def test_a_line_a_failed_write_leaves_whole_but_its_newline_counts_as_written(
         target for target in (b"/1", b"/cut", b"/2") if target not in cut_lines
     ]
     assert len(lines) - len(whole) == len(cut_lines)
-    assert "No space left on device" in capfd.readouterr().err
+    # Reported when a record was lost: a write error that lost nothing is only counted.
+    assert ("No space left on device" in capfd.readouterr().err) == bool(failed)

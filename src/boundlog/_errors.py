@@ -6,11 +6,12 @@ error must say which kind of problem it is, configuration or sink, because the f
 different (change an argument, or change the environment).
 
 It also holds how the writer names an error raised by user code (a format, a ``keep``
-predicate) in a report, which must not raise in turn.
+predicate) in a report, which must not raise in turn, and how reports reach stderr.
 """
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 
@@ -37,3 +38,12 @@ def describe(error: BaseException) -> str:
         return repr(error)
     except BaseException:  # a user's __repr__ may raise anything
         return f"{type(error).__qualname__} (whose repr() raised)"
+
+
+def report_on_stderr(message: str) -> None:
+    """Write ``boundlog: message`` as one line to stderr, and never raise."""
+    try:
+        sys.stderr.write(f"boundlog: {message}\n")
+        sys.stderr.flush()
+    except Exception:
+        pass  # stderr is gone or replaced by something odd; the counters still tell

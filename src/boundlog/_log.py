@@ -15,9 +15,10 @@ from typing import Any
 from . import _core
 from ._budget import DEFAULT_MAX_RECORD_BYTES, MIN_RECORD_BYTES, RecordBudget
 from ._dev import DevFormat
-from ._errors import ConfigurationError
+from ._errors import ConfigurationError, report_on_stderr
 from ._filters import make_select
 from ._formats import Format, make_format
+from ._health import LossReport, monitor
 from ._metrics import PrometheusMetrics
 from ._metrics import require_client as require_metrics_client
 from ._options import flag, one_of, seconds, seconds_to_wait, signal_to_catch, whole_number
@@ -69,7 +70,13 @@ class AccessLog:
     ``metrics=True`` keeps the counters in Prometheus too (prometheus_client, the
     ``prometheus`` extra; multiprocess mode works): ``boundlog_records_written_total``
     and the others of ``_metrics``, labelled with the sink, brought up to date by the
-    writer thread after each batch.
+    monitor thread once a second (``_health``), so that they move while the sink is
+    stalled.
+
+    Loss is reported on stderr (``report_loss=False`` turns it off, for those who poll
+    ``stats()``): while records are dropped or fail, one line at most every 5 seconds
+    says how many, over how long and why, and ``close()`` (and so the exit) writes the
+    final totals if anything was lost in the log's life.
     """
 
     submit: Callable[[Record], bool]
@@ -102,6 +109,7 @@ class AccessLog:
         trusted_proxies: Iterable[str] = (),
         proxy_header: str = "x-forwarded-for",
         metrics: bool = False,
+        report_loss: bool = True,
     ) -> None:
         # Every option is checked before the sink is opened: a log that cannot be
         # built must leave no descriptor (and no signal handler) behind.
@@ -143,6 +151,7 @@ class AccessLog:
             proxy_header=proxy_header,
         )
         metrics = flag("metrics", metrics)
+        report_loss = flag("report_loss", report_loss)
         if metrics:
             # Before the sink is opened: a missing prometheus_client leaves nothing open.
             require_metrics_client()
@@ -183,10 +192,21 @@ class AccessLog:
             watch=watch,
             lost_signal=None if reopen_on is None else reopen_on.lost,
             select=select,
-            after_batch=None if self._metrics is None else self._update_metrics,
         )
         self._sink.watch_backlog(lambda: self._admission.counts()[1])
         self._close_lock = threading.Lock()
+        self._loss_report = (
+            LossReport(
+                self._sink.name,
+                max_queue=max_queue,
+                policy=self._policy,
+                now=time.monotonic(),
+            )
+            if report_loss
+            else None
+        )
+        # Held by the monitor's look and by close(): the final line follows the last look.
+        self._health_lock = threading.Lock()
         self._final: Stats | None = None
         # What close() found when it gave up on a stuck sink.
         self._delivered_on_timeout = 0
@@ -203,8 +223,11 @@ class AccessLog:
             if reopen_on is not None:
                 reopen_on.install()
             self._writer.thread.start()
+            if self._metrics is not None or self._loss_report is not None:
+                monitor.watch(id(self), self._look)
         except BaseException:
             # No thread to be had, or an interrupt: leave nothing behind.
+            monitor.unwatch(id(self))
             _open_logs.discard(self)
             if reopen_on is not None:
                 reopen_on.cancel()
@@ -241,9 +264,24 @@ class AccessLog:
             queue_peak=peak,
         )
 
-    def _update_metrics(self) -> None:
-        if self._metrics is not None:
-            self._metrics.update(self._snapshot())
+    def _look(self, now: float) -> None:
+        # On the monitor thread, once a second (see _health).
+        with self._health_lock:
+            if self._final is not None:
+                return
+            stats = self._snapshot()
+            if self._metrics is not None:
+                self._metrics.update(stats)
+            if self._loss_report is not None:
+                started = self._writer.write_started
+                line = self._loss_report.check(
+                    stats,
+                    now,
+                    stalled_for=None if started is None else now - started,
+                    last_failure=self._writer.last_failure,
+                )
+                if line is not None:
+                    report_on_stderr(line)
 
     def flush(self, timeout: float | None = None) -> bool:
         """Write every record accepted so far, without waiting for a batch to fill.
@@ -297,17 +335,26 @@ class AccessLog:
             thread.join(self._wait_limit(timeout))
             if thread.is_alive():
                 delivered, lost = self._writer.abandon()
+                self._writer.last_failure = f"close() gave up waiting for {self._sink.name}"
                 self._delivered_on_timeout = delivered
                 self._lost_on_timeout = lost + self._admission.abandon()
             else:
                 self._sink.close()
             if self._reopen_on is not None:
                 self._reopen_on.cancel()
-            self._final = self._snapshot()
-            _open_logs.discard(self)
-            if self._metrics is not None:
-                # The counts close() settled (what it gave up on is failed now).
-                self._metrics.update(self._final)
+            monitor.unwatch(id(self))
+            with self._health_lock:
+                self._final = self._snapshot()
+                _open_logs.discard(self)
+                if self._metrics is not None:
+                    # The counts close() settled (what it gave up on is failed now).
+                    self._metrics.update(self._final)
+                if self._loss_report is not None:
+                    line = self._loss_report.final(
+                        self._final, last_failure=self._writer.last_failure
+                    )
+                    if line is not None:
+                        report_on_stderr(line)
             return self._final
 
     def _wait_limit(self, timeout: object) -> float | None:
@@ -318,6 +365,9 @@ class AccessLog:
 
     def _restart_after_fork(self) -> None:
         self._close_lock = threading.Lock()
+        self._health_lock = threading.Lock()
+        if self._loss_report is not None:
+            self._loss_report = self._loss_report.restarted(time.monotonic())
         self._admission.reset_after_fork()
         if self._metrics is not None:
             self._metrics.restart_after_fork()
@@ -388,6 +438,7 @@ def _restart_in_child() -> None:
     # writer of its own in each child, and none of the parent's records or locks.
     for log in _open_logs:
         log._restart_after_fork()
+    monitor.restart_after_fork()
 
 
 os.register_at_fork(after_in_child=_restart_in_child)

@@ -1,7 +1,8 @@
 """The log's counters as Prometheus metrics (``AccessLog(..., metrics=True)``).
 
-The writer thread brings them up to date after each batch, and ``close()`` once more
-with the final counts: the request path pays nothing.  They are prometheus_client's
+The monitor thread (``_health``) brings them up to date once a second, even while the
+writer is stuck in a write, and ``close()`` once more with the final counts: neither
+the request path nor the writer pays for them.  They are prometheus_client's
 own Counter and Gauge objects in its default registry, not a custom collector,
 because its multiprocess mode (``PROMETHEUS_MULTIPROC_DIR``, what gunicorn and
 uvicorn ``--workers`` need) reads only those: there each worker's values live in files
@@ -101,7 +102,7 @@ class PrometheusMetrics:
         self._capacity = capacity
         self._capacity_gauge.set(capacity)
         self._last = [0] * len(COUNTERS)
-        # The writer thread and close() may both update (close gave up on the thread).
+        # The monitor and close() may both update.
         self._lock = threading.Lock()
 
     def update(self, stats: Stats) -> None:

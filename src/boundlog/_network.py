@@ -26,12 +26,11 @@ import random
 import select
 import socket
 import ssl
-import sys
 import threading
 import time
 from collections.abc import Callable
 
-from ._errors import ConfigurationError
+from ._errors import ConfigurationError, report_on_stderr
 from ._options import seconds, whole_number
 from ._relp import RelpError, RelpSession, Stopped
 from ._syslog import (
@@ -405,11 +404,7 @@ class NetworkSink:
         self._last_report = now
         self._unreported = 0
         self._unreported_cuts = 0
-        try:
-            sys.stderr.write(f"boundlog: {message}\n")
-            sys.stderr.flush()
-        except Exception:
-            pass  # stderr is gone; the counters still tell
+        report_on_stderr(message)
         return True
 
     def __repr__(self) -> str:

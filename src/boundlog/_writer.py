@@ -4,20 +4,23 @@ Everything slow about an access log happens here, off the request path: formatti
 escaping, timestamps and the write system call.  The thread never dies of an error in
 any of them, nor of anything a format or a predicate does (returning something other
 than bytes, raising even a ``BaseException``, raising an error whose ``repr()`` raises):
-the affected records are counted (failed, or logged as they came for a predicate) and
-reported.  A failed write loses its batch (counted as ``failed``), is reported on
-stderr at most once per ``_REPORT_EVERY`` seconds, and the next batch tries the sink
+the affected records are counted (failed, or logged as they came for a predicate).  A
+failed write loses its batch (counted as ``failed``), and the next batch tries the sink
 again, so logging resumes by itself when the disk has room or the reader comes back.
+
+Lost records are reported by the monitor (``_health``), which says how many and names
+``last_failure``, the cause the writer saw last: the writer itself reports on stderr
+(at most once per ``_REPORT_EVERY`` seconds) only what loses nothing, such as a filter
+that raised or a reopen that failed, and its own end.
 """
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
 
-from ._errors import describe
+from ._errors import describe, report_on_stderr
 from ._filters import Select
 from ._formats import Format
 from ._queue import Admission
@@ -41,11 +44,8 @@ class Writer:
         watch: bool,
         lost_signal: Callable[[], str | None] | None = None,
         select: Select | None = None,
-        after_batch: Callable[[], None] | None = None,
     ) -> None:
         self._admission = admission
-        # Called after each batch, on this thread (the log's metrics): never raises here.
-        self._after_batch = after_batch
         self._sink = sink
         self._format = fmt
         # What to keep of each batch, and how to rewrite it; None when nothing is asked.
@@ -70,6 +70,10 @@ class Writer:
         self.write_errors = 0
         self.bytes_written = 0
         self.batches = 0
+        # For the monitor's loss reports (_health): when the write in progress began
+        # (None between writes), and what last lost records.
+        self.write_started: float | None = None
+        self.last_failure: str | None = None
         # Records taken and dealt with (written, filtered or failed), for flush().
         self.settled = 0
         # The bytes being written and the length of their fragment-closing prefix.
@@ -141,11 +145,6 @@ class Writer:
             with self._settled_changed:
                 self.settled += len(batch)
                 self._settled_changed.notify_all()
-            if self._after_batch is not None:
-                try:
-                    self._after_batch()
-                except BaseException as error:
-                    self._report(f"cannot update the metrics: {describe(error)}")
 
     def _between_batches(self, batch: list[Record]) -> None:
         # The next batch goes to the reopened file, none after it to the old one.
@@ -160,7 +159,7 @@ class Writer:
                 return
             lost, self.in_flight = self.in_flight, 0
             self.failed += lost
-        self._report(f"lost {lost} record(s) to an unexpected error: {describe(error)}")
+        self.last_failure = f"lost {lost} record(s) to an unexpected error: {describe(error)}"
 
     def _stop(self, error: BaseException) -> None:
         # The thread is about to end: refuse records from now on, release every
@@ -177,8 +176,10 @@ class Writer:
         with self._settled_changed:
             self.settled += left
             self._settled_changed.notify_all()
-        self._report(f"the writer thread stopped, the log refuses records from now on: "
-                     f"{describe(error)}")  # fmt: skip
+        self.last_failure = (
+            f"the writer thread stopped, the log refuses records from now on: {describe(error)}"
+        )
+        self._report(self.last_failure)
 
     def abandon(self) -> tuple[int, int]:
         """Give up on a stuck sink: ``(lines delivered, lines lost)`` of the batch in flight.
@@ -265,7 +266,11 @@ class Writer:
             self._in_flight_data = (data, prefix)
         if not lines:
             return
-        written, error = self._sink.write(data)
+        self.write_started = time.monotonic()
+        try:
+            written, error = self._sink.write(data)
+        finally:
+            self.write_started = None
         with self._accounting:
             if self.abandoned:
                 return
@@ -287,7 +292,7 @@ class Writer:
             self.written += complete
             self.failed += lines - complete
             self.write_errors += 1
-        self._report(f"cannot write to {self._sink.name}: {error.strerror or error}")
+        self.last_failure = f"cannot write to {self._sink.name}: {error.strerror or error}"
 
     def _format_batch(self, batch: Sequence[Record]) -> tuple[bytes, int]:
         # BaseException too: a format is user code, and a SystemExit raised in it would
@@ -304,7 +309,7 @@ class Writer:
                 parts.append(self._formatted((record,)))
             except BaseException:
                 bad += 1
-        self._report(f"cannot format {bad} record(s): {describe(first_error)}")
+        self.last_failure = f"cannot format {bad} record(s): {describe(first_error)}"
         return b"".join(parts), bad
 
     def _formatted(self, records: Sequence[Record]) -> bytes:
@@ -325,8 +330,4 @@ class Writer:
             message += f" ({self._unreported} similar errors not shown)"
         self._last_report = now
         self._unreported = 0
-        try:
-            sys.stderr.write(f"boundlog: {message}\n")
-            sys.stderr.flush()
-        except Exception:
-            pass  # stderr is gone or replaced by something odd; the counters still tell
+        report_on_stderr(message)

@@ -22,7 +22,8 @@ The queue and policy come from the environment (or gunicorn's ``--env``/``raw_en
 ``BOUNDLOG_PROXY_HEADER`` (the one header those proxies set: ``x-forwarded-for``, the
 default, or ``forwarded``) and ``BOUNDLOG_REDACT_QUERY`` (comma-separated names,
 replacing the default list; empty turns redaction off); ``BOUNDLOG_METRICS=1`` keeps
-the counters in Prometheus too (``metrics=True``).  A bad value, or a
+the counters in Prometheus too (``metrics=True``), and ``BOUNDLOG_REPORT_LOSS=0`` turns
+off the loss reports on stderr (``report_loss=False``).  A bad value, or a
 ``BOUNDLOG_*`` variable that is none of these (``BOUNDLOG_MAXQUEUE``; but
 ``BOUNDLOG_NO_EXTENSIONS``, which picks the core, is fine), stops gunicorn at startup
 with an error naming the variable.  A subclass may override
@@ -84,6 +85,7 @@ TRUSTED_PROXIES_VARIABLE = "BOUNDLOG_TRUSTED_PROXIES"
 PROXY_HEADER_VARIABLE = "BOUNDLOG_PROXY_HEADER"
 REDACT_QUERY_VARIABLE = "BOUNDLOG_REDACT_QUERY"
 METRICS_VARIABLE = "BOUNDLOG_METRICS"
+REPORT_LOSS_VARIABLE = "BOUNDLOG_REPORT_LOSS"
 
 
 class _Response(Protocol):
@@ -285,6 +287,7 @@ _VARIABLES: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     PROXY_HEADER_VARIABLE: _selection("proxy_header", "forwarded"),
     REDACT_QUERY_VARIABLE: _selection("redact_query", "token,password"),
     METRICS_VARIABLE: ("metrics", switch_in_environment),
+    REPORT_LOSS_VARIABLE: ("report_loss", switch_in_environment),
 }
 # The BOUNDLOG_* variables that are not settings: `boundlog bench` hands its gunicorn
 # servers their logger through these, and BOUNDLOG_NO_EXTENSIONS picks the core (_core).

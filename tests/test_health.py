@@ -1,0 +1,261 @@
+"""Loss reports on stderr (src/boundlog/_health.py).
+
+``LossReport`` is given the clock, so its rate limit and its "in the last N s" are
+checked here without waiting for real seconds; the monitor thread is checked in real
+processes: a log behind a pipe nobody reads, under overload, reports its drops while
+its writer is stuck, and its final line's totals are those of ``stats()``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+
+import pytest
+
+from _helpers import BlockedPipe
+from _records import make_record
+from _servers import loss_reports
+from boundlog import AccessLog, Stats
+from boundlog._health import REPORT_EVERY, LossReport
+
+SINK = "/var/log/app/access.log"
+
+
+def _stats(*, dropped: int = 0, failed: int = 0, written: int = 0) -> Stats:
+    return Stats(
+        submitted=dropped + failed + written,
+        written=written,
+        dropped=dropped,
+        filtered=0,
+        failed=failed,
+        write_errors=0,
+        bytes_written=0,
+        batches=0,
+        queued=0,
+        queue_peak=0,
+    )
+
+
+def _report(policy: str = "drop") -> LossReport:
+    return LossReport(SINK, max_queue=10_000, policy=policy, now=100.0)
+
+
+def _check(
+    report: LossReport, now: float, *, stalled_for: float | None = None, **counts: int
+) -> str | None:
+    return report.check(_stats(**counts), now, stalled_for=stalled_for, last_failure=None)
+
+
+def test_nothing_lost_nothing_said() -> None:
+    report = _report()
+    for second in range(1, 20):
+        assert _check(report, 100.0 + second, written=second) is None
+    assert report.final(_stats(written=19), last_failure=None) is None
+
+
+def test_drops_are_reported_at_once_then_at_most_every_period() -> None:
+    report = _report()
+    # Quiet for 10 s, then 12,408 drops in the next second: said at once, over 1 s.
+    assert _check(report, 110.0) is None
+    assert _check(report, 111.0, dropped=12_408) == (
+        "dropped 12,408 records in the last 1 s: the queue (max_queue=10,000) is full "
+        f"because {SINK} is slower than the requests"
+    )
+    # Still dropping: held back until a period has passed, then the sum since.
+    for second in range(1, int(REPORT_EVERY)):
+        assert _check(report, 111.0 + second, dropped=12_408 + second) is None
+    assert _check(report, 116.0, stalled_for=7.4, dropped=12_500) == (
+        "dropped 92 records in the last 5 s: the queue (max_queue=10,000) is full "
+        f"because {SINK} has not taken a write for 7 s"
+    )
+
+
+def test_when_the_loss_stops_so_do_the_lines() -> None:
+    report = _report()
+    assert _check(report, 101.0, dropped=5)
+    # Two more drops, held back by the rate limit, are said once; then nothing more.
+    assert _check(report, 102.0, dropped=7) is None
+    assert _check(report, 106.0, dropped=7) == (
+        "dropped 2 records in the last 5 s: the queue (max_queue=10,000) is full "
+        f"because {SINK} is slower than the requests"
+    )
+    for second in range(7, 60):
+        assert _check(report, 100.0 + second, dropped=7) is None
+    # A new loss after a quiet spell covers the time since the spell ended.
+    assert _check(report, 160.0, dropped=8) == (
+        "dropped 1 record in the last 1 s: the queue (max_queue=10,000) is full "
+        f"because {SINK} is slower than the requests"
+    )
+
+
+def test_failures_name_their_cause_and_share_the_line_with_drops() -> None:
+    report = _report()
+    cause = f"cannot write to {SINK}: No space left on device"
+    line = report.check(_stats(dropped=3, failed=512), 103.0, stalled_for=None, last_failure=cause)
+    assert line == (
+        "dropped 3 records in the last 3 s: the queue (max_queue=10,000) is full because "
+        f"{SINK} is slower than the requests; lost 512 records in the last 3 s: {cause}"
+    )
+
+
+def test_under_wait_a_refusal_is_a_request_that_stopped_waiting() -> None:
+    line = _check(_report("wait"), 101.0, dropped=2)
+    assert line is not None
+    assert line.startswith(
+        "dropped 2 records in the last 1 s: requests stopped waiting for room in the queue "
+        "(max_queue=10,000) because"
+    )
+
+
+def test_the_final_line_has_the_totals_and_the_last_failure() -> None:
+    report = _report()
+    stats = _stats(dropped=12_408, failed=3, written=1_000_000)
+    assert report.final(stats, last_failure="close() gave up waiting for X") == (
+        f"{SINK} closed: 12,411 of 1,012,411 records not written (12,408 dropped, 3 failed); "
+        "1,000,000 written, 0 filtered; the last failure: close() gave up waiting for X"
+    )
+    # Only drops: no failure to name.
+    assert report.final(_stats(dropped=1), last_failure=None) == (
+        f"{SINK} closed: 1 of 1 record not written (1 dropped, 0 failed); 0 written, 0 filtered"
+    )
+
+
+def test_a_forked_child_reports_its_own_counts() -> None:
+    report = _report()
+    assert _check(report, 101.0, dropped=50)
+    child = report.restarted(200.0)
+    # The child's log counts from zero: its first 10 drops are 10, not -40.
+    assert _check(child, 201.0, dropped=10) == (
+        "dropped 10 records in the last 1 s: the queue (max_queue=10,000) is full "
+        f"because {SINK} is slower than the requests"
+    )
+
+
+# -- the monitor, in real processes ------------------------------------------------------
+
+_OVERLOADED = """
+import json, os, sys, threading
+sys.path.insert(0, {tests!r})
+from _helpers import BlockedPipe
+from _records import make_record
+from boundlog import AccessLog
+
+pipe = BlockedPipe()  # nobody reads: the writer blocks in its first write
+log = AccessLog(pipe.write_fd, max_queue=50, flush_interval=0, **{options})
+stop = threading.Event()
+
+def overload():
+    while not stop.is_set():
+        for _ in range(100):
+            log.submit(make_record())
+        stop.wait(0.01)
+
+threading.Thread(target=overload, daemon=True).start()
+sys.stdin.readline()  # the test says when
+stop.set()
+{ending}
+"""
+
+_CLOSE = """
+stats = log.close(timeout=0.5)
+print(json.dumps(stats._asdict()), flush=True)
+pipe.release()
+"""
+
+
+def _overloaded(
+    tmp_path: Path, *, options: str = "", ending: str = _CLOSE
+) -> subprocess.Popen[str]:
+    program = _OVERLOADED.format(
+        tests=str(Path(__file__).parent), options=options or "{}", ending=ending
+    )
+    return subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(program)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def test_a_stalled_sink_under_overload_reports_its_drops_and_the_final_totals(
+    tmp_path: Path,
+) -> None:
+    seen = []
+    with _overloaded(tmp_path) as process:
+        assert process.stdin is not None
+        assert process.stdout is not None
+        assert process.stderr is not None
+        # Two periodic lines: the first at once, the second a period later.
+        while len(loss_reports("".join(seen)).periodic) < 2:
+            line = process.stderr.readline()
+            assert line, "".join(seen)
+            seen.append(line)
+        process.stdin.write("close\n")
+        process.stdin.flush()
+        stats = json.loads(process.stdout.readline())
+        seen.append(process.stderr.read())
+    output = "".join(seen)
+    reports = loss_reports(output)
+    assert not reports.others, output
+    assert all(dropped > 0 for dropped, _, _ in reports.periodic), output
+    assert all(failed == 0 for _, failed, _ in reports.periodic), output
+    # The writer is stuck in its first write: the second line says so.
+    assert "has not taken a write for" in output.splitlines()[1], output
+    assert sum(dropped for dropped, _, _ in reports.periodic) <= stats["dropped"]
+    assert stats["dropped"] > 0
+    assert stats["failed"] > 0
+    assert reports.final == [(stats["dropped"], stats["failed"], reports.final[0][2])], output
+    assert reports.final[0][2].startswith("close() gave up waiting for "), output
+
+
+def test_the_exit_writes_the_final_line_of_a_log_never_closed(tmp_path: Path) -> None:
+    # Left open: the exit's backstop closes it, and so reports it.
+    with _overloaded(tmp_path, options="{'close_timeout': 0.5}", ending="") as process:
+        _, err = process.communicate("exit\n", timeout=60)
+    reports = loss_reports(err)
+    assert len(reports.final) == 1, err
+    assert reports.final[0][0] > 0, err
+
+
+def test_report_loss_false_says_nothing(tmp_path: Path) -> None:
+    with _overloaded(tmp_path, options="{'report_loss': False}") as process:
+        out, err = process.communicate("close\n", timeout=60)
+    stats = json.loads(out)
+    assert stats["dropped"] > 0
+    assert err == ""
+
+
+def test_what_a_log_lost_is_reported_at_close(capfd: pytest.CaptureFixture[str]) -> None:
+    pipe = BlockedPipe()
+    try:
+        log = AccessLog(pipe.write_fd, max_queue=1, flush_interval=0, close_timeout=0.2)
+        for _ in range(10):
+            log.submit(make_record())
+        stats = log.close()
+    finally:
+        pipe.release()
+        pipe.close()
+    reports = loss_reports(capfd.readouterr().err)
+    assert reports.final == [(stats.dropped, stats.failed, reports.final[0][2])]
+
+
+def test_a_log_that_lost_nothing_says_nothing(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    logs = [AccessLog(str(tmp_path / f"{n}.log"), metrics=False) for n in range(3)]
+    closers = [threading.Thread(target=log.close) for log in logs]
+    for log in logs:
+        log.submit(make_record())
+    for closer in closers:
+        closer.start()
+    for closer in closers:
+        closer.join()
+    assert capfd.readouterr().err == ""
+    assert all(os.path.getsize(tmp_path / f"{n}.log") for n in range(3))
