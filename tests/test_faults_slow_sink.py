@@ -25,6 +25,7 @@ from _servers import (
     final_stats,
     granian_fault_command,
     load_requests,
+    loss_reports,
     poll_until,
     running_server_with_stdout,
     uvicorn_fault_command,
@@ -92,6 +93,11 @@ def test_drop_keeps_memory_bounded_and_accounts_for_every_record(tmp_path: Path)
     assert sum(logged.values()) == final["written"], final
     assert set(logged) <= load.completed
     assert max(logged.values()) == 1
+    # uvicorn's stderr said so: while dropping (at most every 5 s), and with the totals.
+    reports = loss_reports(server.output())
+    assert all(failed == 0 for _, failed, _ in reports.periodic), reports
+    assert sum(dropped for dropped, _, _ in reports.periodic) <= final["dropped"], reports
+    assert reports.final == [(final["dropped"], 0, "")], reports
 
 
 @pytest.mark.parametrize(
