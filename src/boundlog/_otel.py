@@ -104,16 +104,22 @@ def metrics_option(value: object) -> tuple[bool, Any]:
         return False, None
     if value is True or value == "prometheus":
         return True, None
+    meter = None
     if value == "opentelemetry":
-        return False, _global_meter(require_api())
-    if not isinstance(value, str | bool | int | float | None):
+        meter = _global_meter(require_api())
+    elif not isinstance(value, str | bool | int | float | None):
         try:
             api = importlib.import_module("opentelemetry.metrics")
         except ImportError:
             api = None
         if api is not None and isinstance(value, api.Meter):
-            return False, value
-    raise ConfigurationError(f"metrics must be {CHOICES}, not {value!r}")
+            meter = value
+    if meter is None:
+        raise ConfigurationError(f"metrics must be {CHOICES}, not {value!r}")
+    # The instruments, now: before the log opens its sink, which a meter that raises
+    # would otherwise leave open.
+    _registry(meter)
+    return False, meter
 
 
 _global_lock = threading.Lock()
@@ -140,9 +146,10 @@ class _Registry:
         # The final counts of the closed logs, summed by sink label.
         self.closed: dict[str, Stats] = {}
         self._next = 0
-        callbacks = self._callbacks()
-        for (name, _, unit, text), callback in zip(COUNTERS, callbacks, strict=True):
-            meter.create_observable_counter(name, [callback], unit=unit, description=text)
+        for name, field, unit, text in COUNTERS:
+            meter.create_observable_counter(
+                name, [self._counter(field)], unit=unit, description=text
+            )
         meter.create_observable_counter(
             PROCESSED,
             [self._processed],
@@ -186,18 +193,16 @@ class _Registry:
         with self.lock:
             totals = dict(self.closed)
             capacities: dict[str, int] = dict.fromkeys(totals, 0)
-            for label, capacity, reference in list(self.open.values()):
+            for key, (label, capacity, reference) in list(self.open.items()):
                 snapshot = reference()
                 if snapshot is None:  # a log that never started (its constructor failed)
+                    del self.open[key]
                     continue
                 stats = snapshot()
                 before = totals.get(label)
                 totals[label] = stats if before is None else _sum(before, stats)
                 capacities[label] = capacities.get(label, 0) + capacity
             return totals, capacities
-
-    def _callbacks(self) -> list[Callable[[Any], Iterable[Any]]]:
-        return [self._counter(field) for _, field, _, _ in COUNTERS]
 
     def _counter(self, field: str) -> Callable[[Any], Iterable[Any]]:
         def observe(options: Any) -> Iterator[Any]:
@@ -235,25 +240,16 @@ def _sum(one: Stats, other: Stats) -> Stats:
 
 
 _registries_lock = threading.Lock()
-# Weak by meter where the meter allows it, so that a meter (and its provider) thrown
-# away takes its registry along; by identity, held, where it does not.
+# Weak by meter (every opentelemetry.metrics.Meter can be referred to weakly): a meter,
+# and its provider, thrown away take their registry along.
 _registries: weakref.WeakKeyDictionary[Any, _Registry] = weakref.WeakKeyDictionary()
-_held: dict[int, tuple[Any, _Registry]] = {}
 
 
 def _registry(meter: Any) -> _Registry:
     with _registries_lock:
-        try:
-            registry = _registries.get(meter)
-        except TypeError:
-            held = _held.get(id(meter))
-            registry = None if held is None else held[1]
+        registry = _registries.get(meter)
         if registry is None:
-            registry = _Registry(meter)
-            try:
-                _registries[meter] = registry
-            except TypeError:
-                _held[id(meter)] = (meter, registry)
+            registry = _registries[meter] = _Registry(meter)
         return registry
 
 
@@ -274,11 +270,11 @@ class OpenTelemetryMetrics:
 
 
 def _restart_in_child() -> None:
-    global _registries_lock
+    # A thread of the parent may have held these at the fork.
+    global _global_lock, _registries_lock
+    _global_lock = threading.Lock()
     _registries_lock = threading.Lock()
     for registry in list(_registries.values()):
-        registry.restart_after_fork()
-    for _, registry in list(_held.values()):
         registry.restart_after_fork()
 
 
