@@ -176,10 +176,7 @@ class _Registry:
 
     def retire(self, key: int, final: Stats) -> None:
         with self.lock:
-            entry = self.open.pop(key, None)
-            if entry is None:
-                return
-            label = entry[0]
+            label = self.open.pop(key)[0]  # once: close() retires a log once
             before = self.closed.get(label)
             self.closed[label] = final if before is None else _sum(before, final)
 
