@@ -309,8 +309,9 @@ def _environment_options(monkeypatch: pytest.MonkeyPatch, **variables: str) -> d
         ),
         (
             {"BOUNDLOG_METRICS": "maybe"},
-            "BOUNDLOG_METRICS='maybe' is neither on nor off: BOUNDLOG_METRICS=1 turns it on, "
-            "BOUNDLOG_METRICS=0 off",
+            "BOUNDLOG_METRICS='maybe' is none of the metrics: BOUNDLOG_METRICS=1 or "
+            "BOUNDLOG_METRICS=prometheus for Prometheus, BOUNDLOG_METRICS=opentelemetry for "
+            "OpenTelemetry, BOUNDLOG_METRICS=0 for none",
         ),
         (
             {"BOUNDLOG_MAXQUEUE": "100", "BOUNDLOG_COLOUR": "no"},

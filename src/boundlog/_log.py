@@ -10,7 +10,7 @@ import threading
 import time
 from collections.abc import Callable, Coroutine, Iterable
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import _core
 from ._budget import DEFAULT_MAX_RECORD_BYTES, MIN_RECORD_BYTES, RecordBudget
@@ -22,6 +22,7 @@ from ._health import LossReport, monitor
 from ._metrics import PrometheusMetrics
 from ._metrics import require_client as require_metrics_client
 from ._options import flag, one_of, seconds, seconds_to_wait, signal_to_catch, whole_number
+from ._otel import OpenTelemetryMetrics, metrics_option
 from ._queue import POLICIES, Admission, Policy
 from ._record import Record
 from ._redaction import DEFAULT_REDACTED_QUERY
@@ -29,6 +30,9 @@ from ._signals import ReopenSignal
 from ._sinks import SinkSpec, open_sink
 from ._stats import Stats
 from ._writer import Writer
+
+if TYPE_CHECKING:
+    from opentelemetry.metrics import Meter
 
 # Defaults, chosen by measurement (docs/performance.md):
 # - 10,000 waiting records is about 0.3 s of uvicorn's full single-core rate: enough
@@ -67,11 +71,16 @@ class AccessLog:
     and header fields, see ``_budget``): a bigger request's record keeps only the
     header fields the log reads, its longest values cut and marked ``[...N bytes cut]``.
 
-    ``metrics=True`` keeps the counters in Prometheus too (prometheus_client, the
-    ``prometheus`` extra; multiprocess mode works): ``boundlog_records_written_total``
-    and the others of ``_metrics``, labelled with the sink, brought up to date by the
-    monitor thread once a second (``_health``), so that they move while the sink is
-    stalled.
+    ``metrics=True`` (or ``"prometheus"``) keeps the counters in Prometheus too
+    (prometheus_client, the ``prometheus`` extra; multiprocess mode works):
+    ``boundlog_records_written_total`` and the others of ``_metrics``, labelled with
+    the sink, brought up to date by the monitor thread once a second (``_health``),
+    so that they move while the sink is stalled.
+    ``metrics="opentelemetry"`` makes them OpenTelemetry observable instruments on the
+    global MeterProvider's ``boundlog`` meter, and ``metrics=meter`` on that
+    ``opentelemetry.metrics.Meter`` (opentelemetry-api, the ``opentelemetry`` extra):
+    ``boundlog.records.processed`` and the others of ``_otel``, with a
+    ``boundlog.sink`` attribute, read from the log when the SDK collects.
 
     Loss is reported on stderr (``report_loss=False`` turns it off, for those who poll
     ``stats()``): while records are dropped or fail, one line at most every 5 seconds
@@ -108,7 +117,7 @@ class AccessLog:
         redact_query: Iterable[str] = DEFAULT_REDACTED_QUERY,
         trusted_proxies: Iterable[str] = (),
         proxy_header: str = "x-forwarded-for",
-        metrics: bool = False,
+        metrics: bool | str | Meter = False,
         report_loss: bool = True,
     ) -> None:
         # Every option is checked before the sink is opened: a log that cannot be
@@ -150,9 +159,9 @@ class AccessLog:
             trusted_proxies=trusted_proxies,
             proxy_header=proxy_header,
         )
-        metrics = flag("metrics", metrics)
+        prometheus, meter = metrics_option(metrics)
         report_loss = flag("report_loss", report_loss)
-        if metrics:
+        if prometheus:
             # Before the sink is opened: a missing prometheus_client leaves nothing open.
             require_metrics_client()
         self._sink = open_sink(sink)
@@ -183,7 +192,7 @@ class AccessLog:
             response_names is None or select_names is None or bool(response_names)
         )
         self._admission = Admission(max_queue=max_queue, batch_size=batch_size, policy=self._policy)
-        self._metrics = PrometheusMetrics(self._sink.name, max_queue) if metrics else None
+        self._metrics = PrometheusMetrics(self._sink.name, max_queue) if prometheus else None
         self._writer = Writer(
             self._admission,
             self._sink,
@@ -211,6 +220,13 @@ class AccessLog:
         # What close() found when it gave up on a stuck sink.
         self._delivered_on_timeout = 0
         self._lost_on_timeout = 0
+        # Once _snapshot can run: the instruments read it when the SDK collects, through
+        # a weak reference, so there is nothing to update and nothing keeps the log alive.
+        self._otel = (
+            None
+            if meter is None
+            else OpenTelemetryMetrics(meter, self._sink.name, max_queue, self._snapshot)
+        )
         # Bound once so integrations call the admission directly, without a hop here.
         self.submit = self._admission.submit
         self.submit_async = self._admission.submit_async
@@ -349,6 +365,8 @@ class AccessLog:
                 if self._metrics is not None:
                     # The counts close() settled (what it gave up on is failed now).
                     self._metrics.update(self._final)
+                if self._otel is not None:
+                    self._otel.close(self._final)
                 if self._loss_report is not None:
                     line = self._loss_report.final(
                         self._final, last_failure=self._writer.last_failure

@@ -21,9 +21,11 @@ The queue and policy come from the environment (or gunicorn's ``--env``/``raw_en
 ``BOUNDLOG_SKIP_PATHS`` and ``BOUNDLOG_TRUSTED_PROXIES`` (comma-separated lists),
 ``BOUNDLOG_PROXY_HEADER`` (the one header those proxies set: ``x-forwarded-for``, the
 default, or ``forwarded``) and ``BOUNDLOG_REDACT_QUERY`` (comma-separated names,
-replacing the default list; empty turns redaction off); ``BOUNDLOG_METRICS=1`` keeps
-the counters in Prometheus too (``metrics=True``), and ``BOUNDLOG_REPORT_LOSS=0`` turns
-off the loss reports on stderr (``report_loss=False``).  A bad value, or a
+replacing the default list; empty turns redaction off); ``BOUNDLOG_METRICS=1`` (or
+``prometheus``) keeps the counters in Prometheus too (``metrics=True``), and
+``BOUNDLOG_METRICS=opentelemetry`` as OpenTelemetry instruments on the global
+MeterProvider (``metrics="opentelemetry"``); ``BOUNDLOG_REPORT_LOSS=0`` turns off the
+loss reports on stderr (``report_loss=False``).  A bad value, or a
 ``BOUNDLOG_*`` variable that is none of these (``BOUNDLOG_MAXQUEUE``; but
 ``BOUNDLOG_NO_EXTENSIONS``, which picks the core, is fine), stops gunicorn at startup
 with an error naming the variable.  A subclass may override
@@ -238,6 +240,20 @@ def _format_for(template: str, *, utc: bool) -> str | Template:
         raise ConfigurationError(f"--access-logformat: {error}") from None
 
 
+def _metrics(variable: str, text: str) -> bool | str:
+    """On or off as any switch, or which metrics: ``prometheus``, ``opentelemetry``."""
+    spelt = text.strip().lower()
+    if spelt in ("prometheus", "opentelemetry"):
+        return spelt
+    try:
+        return switch_in_environment(variable, text)
+    except ConfigurationError:
+        raise ConfigurationError(
+            f"{variable}={text!r} is none of the metrics: {variable}=1 or {variable}=prometheus "
+            f"for Prometheus, {variable}=opentelemetry for OpenTelemetry, {variable}=0 for none"
+        ) from None
+
+
 def _policy(variable: str, text: str) -> str:
     return one_of(variable, text, POLICIES)
 
@@ -286,7 +302,7 @@ _VARIABLES: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     TRUSTED_PROXIES_VARIABLE: _selection("trusted_proxies", "127.0.0.1,10.0.0.0/8"),
     PROXY_HEADER_VARIABLE: _selection("proxy_header", "forwarded"),
     REDACT_QUERY_VARIABLE: _selection("redact_query", "token,password"),
-    METRICS_VARIABLE: ("metrics", switch_in_environment),
+    METRICS_VARIABLE: ("metrics", _metrics),
     REPORT_LOSS_VARIABLE: ("report_loss", switch_in_environment),
 }
 # The BOUNDLOG_* variables that are not settings: `boundlog bench` hands its gunicorn
