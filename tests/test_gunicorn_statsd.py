@@ -37,7 +37,7 @@ from _servers import (
     send_exchanges,
     stop_gracefully,
 )
-from boundlog.gunicorn import Logger
+from boundlog.gunicorn import Logger, _status_code
 
 # Four rounds of the shared routes: every status, a /raise (500, which gunicorn logs as
 # an exception) and a /healthz (which the access log skips, the metrics do not) each.
@@ -362,6 +362,16 @@ def test_a_request_the_application_failed_counts_as_the_500_it_is_logged_as(
         "gunicorn.requests",
         "gunicorn.request.status.500",
     ]
+
+
+@pytest.mark.parametrize(
+    ("status", "code"),
+    [("200 OK", 200), ("299 Custom", 299), (b"201 Created", 201), (404, 404), (None, 500)],
+)
+def test_the_status_counter_is_named_by_the_code_of_any_status_a_worker_hands_over(
+    status: str | bytes | int | None, code: int
+) -> None:
+    assert _status_code(status) == code
 
 
 def test_log_levels_are_counted_as_gunicorns_statsd_logger_counts_them(tmp_path: Path) -> None:

@@ -29,6 +29,15 @@ with an error naming the variable.  A subclass may override
 :meth:`Logger.log_options`, e.g. to pass ``keep``, or a ``format`` object (see
 :class:`~boundlog.Format`), which then replaces ``--access-logformat``.
 
+``--statsd-host`` (with ``--statsd-prefix`` and ``--dogstatsd-tags``) keeps gunicorn's
+statsd metrics, which gunicorn itself sends only under its default logger class: with a
+statsd host, gunicorn gets an instance of the logger class combined with its own
+``gunicorn.instrument.statsd.Statsd``, whose methods send the request counter, duration
+timer and status counters of every request (with or without an access log), the
+log-level counters and the master's worker gauge, in gunicorn's format; a failed send is
+a warning in the error log, as in gunicorn.  Without a statsd host the class is the
+logger class itself, and its request path is unchanged.
+
 The master builds the log, so each worker inherits it through ``fork`` and gets a writer
 thread of its own (boundlog restarts its logs in a forked child).  A worker that exits
 gracefully leaves through ``sys.exit``, whose exit handlers drain its log.  ``SIGUSR1``
