@@ -289,7 +289,8 @@ def _with_statsd(cls: type[Logger]) -> type[Logger]:
 
     The combined class's bases are :class:`_StatsdAccess`, ``cls`` and ``Statsd``: the
     lines still go through boundlog (and a subclass's overrides still apply), and
-    gunicorn's own code sends the metrics, in its format, whatever its version.
+    gunicorn's own Statsd methods send the metrics, in the format of the gunicorn
+    installed.
     """
     from gunicorn.instrument.statsd import Statsd  # type: ignore[import-untyped]
 
