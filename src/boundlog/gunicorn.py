@@ -32,6 +32,15 @@ with an error naming the variable.  A subclass may override
 :meth:`Logger.log_options`, e.g. to pass ``keep``, or a ``format`` object (see
 :class:`~boundlog.Format`), which then replaces ``--access-logformat``.
 
+``--statsd-host`` (with ``--statsd-prefix`` and ``--dogstatsd-tags``) keeps gunicorn's
+statsd metrics, which gunicorn itself sends only under its default logger class: with a
+statsd host, gunicorn gets an instance of the logger class combined with its own
+``gunicorn.instrument.statsd.Statsd``, whose methods send the request counter, duration
+timer and status counters of every request (with or without an access log), the
+log-level counters and the master's worker gauge, in gunicorn's format; a failed send is
+a warning in the error log, as in gunicorn.  Without a statsd host the class is the
+logger class itself, and its request path is unchanged.
+
 The master builds the log, so each worker inherits it through ``fork`` and gets a writer
 thread of its own (boundlog restarts its logs in a forked child).  A worker that exits
 gracefully leaves through ``sys.exit``, whose exit handlers drain its log.  ``SIGUSR1``
@@ -109,6 +118,18 @@ class Logger(GunicornLogger):  # type: ignore[misc]
 
     #: The log ``--access-logfile`` names; None when gunicorn's access log is off.
     boundlog: AccessLog | None = None
+
+    def __new__(cls, cfg: Any) -> Logger:
+        """The logger gunicorn asks for, with its statsd metrics when ``--statsd-host`` is set.
+
+        gunicorn picks its own ``Statsd`` logger for ``--statsd-host`` only in place of
+        its default logger class, so a logger class has to bring the metrics itself:
+        with a statsd host, the instance is of this class combined with gunicorn's
+        ``Statsd`` (see :func:`_with_statsd`); without one, of this class, unchanged.
+        """
+        chosen = cls if getattr(cfg, "statsd_host", None) is None else _with_statsd(cls)
+        instance: Logger = super().__new__(chosen)
+        return instance
 
     def setup(self, cfg: Any) -> None:
         """Configure gunicorn's logging, then open (or, on reload, replace) the access log."""
@@ -223,6 +244,83 @@ class Logger(GunicornLogger):  # type: ignore[misc]
             # A worker calls this from its SIGUSR1 handler, which may have interrupted
             # this very thread inside one of the log's locks: only ask, never wait.
             log.request_reopen()
+
+
+class _StatsdAccess(Logger):
+    """The access method of a logger class combined with gunicorn's ``Statsd`` logger.
+
+    Only :func:`_with_statsd` uses it, as the first base of a class whose next bases
+    are the logger class and ``Statsd``, in that order.  Everything else comes from
+    ``Statsd``: its socket, ``--statsd-prefix`` and ``--dogstatsd-tags`` (``__init__``),
+    the datagrams, the counters of warnings, errors, exceptions and critical messages,
+    and the metrics the master logs (the worker gauge, ``gunicorn.workers``).
+    """
+
+    #: The method gunicorn's Statsd.access sends the request's duration with, as
+    #: ``name:milliseconds|ms``: ``timer`` since gunicorn 24, ``histogram`` before
+    #: (whose ``histogram`` has sent ``|h`` since).  Set by _with_statsd.
+    _send_duration: Callable[[str, float], None]
+
+    def access(
+        self,
+        resp: _Response,
+        req: Any,
+        environ: Mapping[str, Any],
+        request_time: timedelta | _Elapsed,
+    ) -> None:
+        """Log the request, then send the metrics gunicorn's Statsd logger sends for it."""
+        log = self.boundlog
+        super().access(resp, req, environ, request_time)
+        if log is None:
+            # Logger.access handed the request to gunicorn's access method, Statsd's
+            # here, which has sent the metrics (access log or not, as gunicorn does).
+            return
+        # boundlog has the request; send what Statsd.access sends besides its line.
+        # Three datagrams, as gunicorn's own logger sends them; _sock_send keeps a
+        # failure to send out of the request (it logs a warning, as gunicorn does).
+        duration = request_time.seconds * 1000 + float(request_time.microseconds) / 10**3
+        self._send_duration("gunicorn.request.duration", duration)
+        self.increment("gunicorn.requests", 1)
+        self.increment(f"gunicorn.request.status.{_status_code(resp.status)}", 1)
+
+
+# Each logger class combined with gunicorn's Statsd, made once per class.
+_STATSD_CLASSES: dict[type[Logger], type[Logger]] = {}
+
+
+def _with_statsd(cls: type[Logger]) -> type[Logger]:
+    """``cls`` combined with gunicorn's ``Statsd`` logger: ``cls`` itself if it is one.
+
+    The combined class's bases are :class:`_StatsdAccess`, ``cls`` and ``Statsd``: the
+    lines still go through boundlog (and a subclass's overrides still apply), and
+    gunicorn's own Statsd methods send the metrics, in the format of the gunicorn
+    installed.
+    """
+    from gunicorn.instrument.statsd import Statsd  # type: ignore[import-untyped]
+
+    if issubclass(cls, Statsd):
+        return cls
+    combined = _STATSD_CLASSES.get(cls)
+    if combined is None:
+        namespace = {
+            "__module__": cls.__module__,
+            "__qualname__": f"{cls.__qualname__}WithStatsd",
+            "__doc__": f"{cls.__qualname__}, sending gunicorn's statsd metrics too.",
+            "_send_duration": getattr(Statsd, "timer", Statsd.histogram),
+        }
+        combined = type(f"{cls.__name__}WithStatsd", (_StatsdAccess, cls, Statsd), namespace)
+        _STATSD_CLASSES[cls] = combined
+    return combined
+
+
+def _status_code(status: str | bytes | int | None) -> int:
+    """The code of a response's status as the metrics name it (the status boundlog logs)."""
+    if isinstance(status, bytes):
+        status = status.decode("latin-1")
+    if isinstance(status, str):
+        return _STANDARD_STATUS_CODES.get(status) or _parsed_status_code(status)
+    # None: the application raised before start_response, and gunicorn answered 500.
+    return 500 if status is None else status
 
 
 def _format_for(template: str, *, utc: bool) -> str | Template:
