@@ -172,7 +172,7 @@ def _queried(url: str, query: str) -> float | None:
 @pytest.mark.skipif(PROMETHEUS is None, reason="needs prometheus (apt-get install prometheus)")
 def test_prometheus_scraping_uvicorn_sees_every_request_written(tmp_path: Path) -> None:
     sink = tmp_path / "access.log"
-    environment = {"BOUNDLOG_TEST_SINK": str(sink)}
+    environment = {"BOUNDLOG_SINK": str(sink)}
 
     def uvicorn(port: int) -> list[str]:
         return [PYTHON, "-m", "uvicorn", "tests.apps.metrics_app:asgi_app", "--host", LOOPBACK,

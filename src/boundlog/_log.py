@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import atexit
-import difflib
-import inspect
 import os
 import threading
 import time
@@ -407,30 +405,6 @@ class AccessLog:
         state = "closed" if self._final is not None else "open"
         return f"<AccessLog {self._sink.name} policy={self._policy} {state}>"
 
-
-def log_for_middleware(log: AccessLog | None, options: dict[str, Any]) -> tuple[AccessLog, bool]:
-    """The log a middleware writes to, and whether the middleware owns (and closes) it."""
-    if log is None:
-        # A misspelt option is a ConfigurationError like any other, not a TypeError, so
-        # that a middleware built lazily reports it at startup as it does the rest.
-        unknown = sorted(set(options) - _ACCESS_LOG_OPTIONS)
-        if unknown:
-            close = difflib.get_close_matches(unknown[0], _ACCESS_LOG_OPTIONS, n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise ConfigurationError(
-                f"unknown AccessLog option {unknown[0]!r}{hint}: the options are "
-                f"{', '.join(sorted(_ACCESS_LOG_OPTIONS))}"
-            )
-        return AccessLog(**options), True
-    if options:
-        raise ConfigurationError(
-            "pass either an AccessLog as log or its options, not both: "
-            f"got log and {', '.join(sorted(options))}"
-        )
-    return log, False
-
-
-_ACCESS_LOG_OPTIONS = frozenset(inspect.signature(AccessLog).parameters)
 
 # Logs not yet closed, held strongly: a log its owner forgot still gets drained at exit.
 _open_logs: set[AccessLog] = set()

@@ -5,7 +5,8 @@ aiohttp builds its access logger itself, once per connection, as
 
 * ``access_logger(app, sink=..., format=..., ...)`` returns a subclass of
   :class:`AccessLogger` bound to a new :class:`~boundlog.AccessLog` built from those
-  options, and closes that log when ``app`` is cleaned up, after aiohttp has finished the
+  options (and, for those not given, the ``BOUNDLOG_*`` variables of the environment,
+  see ``_environment``), and closes that log when ``app`` is cleaned up, after aiohttp has finished the
   last request of a graceful stop.  ``access_logger(app, log=a_log)`` borrows a log
   instead, and only flushes it then.
 * :class:`AccessLogger` itself, used as it is, writes to stdout in the format named by
@@ -31,6 +32,7 @@ from aiohttp import web, web_log
 from aiohttp.abc import AbstractAccessLogger
 
 from ._budget import RecordBudget
+from ._environment import log_for_middleware
 from ._errors import ConfigurationError
 from ._formats import FORMATS
 from ._log import AccessLog
@@ -91,13 +93,7 @@ def access_logger(
     owned log is closed, and a borrowed one flushed, when the application is cleaned up;
     call this before the application starts.
     """
-    if log is not None and options:
-        raise ConfigurationError(
-            "pass either an AccessLog as log or its options, not both: "
-            f"got log and {', '.join(sorted(options))}"
-        )
-    owned = log is None
-    bound = AccessLog(**options) if log is None else log
+    bound, owned = log_for_middleware(log, options)
     if app is not None:
         drain = bound.close if owned else bound.flush
 

@@ -46,8 +46,9 @@ from typing import Any, Self
 
 from . import _core
 from ._budget import FIELD_OVERHEAD, RecordBudget
+from ._environment import log_for_middleware
 from ._errors import AccessLogError
-from ._log import AccessLog, log_for_middleware
+from ._log import AccessLog
 from ._record import Record, new_record
 
 Scope = MutableMapping[str, Any]

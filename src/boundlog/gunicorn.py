@@ -57,46 +57,18 @@ from typing import Any, Protocol
 
 from gunicorn.glogging import Logger as GunicornLogger  # type: ignore[import-untyped]
 
-from ._budget import DEFAULT_MAX_RECORD_BYTES, MIN_RECORD_BYTES
-from ._core import NO_EXTENSIONS_VARIABLE
 from ._environ import compiled as _compiled_environ_record
 from ._environ import environ_record
+from ._environment import options_from_environment
 from ._errors import AccessLogError, ConfigurationError
-from ._filters import make_select
 from ._formats import FORMATS
 from ._log import (
-    DEFAULT_BATCH_SIZE,
-    DEFAULT_FLUSH_INTERVAL,
-    DEFAULT_MAX_QUEUE,
-    MAX_FLUSH_INTERVAL,
     AccessLog,
 )
-from ._options import (
-    check_variable_names,
-    list_in_environment,
-    number_in_environment,
-    one_of,
-    seconds,
-    switch_in_environment,
-    whole_number,
-)
-from ._queue import POLICIES
 from ._record import Record
 from ._templates import Template
 from ._urls import looks_like_url
 from .wsgi import _STANDARD_STATUS_CODES, _parsed_status_code
-
-POLICY_VARIABLE = "BOUNDLOG_POLICY"
-MAX_QUEUE_VARIABLE = "BOUNDLOG_MAX_QUEUE"
-BATCH_SIZE_VARIABLE = "BOUNDLOG_BATCH_SIZE"
-MAX_RECORD_BYTES_VARIABLE = "BOUNDLOG_MAX_RECORD_BYTES"
-FLUSH_INTERVAL_VARIABLE = "BOUNDLOG_FLUSH_INTERVAL"
-SKIP_PATHS_VARIABLE = "BOUNDLOG_SKIP_PATHS"
-TRUSTED_PROXIES_VARIABLE = "BOUNDLOG_TRUSTED_PROXIES"
-PROXY_HEADER_VARIABLE = "BOUNDLOG_PROXY_HEADER"
-REDACT_QUERY_VARIABLE = "BOUNDLOG_REDACT_QUERY"
-METRICS_VARIABLE = "BOUNDLOG_METRICS"
-REPORT_LOSS_VARIABLE = "BOUNDLOG_REPORT_LOSS"
 
 
 class _Response(Protocol):
@@ -175,15 +147,7 @@ class Logger(GunicornLogger):  # type: ignore[misc]
         Each variable is checked by its option's rule, and an error names the variable;
         a ``BOUNDLOG_*`` variable that is no setting (a misspelt one) is an error too.
         """
-        environment = {**os.environ, **cfg.env}
-        check_variable_names(
-            environment, prefix="BOUNDLOG_", known=_VARIABLES, others=_NOT_SETTINGS
-        )
-        options: dict[str, Any] = {}
-        for variable, (option, read) in _VARIABLES.items():
-            if variable in environment:
-                options[option] = read(variable, environment[variable])
-        return options
+        return options_from_environment({**os.environ, **cfg.env}, gunicorn=True)
 
     def access(
         self,
@@ -336,73 +300,3 @@ def _format_for(template: str, *, utc: bool) -> str | Template:
         return Template(template, utc=utc)
     except ConfigurationError as error:
         raise ConfigurationError(f"--access-logformat: {error}") from None
-
-
-def _metrics(variable: str, text: str) -> bool | str:
-    """On or off as any switch, or which metrics: ``prometheus``, ``opentelemetry``."""
-    spelt = text.strip().lower()
-    if spelt in ("prometheus", "opentelemetry"):
-        return spelt
-    try:
-        return switch_in_environment(variable, text)
-    except ConfigurationError:
-        raise ConfigurationError(
-            f"{variable}={text!r} is none of the metrics: {variable}=1 or {variable}=prometheus "
-            f"for Prometheus, {variable}=opentelemetry for OpenTelemetry, {variable}=0 for none"
-        ) from None
-
-
-def _policy(variable: str, text: str) -> str:
-    return one_of(variable, text, POLICIES)
-
-
-def _whole_number(example: int, minimum: int = 1) -> Callable[[str, str], int]:
-    def read(variable: str, text: str) -> int:
-        number = number_in_environment(variable, text, int, example=example)
-        return whole_number(variable, number, example=example, minimum=minimum)
-
-    return read
-
-
-def _flush_interval(variable: str, text: str) -> float:
-    example = DEFAULT_FLUSH_INTERVAL
-    number = number_in_environment(variable, text, float, example=example)
-    return seconds(variable, number, example=example, maximum=MAX_FLUSH_INTERVAL)
-
-
-def _selection(option: str, example: str) -> tuple[str, Callable[[str, str], Any]]:
-    """One of make_select's options, and how to read it; its errors name the variable."""
-
-    def read(variable: str, text: str) -> Any:
-        value: Any = text if option == "proxy_header" else list_in_environment(text)
-        try:
-            make_select(**{option: value})
-        except ConfigurationError as error:
-            raise ConfigurationError(
-                f"{variable}={text!r}: {error} (in the environment: {variable}={example})"
-            ) from None
-        return value
-
-    return option, read
-
-
-# Each variable, the option it sets, and how its text is read and checked.
-_VARIABLES: dict[str, tuple[str, Callable[[str, str], Any]]] = {
-    POLICY_VARIABLE: ("policy", _policy),
-    MAX_QUEUE_VARIABLE: ("max_queue", _whole_number(DEFAULT_MAX_QUEUE)),
-    BATCH_SIZE_VARIABLE: ("batch_size", _whole_number(DEFAULT_BATCH_SIZE)),
-    MAX_RECORD_BYTES_VARIABLE: (
-        "max_record_bytes",
-        _whole_number(DEFAULT_MAX_RECORD_BYTES, minimum=MIN_RECORD_BYTES),
-    ),
-    FLUSH_INTERVAL_VARIABLE: ("flush_interval", _flush_interval),
-    SKIP_PATHS_VARIABLE: _selection("skip_paths", "/healthz,/static/*"),
-    TRUSTED_PROXIES_VARIABLE: _selection("trusted_proxies", "127.0.0.1,10.0.0.0/8"),
-    PROXY_HEADER_VARIABLE: _selection("proxy_header", "forwarded"),
-    REDACT_QUERY_VARIABLE: _selection("redact_query", "token,password"),
-    METRICS_VARIABLE: ("metrics", _metrics),
-    REPORT_LOSS_VARIABLE: ("report_loss", switch_in_environment),
-}
-# The BOUNDLOG_* variables that are not settings: `boundlog bench` hands its gunicorn
-# servers their logger through these, and BOUNDLOG_NO_EXTENSIONS picks the core (_core).
-_NOT_SETTINGS = ("BOUNDLOG_BENCH_", NO_EXTENSIONS_VARIABLE)

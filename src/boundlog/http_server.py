@@ -9,7 +9,8 @@ Every request the handler answers, error responses included, becomes one record,
 submitted once the response is written, with the body bytes counted as they are
 written.  ``log_request`` no longer writes the stderr line; ``log_error`` and
 ``log_message`` keep theirs.  Without an ``access_log`` the class builds one on first use
-from ``access_log_options`` (by default: stdout, combined).
+from ``access_log_options`` and, for the options it does not give, the ``BOUNDLOG_*``
+variables of the environment (see ``_environment``; by default: stdout, combined).
 
 http.server has no graceful stop of its own and Python's default ``SIGTERM`` action
 ends the process without running exit handlers; install a handler that stops the server
@@ -25,6 +26,7 @@ from http.server import BaseHTTPRequestHandler
 from time import perf_counter, time
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from ._environment import log_for_middleware
 from ._log import AccessLog
 from ._record import Record, new_record
 
@@ -57,7 +59,8 @@ class AccessLogMixin(BaseHTTPRequestHandler):
             with _building:
                 log = cls.access_log
                 if log is None:
-                    log = cls.access_log = AccessLog(**cls.access_log_options)
+                    log, _ = log_for_middleware(None, dict(cls.access_log_options))
+                    cls.access_log = log
         return log
 
     def setup(self) -> None:

@@ -28,8 +28,9 @@ from typing import Any, Self
 from . import _core
 from ._environ import compiled as _compiled_environ_record
 from ._environ import environ_record
+from ._environment import log_for_middleware
 from ._headers import environ_key
-from ._log import AccessLog, log_for_middleware
+from ._log import AccessLog
 from ._record import Record
 
 Environ = dict[str, Any]

@@ -2,7 +2,7 @@
 prometheus_client's exposition, everything else with ``ok``.
 
 ``asgi_app`` (uvicorn, one process) logs through boundlog's ASGI middleware with
-``metrics=True``, its sink named by ``BOUNDLOG_TEST_SINK``; ``wsgi_app`` (gunicorn
+``metrics=True``, its sink named by ``BOUNDLOG_SINK``; ``wsgi_app`` (gunicorn
 workers, with boundlog's logger class and ``BOUNDLOG_METRICS=1``) answers with the
 multiprocess collector, which sums every worker's files in ``PROMETHEUS_MULTIPROC_DIR``.
 """
@@ -38,12 +38,11 @@ async def _routes(scope: Any, receive: Any, send: Any) -> None:
 
 
 def _asgi_app() -> Any:
-    sink = os.environ.get("BOUNDLOG_TEST_SINK")
-    if sink is None:
+    # The sink comes from BOUNDLOG_SINK, which only the uvicorn test sets (under
+    # gunicorn's logger class --access-logfile names it, and BOUNDLOG_SINK is refused).
+    if "BOUNDLOG_SINK" not in os.environ:
         return None
-    return AccessLogMiddleware(
-        _routes, sink=sink, metrics=True, skip_paths=["/metrics"], flush_interval=0.01
-    )
+    return AccessLogMiddleware(_routes, metrics=True, skip_paths=["/metrics"], flush_interval=0.01)
 
 
 asgi_app = _asgi_app()

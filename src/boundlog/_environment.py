@@ -1,0 +1,210 @@
+"""Options from ``BOUNDLOG_*`` variables, the same for every integration.
+
+gunicorn's logger class has no keyword arguments to take options from, and a deployed
+ASGI or WSGI app is configured by its environment more often than by its code: so both
+read the same variables, each checked by its option's rule, and an error names the
+variable and gives an example.  A ``BOUNDLOG_*`` variable that is no setting is an
+error too, with the closest setting suggested: a misspelt setting silently ignored is
+a setting silently not applied.
+
+A middleware that builds its own log (no ``log=`` given) takes the options its code
+passes, and for every other option the variable's value when it is set: the code wins.
+The sink and the format come from ``BOUNDLOG_SINK`` and ``BOUNDLOG_FORMAT`` there;
+under gunicorn's logger class ``--access-logfile`` and ``--access-logformat`` name them,
+so there those two variables are refused rather than silently ignored.
+"""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+import os
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ._budget import DEFAULT_MAX_RECORD_BYTES, MIN_RECORD_BYTES
+from ._core import NO_EXTENSIONS_VARIABLE
+from ._errors import ConfigurationError
+from ._filters import make_select
+from ._formats import make_format
+from ._log import (
+    DEFAULT_BATCH_SIZE,
+    DEFAULT_FLUSH_INTERVAL,
+    DEFAULT_MAX_QUEUE,
+    MAX_FLUSH_INTERVAL,
+    AccessLog,
+)
+from ._options import (
+    check_variable_names,
+    list_in_environment,
+    number_in_environment,
+    one_of,
+    seconds,
+    switch_in_environment,
+    whole_number,
+)
+from ._queue import POLICIES
+
+SINK_VARIABLE = "BOUNDLOG_SINK"
+FORMAT_VARIABLE = "BOUNDLOG_FORMAT"
+
+POLICY_VARIABLE = "BOUNDLOG_POLICY"
+MAX_QUEUE_VARIABLE = "BOUNDLOG_MAX_QUEUE"
+BATCH_SIZE_VARIABLE = "BOUNDLOG_BATCH_SIZE"
+MAX_RECORD_BYTES_VARIABLE = "BOUNDLOG_MAX_RECORD_BYTES"
+FLUSH_INTERVAL_VARIABLE = "BOUNDLOG_FLUSH_INTERVAL"
+SKIP_PATHS_VARIABLE = "BOUNDLOG_SKIP_PATHS"
+TRUSTED_PROXIES_VARIABLE = "BOUNDLOG_TRUSTED_PROXIES"
+PROXY_HEADER_VARIABLE = "BOUNDLOG_PROXY_HEADER"
+REDACT_QUERY_VARIABLE = "BOUNDLOG_REDACT_QUERY"
+METRICS_VARIABLE = "BOUNDLOG_METRICS"
+REPORT_LOSS_VARIABLE = "BOUNDLOG_REPORT_LOSS"
+
+
+def _metrics(variable: str, text: str) -> bool | str:
+    """On or off as any switch, or which metrics: ``prometheus``, ``opentelemetry``."""
+    spelt = text.strip().lower()
+    if spelt in ("prometheus", "opentelemetry"):
+        return spelt
+    try:
+        return switch_in_environment(variable, text)
+    except ConfigurationError:
+        raise ConfigurationError(
+            f"{variable}={text!r} is none of the metrics: {variable}=1 or {variable}=prometheus "
+            f"for Prometheus, {variable}=opentelemetry for OpenTelemetry, {variable}=0 for none"
+        ) from None
+
+
+def _policy(variable: str, text: str) -> str:
+    return one_of(variable, text, POLICIES)
+
+
+def _whole_number(example: int, minimum: int = 1) -> Callable[[str, str], int]:
+    def read(variable: str, text: str) -> int:
+        number = number_in_environment(variable, text, int, example=example)
+        return whole_number(variable, number, example=example, minimum=minimum)
+
+    return read
+
+
+def _flush_interval(variable: str, text: str) -> float:
+    example = DEFAULT_FLUSH_INTERVAL
+    number = number_in_environment(variable, text, float, example=example)
+    return seconds(variable, number, example=example, maximum=MAX_FLUSH_INTERVAL)
+
+
+def _selection(option: str, example: str) -> tuple[str, Callable[[str, str], Any]]:
+    """One of make_select's options, and how to read it; its errors name the variable."""
+
+    def read(variable: str, text: str) -> Any:
+        value: Any = text if option == "proxy_header" else list_in_environment(text)
+        try:
+            make_select(**{option: value})
+        except ConfigurationError as error:
+            raise ConfigurationError(
+                f"{variable}={text!r}: {error} (in the environment: {variable}={example})"
+            ) from None
+        return value
+
+    return option, read
+
+
+# Each variable, the option it sets, and how its text is read and checked.
+_VARIABLES: dict[str, tuple[str, Callable[[str, str], Any]]] = {
+    POLICY_VARIABLE: ("policy", _policy),
+    MAX_QUEUE_VARIABLE: ("max_queue", _whole_number(DEFAULT_MAX_QUEUE)),
+    BATCH_SIZE_VARIABLE: ("batch_size", _whole_number(DEFAULT_BATCH_SIZE)),
+    MAX_RECORD_BYTES_VARIABLE: (
+        "max_record_bytes",
+        _whole_number(DEFAULT_MAX_RECORD_BYTES, minimum=MIN_RECORD_BYTES),
+    ),
+    FLUSH_INTERVAL_VARIABLE: ("flush_interval", _flush_interval),
+    SKIP_PATHS_VARIABLE: _selection("skip_paths", "/healthz,/static/*"),
+    TRUSTED_PROXIES_VARIABLE: _selection("trusted_proxies", "127.0.0.1,10.0.0.0/8"),
+    PROXY_HEADER_VARIABLE: _selection("proxy_header", "forwarded"),
+    REDACT_QUERY_VARIABLE: _selection("redact_query", "token,password"),
+    METRICS_VARIABLE: ("metrics", _metrics),
+    REPORT_LOSS_VARIABLE: ("report_loss", switch_in_environment),
+}
+# The BOUNDLOG_* variables that are not settings: `boundlog bench` hands its gunicorn
+# servers their logger through these, BOUNDLOG_NO_EXTENSIONS picks the core (_core),
+# BOUNDLOG_CFLAGS builds it (setup.py), and .ci/ keeps its cache in BOUNDLOG_CI_CACHE.
+_NOT_SETTINGS = ("BOUNDLOG_BENCH_", "BOUNDLOG_CFLAGS", "BOUNDLOG_CI_", NO_EXTENSIONS_VARIABLE)
+
+
+def _sink(variable: str, text: str) -> str:
+    if not text.strip():
+        raise ConfigurationError(
+            f"{variable} is empty: name the sink, e.g. {variable}=/var/log/app/access.log "
+            f"or {variable}=stdout"
+        )
+    return text.strip()
+
+
+def _format(variable: str, text: str) -> str:
+    try:
+        make_format(text, utc=False)
+    except ConfigurationError as error:
+        raise ConfigurationError(f"{variable}={text!r}: {error}") from None
+    return text
+
+
+# The middlewares' own: under gunicorn, its command line names the sink and the format.
+_MIDDLEWARE_VARIABLES: dict[str, tuple[str, Callable[[str, str], Any]]] = {
+    SINK_VARIABLE: ("sink", _sink),
+    FORMAT_VARIABLE: ("format", _format),
+}
+
+
+def options_from_environment(
+    environment: Mapping[str, str], *, gunicorn: bool = False
+) -> dict[str, Any]:
+    """The AccessLog options the ``BOUNDLOG_*`` variables of ``environment`` set.
+
+    Each variable is checked by its option's rule, and an error names the variable; a
+    ``BOUNDLOG_*`` variable that is no setting (a misspelt one) is an error too, and so
+    are ``BOUNDLOG_SINK`` and ``BOUNDLOG_FORMAT`` for gunicorn's logger class.
+    """
+    variables = _VARIABLES if gunicorn else {**_MIDDLEWARE_VARIABLES, **_VARIABLES}
+    if gunicorn:
+        named = sorted(name for name in _MIDDLEWARE_VARIABLES if name in environment)
+        if named:
+            raise ConfigurationError(
+                f"{named[0]} is not read under gunicorn's logger class: --access-logfile "
+                f"names the sink and --access-logformat the format; remove {named[0]}"
+            )
+    check_variable_names(environment, prefix="BOUNDLOG_", known=variables, others=_NOT_SETTINGS)
+    options: dict[str, Any] = {}
+    for variable, (option, read) in variables.items():
+        if variable in environment:
+            options[option] = read(variable, environment[variable])
+    return options
+
+
+def log_for_middleware(log: AccessLog | None, options: dict[str, Any]) -> tuple[AccessLog, bool]:
+    """The log a middleware writes to, and whether the middleware owns (and closes) it.
+
+    A log the middleware builds takes ``options``, and the environment's value for
+    every option they leave out.
+    """
+    if log is None:
+        # A misspelt option is a ConfigurationError like any other, not a TypeError, so
+        # that a middleware built lazily reports it at startup as it does the rest.
+        unknown = sorted(set(options) - _ACCESS_LOG_OPTIONS)
+        if unknown:
+            close = difflib.get_close_matches(unknown[0], _ACCESS_LOG_OPTIONS, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ConfigurationError(
+                f"unknown AccessLog option {unknown[0]!r}{hint}: the options are "
+                f"{', '.join(sorted(_ACCESS_LOG_OPTIONS))}"
+            )
+        return AccessLog(**{**options_from_environment(os.environ), **options}), True
+    if options:
+        raise ConfigurationError(
+            "pass either an AccessLog as log or its options, not both: "
+            f"got log and {', '.join(sorted(options))}"
+        )
+    return log, False
+
+
+_ACCESS_LOG_OPTIONS = frozenset(inspect.signature(AccessLog).parameters)

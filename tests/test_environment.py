@@ -1,0 +1,133 @@
+"""``BOUNDLOG_*`` variables configure every integration (src/boundlog/_environment.py).
+
+A middleware that builds its own log takes the options its code passes and, for the
+others, the environment's; a misspelt variable is an error, not a setting silently
+not applied.  gunicorn's logger class reads the same variables (tests/test_options.py
+and tests/test_integration_gunicorn.py), but not the sink and format, which its
+command line names.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from gunicorn.config import Config  # type: ignore[import-untyped]
+
+from _servers import UVICORN_CLEAN_EXITS, read_log_lines, running_server, uvicorn_app_command
+from boundlog import ConfigurationError
+from boundlog._environment import options_from_environment
+from boundlog.aiohttp import access_logger
+from boundlog.asgi import AccessLogMiddleware
+from boundlog.gunicorn import Logger
+from boundlog.wsgi import AccessLogMiddleware as WSGIMiddleware
+
+
+@pytest.fixture(autouse=True)
+def _no_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in [name for name in os.environ if name.startswith("BOUNDLOG_")]:
+        if name != "BOUNDLOG_NO_EXTENSIONS":
+            monkeypatch.delenv(name)
+
+
+async def _asgi_app(scope: Any, receive: Any, send: Any) -> None:
+    raise AssertionError("never called")
+
+
+def _wsgi_app(environ: Any, start_response: Any) -> list[bytes]:
+    raise AssertionError("never called")
+
+
+def test_every_variable_becomes_its_option() -> None:
+    options = options_from_environment(
+        {
+            "BOUNDLOG_SINK": " /var/log/app/access.log ",
+            "BOUNDLOG_FORMAT": "json",
+            "BOUNDLOG_POLICY": "wait",
+            "BOUNDLOG_MAX_QUEUE": "100",
+            "BOUNDLOG_SKIP_PATHS": "/healthz,/static/*",
+            "BOUNDLOG_METRICS": "0",
+            "BOUNDLOG_REPORT_LOSS": "off",
+            "BOUNDLOG_NO_EXTENSIONS": "1",
+            "BOUNDLOG_CI_CACHE": "/var/cache/boundlog-ci",
+            "PATH": "/usr/bin",
+        }
+    )
+    assert options == {
+        "sink": "/var/log/app/access.log",
+        "format": "json",
+        "policy": "wait",
+        "max_queue": 100,
+        "skip_paths": ["/healthz", "/static/*"],
+        "metrics": False,
+        "report_loss": False,
+    }
+
+
+@pytest.mark.parametrize(
+    ("variables", "message"),
+    [
+        ({"BOUNDLOG_SNK": "x.log"}, "unknown setting BOUNDLOG_SNK (did you mean BOUNDLOG_SINK?)"),
+        ({"BOUNDLOG_SINK": " "}, "BOUNDLOG_SINK is empty: name the sink"),
+        ({"BOUNDLOG_FORMAT": "jsn"}, "BOUNDLOG_FORMAT='jsn': unknown format 'jsn'"),
+        ({"BOUNDLOG_MAX_QUEUE": "lots"}, "BOUNDLOG_MAX_QUEUE='lots' is not a whole number"),
+    ],
+)
+def test_a_bad_variable_is_an_error_naming_it(variables: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigurationError, match=re.escape(message)):
+        options_from_environment(variables)
+
+
+def test_the_middlewares_read_the_environment_and_their_code_wins(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("BOUNDLOG_SINK", str(tmp_path / "access.log"))
+    monkeypatch.setenv("BOUNDLOG_POLICY", "wait")
+    for middleware in (AccessLogMiddleware(_asgi_app), WSGIMiddleware(_wsgi_app)):
+        assert middleware.log.policy == "wait"
+        assert repr(middleware.log).startswith(f"<AccessLog {tmp_path / 'access.log'} ")
+        middleware.log.close()
+    explicit = AccessLogMiddleware(_asgi_app, sink=str(tmp_path / "other.log"), policy="drop")
+    assert explicit.log.policy == "drop"
+    assert repr(explicit.log).startswith(f"<AccessLog {tmp_path / 'other.log'} ")
+    explicit.log.close()
+    bound = access_logger(policy="drop").access_log
+    assert bound is not None
+    assert repr(bound).startswith(f"<AccessLog {tmp_path / 'access.log'} policy=drop ")
+    bound.close()
+
+
+def test_a_misspelt_variable_stops_the_middleware(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BOUNDLOG_POLCY", "wait")
+    with pytest.raises(ConfigurationError, match="did you mean BOUNDLOG_POLICY"):
+        AccessLogMiddleware(_asgi_app)
+    with pytest.raises(ConfigurationError, match="did you mean BOUNDLOG_POLICY"):
+        WSGIMiddleware(_wsgi_app)
+
+
+def test_gunicorn_refuses_the_sink_and_format_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BOUNDLOG_SINK", "/var/log/app/access.log")
+    cfg = Config()
+    with pytest.raises(ConfigurationError, match="BOUNDLOG_SINK is not read under gunicorn"):
+        Logger(cfg).log_options(cfg)
+
+
+def test_uvicorn_serves_an_app_configured_by_its_environment(tmp_path: Path) -> None:
+    log_path = tmp_path / "access.log"
+    environment = {"BOUNDLOG_SINK": str(log_path), "BOUNDLOG_FORMAT": "json"}
+    with running_server(
+        lambda port: uvicorn_app_command(port, "tests.apps.environment_app:app"),
+        environment,
+        tmp_path / "out",
+    ) as server:
+        for number in range(3):
+            response = httpx.get(f"http://127.0.0.1:{server.port}/hello/{number}")
+            assert response.text == "hello"
+        assert server.stop() in UVICORN_CLEAN_EXITS, server.output()
+    lines = [json.loads(line) for line in read_log_lines(log_path)]
+    assert [line["path"] for line in lines] == [f"/hello/{number}" for number in range(3)]
