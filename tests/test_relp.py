@@ -151,7 +151,7 @@ def test_a_wrong_answer_breaks_the_session(answers: bytes, message: str) -> None
     fake = _FakeSocket(answers)
     session = RelpSession(fake, lambda: False)  # type: ignore[arg-type]
     with pytest.raises(RelpError, match=message):
-        session.send([b"one", b"two"], lambda: None)
+        session.send([b"one", b"two"], lambda count: None)
 
 
 def test_frames_are_as_librelp_writes_them() -> None:
@@ -160,7 +160,7 @@ def test_frames_are_as_librelp_writes_them() -> None:
     session = RelpSession(fake, lambda: False)  # type: ignore[arg-type]
     session.open()
     acknowledged: list[int] = []
-    session.send([b"<190>1 - h a 1 - - hello"], lambda: acknowledged.append(1))
+    session.send([b"<190>1 - h a 1 - - hello"], acknowledged.append)
     session.close()
     assert fake.sent == (
         b"1 open 53 relp_version=0\nrelp_software=boundlog\ncommands=syslog\n"
@@ -180,9 +180,28 @@ def test_an_answer_split_across_reads_and_a_padded_length_are_read() -> None:
     fake = Trickle(b"1 rsp 06 200 OK\n2 rsp 6 200 OK\n")
     acknowledged: list[int] = []
     RelpSession(fake, lambda: False).send(  # type: ignore[arg-type]
-        [b"one", b"two"], lambda: acknowledged.append(1)
+        [b"one", b"two"], acknowledged.append
     )
     assert acknowledged == [1, 1]
+
+
+def test_runs_of_plain_answers_and_answers_in_other_forms_are_all_counted() -> None:
+    """rsyslog's "200 OK" answers, read many at a time, and any other well-formed answer
+    between them (a padded length, offers), are each acknowledged once, in order."""
+    answers = (
+        b"".join(b"%d rsp 6 200 OK\n" % number for number in range(1, 301))
+        + b"301 rsp 06 200 OK\n"
+        + b"302 rsp 9 200 OK\nxy\n"
+        + b"".join(b"%d rsp 6 200 OK\n" % number for number in range(303, 401))
+    )
+    fake = _FakeSocket(answers)
+    acknowledged: list[int] = []
+    RelpSession(fake, lambda: False).send(  # type: ignore[arg-type]
+        [b"message %d" % number for number in range(400)], acknowledged.append
+    )
+    assert sum(acknowledged) == 400
+    assert 1 in acknowledged  # the two answers in another form, one at a time
+    assert len(acknowledged) < 400  # the plain ones in runs
 
 
 def test_the_open_answer_must_be_the_open_one() -> None:
@@ -200,13 +219,13 @@ def test_a_session_waiting_on_the_server_stops_when_told() -> None:
             raise TimeoutError
 
     with pytest.raises(Stopped):
-        RelpSession(Stuck(b""), lambda: True).send([b"one"], lambda: None)  # type: ignore[arg-type]
+        RelpSession(Stuck(b""), lambda: True).send([b"one"], lambda count: None)  # type: ignore[arg-type]
 
     class Silent(_FakeSocket):
         def recv(self, size: int) -> bytes:
             raise TimeoutError
 
     with pytest.raises(Stopped):
-        RelpSession(Silent(b""), lambda: True).send([b"one"], lambda: None)  # type: ignore[arg-type]
+        RelpSession(Silent(b""), lambda: True).send([b"one"], lambda count: None)  # type: ignore[arg-type]
     with pytest.raises(TimeoutError):
         RelpSession(Silent(b""), lambda: True).open()  # type: ignore[arg-type]

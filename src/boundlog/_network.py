@@ -245,8 +245,8 @@ class NetworkSink:
             messages, self._data_ends, _ = datagrams(header, data, None)
             self._frame_ends = list(range(1, len(messages) + 1))
 
-            def acknowledged() -> None:
-                self._sent += 1
+            def acknowledged(count: int) -> None:
+                self._sent += count
 
             def exchange(sock: socket.socket) -> int:
                 assert self._relp is not None
