@@ -208,9 +208,14 @@ class SchemaFormat:
             return b""
         batch = _Columns(records, self._clock, self._headers)
         fields = [column(batch) for column in self._columns]
+        # Each step drops what the next does not need, so that no more than the line's
+        # pieces and its text, or its text and its bytes, are held at once.
         del batch
-        return "".join(self._layout.lines(fields, len(records))).encode("ascii")
-
+        pieces = self._layout.lines(fields, len(records))
+        del fields
+        text = "".join(pieces)
+        del pieces
+        return text.encode("ascii")
 
 def _stamps(batch: _Columns) -> Iterable[str]:
     return batch.stamps
