@@ -544,7 +544,7 @@ def test_the_presets_are_formats_by_name() -> None:
         assert fmt.response_header_names == frozenset()
     with pytest.raises(ConfigurationError, match=r"'xml'.*json, ecs, gcp, otel"):
         make_format("xml", utc=True)
-    with pytest.raises(KeyError):
+    with pytest.raises(ConfigurationError, match=r"'xml'.*ecs, gcp, otel"):
         SchemaFormat("xml")
 
 

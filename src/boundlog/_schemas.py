@@ -1,10 +1,10 @@
 """Schema presets: JSON lines in the field names and types a log backend reads.
 
 * ``ecs``: Elastic Common Schema 8.x (:data:`ECS_VERSION`), as the ecs-logging libraries
-  write it: ``@timestamp``, ``log.level``, ``message`` and ``ecs.version`` are top-level
-  keys with a dot in them (the ecs-logging spec's ``top_level_field``), every other
-  field nests (``{"http":{"request":{"method":...}}}``).  Elasticsearch reads the two
-  spellings as the same field.
+  write it: ``@timestamp``, ``log.level`` and ``message`` first, ``log.level`` and
+  ``ecs.version`` as top-level keys with a dot in them (the ecs-logging spec's
+  ``top_level_field``), every other field nested (``{"http":{"request":{...}}}``).
+  Elasticsearch reads the two spellings as the same field.
 * ``gcp``: Google Cloud Logging's structured logging (what its agents, Cloud Run and
   GKE read from a line): ``time``, ``severity``, ``message`` and the LogEntry's
   ``httpRequest`` object, in the LogEntry's JSON mapping (``responseSize`` is an int64,
@@ -41,6 +41,7 @@ from operator import mul
 from typing import TypeVar
 
 from ._columns import _bytes_on_the_wire, _Layout, _per_value, _text
+from ._errors import ConfigurationError
 from ._headers import HeaderReader
 from ._json import _json_bytes, _json_text, _json_texts
 from ._record import Record
@@ -117,12 +118,11 @@ class _Columns:
     @cached_property
     def messages_json(self) -> list[str]:
         """``GET /items 200``: the method, path and status."""
+        methods = _each(self.methods, lambda method: _text(method) + b" ")
+        statuses = _each(self.statuses, b" %d".__mod__)
         return list(
-            _json_bytes(
-                [b"%s %s %d" % (_text(method), path, status)
-                 for method, path, status in zip(self.methods, self.paths, self.statuses, strict=True)]
-            )
-        )  # fmt: skip
+            _json_bytes(list(map(b"".join, zip(methods, self.paths, statuses, strict=True))))
+        )
 
     @cached_property
     def severities(self) -> list[int]:
@@ -185,6 +185,10 @@ class SchemaFormat:
     __slots__ = ("_clock", "_columns", "_headers", "_layout", "_name")
 
     def __init__(self, name: str, *, utc: bool = True) -> None:
+        if name not in _PRESETS:
+            raise ConfigurationError(
+                f"unknown schema {name!r}: choose one of {', '.join(_PRESETS)}"
+            )
         fields, end = _PRESETS[name]
         self._name = name
         self._clock = Rfc3339Clock(True)
@@ -216,6 +220,7 @@ class SchemaFormat:
         text = "".join(pieces)
         del pieces
         return text.encode("ascii")
+
 
 def _stamps(batch: _Columns) -> Iterable[str]:
     return batch.stamps
