@@ -5,10 +5,11 @@
   ``ecs.version`` as top-level keys with a dot in them (the ecs-logging spec's
   ``top_level_field``), every other field nested (``{"http":{"request":{...}}}``).
   Elasticsearch reads the two spellings as the same field.
-* ``gcp``: Google Cloud Logging's structured logging (what its agents, Cloud Run and
-  GKE read from a line): ``time``, ``severity``, ``message`` and the LogEntry's
-  ``httpRequest`` object, in the LogEntry's JSON mapping (``responseSize`` is an int64,
-  so a string; ``latency`` a Duration, ``"0.004200s"``).
+* ``gcp``: Google Cloud Logging's structured logging (what Cloud Run and GKE read from
+  a line of stdout, and the Ops Agent from a file with ``parse_json``): ``time``,
+  ``severity``, ``message`` and the LogEntry's ``httpRequest`` object, in the LogEntry's
+  JSON mapping (``responseSize`` is an int64, so a string; ``latency`` a Duration,
+  ``"0.004200s"``).
 * ``otel``: the OpenTelemetry log data model's fields in the protocol's snake_case
   (``timestamp``, ``severity_text``, ``severity_number``, ``body``) with the HTTP
   semantic conventions' attribute names as flat keys of ``attributes``: an attribute
@@ -43,7 +44,7 @@ from typing import TypeVar
 from ._columns import _bytes_on_the_wire, _Layout, _per_value, _text
 from ._errors import ConfigurationError
 from ._headers import HeaderReader
-from ._json import _json_bytes, _json_text, _json_texts
+from ._json import _json_bytes, _json_string, _json_text
 from ._record import Record
 from ._timestamps import Rfc3339Clock
 
@@ -128,20 +129,30 @@ class _Columns:
     def severities(self) -> list[int]:
         return _each(self.statuses, _severity)
 
-    @cached_property
-    def ips(self) -> list[bool]:
-        """Whether each client is an IP address (a Unix socket's path, or None, is not)."""
-        return _each(self.clients, lambda client: bool(client) and _is_ip(client))
-
-    @cached_property
-    def clients_json(self) -> list[str]:
-        return list(_json_texts(self.clients))
-
 
 def _optional(template: str, values: Iterable[str | None]) -> list[str]:
     """``,`` and ``template % value`` for each value, or ``""`` where it is None."""
     template = "," + template
     return ["" if value is None else template % value for value in values]
+
+
+def _header(template: str) -> Callable[[bytes | None], str]:
+    """A header value's text: ``,`` and ``template`` holding its JSON string, or ``""``
+    for a missing or empty one (header values repeat: each is converted once a batch)."""
+    template = "," + template
+    return lambda value: template % _json_string(value) if value else ""
+
+
+def _client(present: str, ip: str) -> Callable[[str | None], str]:
+    """The client's text: ``present`` holding its JSON string, or ``ip`` when it is an
+    IP address; ``""`` without a client."""
+
+    def text(client: str | None) -> str:
+        if client is None:
+            return ""
+        return (ip if _is_ip(client) else present).format(_json_text(client))
+
+    return text
 
 
 def _present(values: Sequence[bytes | None]) -> list[str | None]:
@@ -228,20 +239,17 @@ def _stamps(batch: _Columns) -> Iterable[str]:
 
 # -- ecs: https://www.elastic.co/guide/en/ecs/8.11/ecs-field-reference.html --------------
 
-#: ``log.level``, and ``event.outcome`` (as Elastic's own web server integrations set it).
+#: ``log.level`` (Python's level names, as ecs-logging writes them), and ``event.outcome``
+#: from the server's point of view: a status from 400 on is a failure.
 _ECS_LEVELS = ('"info"', '"warning"', '"error"')
 _ECS_OUTCOMES = ('"success"', '"failure"', '"failure"')
 
 
-def _ecs_client(batch: _Columns) -> list[str]:
-    # client.address keeps what the server reported; client.ip (an ip field, which
-    # Elasticsearch refuses a Unix socket's path for) only when it is one.
-    return [
-        "" if client is None
-        else f',"client":{{"address":{text},"ip":{text}}}' if ip
-        else f',"client":{{"address":{text}}}'
-        for client, text, ip in zip(batch.clients, batch.clients_json, batch.ips, strict=True)
-    ]  # fmt: skip
+# client.address keeps what the server reported; client.ip (an ip field, which
+# Elasticsearch refuses a Unix socket's path for) only an IP address.
+_ECS_CLIENT = _client(',"client":{{"address":{0}}}', ',"client":{{"address":{0},"ip":{0}}}')
+_ECS_REFERRER = _header('"referrer":%s')
+_ECS_USER_AGENT = _header('"user_agent":{"original":%s}')
 
 
 ECS_FIELDS: list[_Field] = [
@@ -252,15 +260,15 @@ ECS_FIELDS: list[_Field] = [
      '"type":["access"],"outcome":', lambda b: map(_ECS_OUTCOMES.__getitem__, b.severities)),
     (',"duration":', lambda b: _or_null(_scaled(b.durations, 1e9, "%.0f"))),
     ('},"http":{"request":{"method":', lambda b: _per_value(b.methods, _json_text)),
-    ("", lambda b: _optional('"referrer":%s', _present(b.referers))),
+    ("", lambda b: _each(b.referers, _ECS_REFERRER)),
     ('},"response":{"status_code":', lambda b: _integers(b.statuses)),
     (',"body":{"bytes":', lambda b: _integers(b.sents)),
     ('}},"version":', lambda b: _per_value(b.protocols, lambda p: _json_text(_version(p)))),
     ('},"url":{"path":', lambda b: b.paths_json),
     ("", lambda b: _optional('"query":%s', _present(b.queries))),
     (',"original":', lambda b: b.targets_json),
-    ("}", _ecs_client),
-    ("", lambda b: _optional('"user_agent":{"original":%s}', _present(b.user_agents))),
+    ("}", lambda b: _each(b.clients, _ECS_CLIENT)),
+    ("", lambda b: _each(b.user_agents, _ECS_USER_AGENT)),
     # ("", lambda b: _optional('"trace":{"id":%s}', ...)),  issue 16
 ]  # fmt: skip
 
@@ -269,6 +277,10 @@ ECS_FIELDS: list[_Field] = [
 # HttpRequest: https://cloud.google.com/logging/docs/reference/v2/rest/v2/LogEntry#HttpRequest
 
 _GCP_SEVERITIES = ('"INFO"', '"WARNING"', '"ERROR"')
+_GCP_USER_AGENT = _header('"userAgent":%s')
+# remoteIp only for an IP address (a port may follow it; a Unix socket's path may not).
+_GCP_REMOTE_IP = _client("", ',"remoteIp":{0}')
+_GCP_REFERER = _header('"referer":%s')
 
 GCP_FIELDS: list[_Field] = [
     ('{"time":"', _stamps),
@@ -278,11 +290,9 @@ GCP_FIELDS: list[_Field] = [
     (',"requestUrl":', lambda b: b.targets_json),
     (',"status":', lambda b: _integers(b.statuses)),
     (',"responseSize":"', lambda b: _integers(b.sents)),
-    ('"', lambda b: _optional('"userAgent":%s', _present(b.user_agents))),
-    ("", lambda b: _optional(
-        '"remoteIp":%s', [t if ip else None for t, ip in zip(b.clients_json, b.ips, strict=True)]
-    )),
-    ("", lambda b: _optional('"referer":%s', _present(b.referers))),
+    ('"', lambda b: _each(b.user_agents, _GCP_USER_AGENT)),
+    ("", lambda b: _each(b.clients, _GCP_REMOTE_IP)),
+    ("", lambda b: _each(b.referers, _GCP_REFERER)),
     ("", lambda b: _optional('"latency":"%ss"', _scaled(b.durations, 1.0, "%.6f"))),
     (',"protocol":', lambda b: _per_value(b.protocols, _json_text)),
     # ("", lambda b: _optional('"logging.googleapis.com/trace":%s', ...)),  issue 16
@@ -294,6 +304,12 @@ GCP_FIELDS: list[_Field] = [
 
 _OTEL_SEVERITIES = ('"INFO","severity_number":9', '"WARN","severity_number":13',
                     '"ERROR","severity_number":17')  # fmt: skip
+
+
+_OTEL_CLIENT = _client(',"client.address":{0}', ',"client.address":{0}')
+_OTEL_USER_AGENT = _header('"user_agent.original":%s')
+# A header's values: string[].
+_OTEL_REFERER = _header('"http.request.header.referer":[%s]')
 
 
 def _otel_method(method: str) -> str:
@@ -314,12 +330,9 @@ OTEL_FIELDS: list[_Field] = [
     (',"http.response.body.size":', lambda b: _integers(b.sents)),
     (',"network.protocol.version":',
      lambda b: _per_value(b.protocols, lambda p: _json_text(_version(p)))),
-    ("", lambda b: _optional(
-        '"client.address":%s', [None if c is None else t
-                                for c, t in zip(b.clients, b.clients_json, strict=True)]
-    )),
-    ("", lambda b: _optional('"user_agent.original":%s', _present(b.user_agents))),
-    ("", lambda b: _optional('"http.request.header.referer":[%s]', _present(b.referers))),
+    ("", lambda b: _each(b.clients, _OTEL_CLIENT)),
+    ("", lambda b: _each(b.user_agents, _OTEL_USER_AGENT)),
+    ("", lambda b: _each(b.referers, _OTEL_REFERER)),
     (',"http.server.request.duration":',
      lambda b: _or_null(_scaled(b.durations, 1.0, "%.6f"))),
 ]  # fmt: skip
