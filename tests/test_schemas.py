@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import ecs_logging
+import httpx
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -40,6 +41,7 @@ from opentelemetry.semconv.metrics import http_metrics
 
 from _records import make_record
 from _servers import (
+    CLIENT_TIMEOUT,
     HOLD_UNTIL_CLOSE,
     LOOPBACK,
     PYTHON,
@@ -616,3 +618,61 @@ def test_uvicorn_writes_ecs_lines_that_parse(tmp_path: Path) -> None:
     # An empty query or a missing header leaves its field out (the JSON format's null).
     assert any(b'"query"' not in line for line in lines)
     assert any(b'"referrer"' in line for line in lines)
+
+
+@pytest.mark.parametrize(
+    "request_headers",
+    [
+        [(b"user-agent", b"t/1"), (b"referer", b"https://r/")],
+        [("USER-AGENT", "t/1"), ("REFERER", "https://r/")],
+        {"HTTP_USER_AGENT": "t/1", "HTTP_REFERER": "https://r/", "PATH_INFO": "/"},
+        [(b"User-Agent", b"t/1"), (b"Referer", b"https://r/")],
+    ],
+    ids=["asgi", "gunicorn", "wsgi-environ", "mixed-case"],
+)
+@pytest.mark.parametrize("name", SCHEMAS)
+def test_header_sources_of_every_kind(name: str, request_headers: Any) -> None:
+    """ASGI's byte pairs, gunicorn's upper-case text pairs and a WSGI environ give the same line."""
+    expected = make_format(name, utc=True).format_batch(
+        [make_record(user_agent=b"t/1", referer=b"https://r/")]
+    )
+    record = make_record(request_headers=request_headers)
+    assert make_format(name, utc=True).format_batch([record]) == expected
+
+
+def test_gunicorn_access_logformat_gcp_writes_gcp_lines(tmp_path: Path) -> None:
+    """gunicorn with --access-logformat gcp: each request a Cloud Logging line."""
+    log_path = tmp_path / "access.log"
+
+    def command(port: int) -> list[str]:
+        return [
+            PYTHON, "-m", "gunicorn", "--logger-class", "boundlog.gunicorn.Logger",
+            "-b", f"{LOOPBACK}:{port}", "-w", "1", "-k", "gthread", "--log-level", "warning",
+            "--access-logfile", str(log_path), "--access-logformat", "gcp",
+            "tests.apps.bare_wsgi:app",
+        ]  # fmt: skip
+
+    requests = [
+        ("GET", "/bytes/5?n=1", {"Referer": "https://example.com/"}),
+        ("HEAD", "/bytes/7", {}),
+        ("GET", "/no/such/page", {}),
+    ]
+    with running_server(command, {}, tmp_path / "gunicorn.out") as server:
+        with httpx.Client(base_url=server.base_url, timeout=CLIENT_TIMEOUT) as client:
+            for method, target, headers in requests:
+                client.request(method, target, headers={"User-Agent": "t/1", **headers})
+        assert server.stop() == 0, server.output()
+    entries = [check_gcp(strict_json(line)) for line in read_log_lines(log_path)]
+    summary = sorted(
+        (e["severity"], e["message"], e["httpRequest"]["requestUrl"], e["httpRequest"]["status"],
+         e["httpRequest"]["responseSize"], e["httpRequest"].get("referer"),
+         e["httpRequest"]["userAgent"], e["httpRequest"]["remoteIp"], e["httpRequest"]["protocol"])
+        for e in entries
+    )  # fmt: skip
+    assert summary == [
+        ("INFO", "GET /bytes/5 200", "/bytes/5?n=1", 200, "5", "https://example.com/", "t/1",
+         LOOPBACK, "HTTP/1.1"),
+        ("INFO", "HEAD /bytes/7 200", "/bytes/7", 200, "0", None, "t/1", LOOPBACK, "HTTP/1.1"),
+        ("WARNING", "GET /no/such/page 404", "/no/such/page", 404, "10", None, "t/1", LOOPBACK,
+         "HTTP/1.1"),
+    ]  # fmt: skip
