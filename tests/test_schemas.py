@@ -442,6 +442,18 @@ def test_durations_in_each_schemas_unit(
     assert otel["attributes"]["http.server.request.duration"] == seconds
 
 
+def test_a_duration_past_a_floats_range_is_null() -> None:
+    """An integer duration too big for a float (no server hands one over) is null, or no
+    latency, rather than failing the batch."""
+    records = [make_record(duration=10**400), make_record()]
+    for name, read in [("ecs", lambda e: e["event"]["duration"]),
+                       ("gcp", lambda e: e["httpRequest"].get("latency")),
+                       ("otel", lambda e: e["attributes"]["http.server.request.duration"])]:  # fmt: skip
+        data = make_format(name, utc=True).format_batch(records)
+        assert read(strict_json(lines_of(data, 2)[0])) is None
+        assert read(strict_json(lines_of(data, 2)[1])) is not None
+
+
 def test_bodies_servers_discard_count_no_bytes() -> None:
     """HEAD and 304 responses show 0 body bytes, as in every other format."""
     records = [make_record(method="HEAD", bytes_sent=7), make_record(status=304, bytes_sent=7)]
@@ -542,6 +554,7 @@ def test_the_presets_are_formats_by_name() -> None:
     for name in SCHEMAS:
         fmt = make_format(name, utc=False)
         assert isinstance(fmt, SchemaFormat)
+        assert repr(fmt) == f"SchemaFormat({name!r})"
         assert fmt.request_header_names == {b"user-agent", b"referer"}
         assert fmt.response_header_names == frozenset()
     with pytest.raises(ConfigurationError, match=r"'xml'.*json, ecs, gcp, otel"):

@@ -171,11 +171,18 @@ def _scaled(durations: Sequence[float], scale: float, template: str) -> list[str
     """Each duration times ``scale`` by ``template``, or None where it is not finite."""
     try:
         scaled = list(map(mul, durations, repeat(scale)))
-    except OverflowError:  # an integer past a float's range
-        scaled = [math.inf] * len(durations)
+    except OverflowError:  # an integer past a float's range: that one is not finite
+        scaled = list(map(_times, durations, repeat(scale)))
     if math.isfinite(sum(scaled)):
         return list(map(template.__mod__, scaled))
     return [template % value if math.isfinite(value) else None for value in scaled]
+
+
+def _times(duration: float, scale: float) -> float:
+    try:
+        return duration * scale
+    except OverflowError:
+        return math.inf
 
 
 def _or_null(values: Iterable[str | None]) -> list[str]:
