@@ -7,8 +7,9 @@
    server drives it (call, iterate the body, close it), with an environ as gunicorn's.
    The writer runs as in production, draining to /dev/null; only the CPU time of the
    calling thread is counted, so the writer's own formatting is not.
-2. The writer: formatting a batch of combined lines, one of JSON lines, and one in
-   gunicorn's default template (``GUNICORN_DEFAULT``), and writing it to /dev/null, in
+2. The writer: formatting a batch of combined lines, one of JSON lines, one in
+   gunicorn's default template (``GUNICORN_DEFAULT``) and one of each schema preset
+   (``ecs``, ``gcp``, ``otel``), and writing it to /dev/null, in
    µs per line, with the core ``boundlog --version`` names
    (``BOUNDLOG_NO_EXTENSIONS=1`` for the pure-Python one).
 
@@ -30,6 +31,7 @@ from typing import Any
 from boundlog import AccessLog, Record
 from boundlog._core import description as core_description
 from boundlog._formats import make_format
+from boundlog._schemas import SCHEMAS
 from boundlog.asgi import AccessLogMiddleware
 from boundlog.wsgi import AccessLogMiddleware as WsgiAccessLogMiddleware
 
@@ -187,6 +189,7 @@ def main() -> None:
     line = writer_per_line(args.rounds, args.batch, "combined")
     json_line = writer_per_line(args.rounds, args.batch, "json")
     template_line = writer_per_line(args.rounds, args.batch, GUNICORN_DEFAULT)
+    schema_lines = {name: writer_per_line(args.rounds, args.batch, name) for name in SCHEMAS}
     print(f"core:                      {core_description}")
     print(f"ASGI app alone:            {plain:6.2f} µs/request")
     print(f"ASGI app + boundlog:       {wrapped:6.2f} µs/request")
@@ -198,6 +201,8 @@ def main() -> None:
     print(f"writer, combined->devnull: {line:6.2f} µs/line      (target <= 0.3)")
     print(f"writer, json->devnull:     {json_line:6.2f} µs/line")
     print(f"writer, gunicorn template: {template_line:6.2f} µs/line")
+    for name, cost in schema_lines.items():
+        print(f"writer, {name + '->devnull:':<19}{cost:6.2f} µs/line      (pure Python)")
 
 
 if __name__ == "__main__":

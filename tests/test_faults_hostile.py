@@ -194,6 +194,9 @@ HOSTILE_FORMATS: dict[str, Callable[[], Format]] = {
     "combined": lambda: make_format("combined", utc=True),
     "json": lambda: make_format("json", utc=True),
     "dev": lambda: make_format("dev", utc=True),
+    "ecs": lambda: make_format("ecs", utc=True),
+    "gcp": lambda: make_format("gcp", utc=True),
+    "otel": lambda: make_format("otel", utc=True),
     "template": lambda: Template('%h "%r" "%{User-Agent}i" %(u)s %(a)s', utc=True),
 }
 

@@ -4,8 +4,8 @@ choice of a format by name.
 Formatting runs on the writer thread, one batch at a time.  A format is an object with
 ``format_batch(records) -> bytes`` that returns one line per record, each ending in
 ``\\n``.  Nothing here is called on the request path.  The shared column-wise
-machinery is in ``_columns``; the other formats are ``_json``, ``_dev`` and
-``_templates``.
+machinery is in ``_columns``; the other formats are ``_json``, ``_schemas``,
+``_dev`` and ``_templates``.
 
 An Apache line is built with the raw values first and checked in one pass: if the batch
 has only printable ASCII, no backslash, and exactly the template's quotes and newlines
@@ -45,6 +45,7 @@ from ._escape import escape
 from ._headers import HeaderReader, environ_key
 from ._json import JsonFormat
 from ._record import Record
+from ._schemas import SCHEMAS, SchemaFormat
 from ._timestamps import ClfClock
 
 
@@ -148,7 +149,7 @@ class ApacheFormat:
         return join(_escaped_clients(clients, raw_clients), escape, _escaped_column)
 
 
-FORMATS = ("combined", "common", "dev", "json")
+FORMATS = ("combined", "common", "dev", "json", *SCHEMAS)
 
 
 def make_format(name: str | Format, *, utc: bool) -> Format:
@@ -174,6 +175,8 @@ def make_format(name: str | Format, *, utc: bool) -> Format:
         return JsonFormat(utc=utc)
     if name == "dev":
         return DevFormat(utc=utc)
+    if name in SCHEMAS:
+        return SchemaFormat(name, utc=utc)
     if "%" in name:
         # Imported here: templates are built from this module's helpers.
         from ._templates import Template

@@ -10,8 +10,8 @@ aiohttp builds its access logger itself, once per connection, as
   last request of a graceful stop.  ``access_logger(app, log=a_log)`` borrows a log
   instead, and only flushes it then.
 * :class:`AccessLogger` itself, used as it is, writes to stdout in the format named by
-  ``access_log_format``: ``combined`` (also for aiohttp's default template), ``common``
-  or ``json``, or any other aiohttp template, compiled as a :class:`~boundlog.Template`
+  ``access_log_format``: ``combined`` (also for aiohttp's default template), ``common``,
+  ``json`` or a schema preset (``ecs``, ``gcp``, ``otel``), or any other aiohttp template, compiled as a :class:`~boundlog.Template`
   (``%a %t "%r" %s %b %T %Tf %D %P %{Name}i %{Name}o``); the exit handlers drain that log.
   As in ``combined``, ``%b`` counts body bytes only (aiohttp's counts the headers
   too); ``%T`` is truncated and ``%P`` is the bare pid, as Apache writes them.

@@ -6,8 +6,8 @@ configuration) and takes over one thing: the access log named by ``--access-logf
 :class:`~boundlog.AccessLog`, whose writer thread formats and writes lines in batches.
 Without ``--access-logfile`` the logger behaves exactly as gunicorn's.
 
-``--access-logformat`` chooses the format: the names ``combined``, ``common`` and
-``json`` choose those formats.  Any other value, gunicorn's default included (so that
+``--access-logformat`` chooses the format: the names ``combined``, ``common``,
+``json``, ``ecs``, ``gcp`` and ``otel`` choose those formats.  Any other value, gunicorn's default included (so that
 its ``%(u)s`` shows the Basic-auth user as gunicorn's does, where ``combined`` writes
 ``-``), is compiled as a :class:`~boundlog.Template` of gunicorn's atoms, ``%(h)s``,
 ``%({x-request-id}i)s`` and the rest, with gunicorn's meanings; unlike gunicorn,
