@@ -141,6 +141,21 @@ def test_every_line_arrives_and_every_field_parses(
         assert seen == expected
 
 
+def test_a_relp_session_ends_as_librelp_ends_it(rsyslogd: Rsyslogd) -> None:
+    """close() waits for the answer to its close command, so that rsyslogd can send it:
+    otherwise it reports a broken pipe on its stderr at every restart of a server."""
+    # What rsyslogd said before: the fixture's probes of its ports, which end abruptly.
+    before = len((rsyslogd.directory / "rsyslogd.stderr").read_text())
+    for number in range(2):
+        with AccessLog(NetworkSink(_url(rsyslogd, "relp")), flush_interval=3600) as log:
+            log.submit(make_record(path=b"/session/%d" % number))
+        # The second session's line arriving means rsyslogd is done with the first.
+        rsyslogd.wait_for_lines(number + 1)
+    reported = (rsyslogd.directory / "rsyslogd.stderr").read_text()[before:]
+    # rsyslogd's answer to a close that nobody read: "error sending relp: Broken pipe".
+    assert "Broken pipe" not in reported, reported
+
+
 def test_rsyslogd_stopped_and_restarted_mid_stream(rsyslogd: Rsyslogd) -> None:
     """The counters add up across a restart, and what is sent after it all arrives."""
     log = AccessLog(NetworkSink(_url(rsyslogd, "tcp"), **FAST), policy="wait", batch_size=20)

@@ -11,6 +11,7 @@ delivery is at least once).  The server may end a session with ``0 serverclose 0
 
 from __future__ import annotations
 
+import contextlib
 import re
 import socket
 from collections.abc import Callable, Sequence
@@ -97,9 +98,13 @@ class RelpSession:
         return taken, expected
 
     def close(self) -> None:
-        """Say goodbye without waiting for the answer: the socket is closed next."""
+        """Say goodbye, and read the answer as librelp's client does, for one socket
+        timeout at most: a server whose answer finds the socket closed reports a broken
+        pipe (rsyslog does, once per session)."""
         self._txnr = self._txnr % _MAX_TXNR + 1
         self._sock.send(b"%d close 0\n" % self._txnr)
+        with contextlib.suppress(OSError, RelpError):  # TimeoutError is an OSError
+            self._answer(patient=False)
 
     def _command(self, command: bytes, data: bytes) -> None:
         self._txnr = self._txnr % _MAX_TXNR + 1
