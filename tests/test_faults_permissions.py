@@ -14,7 +14,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -136,8 +135,9 @@ def test_reopen_denied_keeps_the_old_descriptor_counts_and_warns(
     if child == 0:  # pragma: no cover - runs in the child
         code = 1
         try:
-            # pytest replaced sys.stderr; the child's warnings go to a file of its own.
-            sys.stderr = stderr_path.open("w")
+            # pytest captures descriptor 2; the child's warnings go to a file of its own.
+            with stderr_path.open("w") as stderr:
+                os.dup2(stderr.fileno(), 2)
             # Root may create files anywhere: the child drops to an unprivileged user.
             if os.geteuid() == 0:
                 os.setuid(NOBODY)

@@ -259,3 +259,32 @@ def test_a_log_that_lost_nothing_says_nothing(
         closer.join()
     assert capfd.readouterr().err == ""
     assert all(os.path.getsize(tmp_path / f"{n}.log") for n in range(3))
+
+
+def test_a_stalled_stderr_holds_up_neither_close_nor_the_exit(tmp_path: Path) -> None:
+    """stderr is a pipe nobody reads: the reports are given up, close() and exit return."""
+    program = textwrap.dedent(
+        f"""
+        import os, sys
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        from _helpers import BlockedPipe
+        from _records import make_record
+        from boundlog import AccessLog
+
+        os.dup2(BlockedPipe().write_fd, 2)  # full, and nobody reads it
+        sink = BlockedPipe()
+        closed = AccessLog(sink.write_fd, max_queue=1, flush_interval=0, close_timeout=0.2)
+        left_open = AccessLog(sink.write_fd, max_queue=1, flush_interval=0, close_timeout=0.2)
+        for log in (closed, left_open):
+            for _ in range(10):
+                log.submit(make_record())
+        print(closed.close().dropped, flush=True)
+        # left_open is closed at exit, with its final line given up too.
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout) > 0
+    assert done.stderr == ""

@@ -11,7 +11,8 @@ predicate) in a report, which must not raise in turn, and how reports reach stde
 
 from __future__ import annotations
 
-import sys
+import os
+import select
 from typing import Any
 
 
@@ -40,10 +41,22 @@ def describe(error: BaseException) -> str:
         return f"{type(error).__qualname__} (whose repr() raised)"
 
 
-def report_on_stderr(message: str) -> None:
-    """Write ``boundlog: message`` as one line to stderr, and never raise."""
+def report_on_stderr(message: str, *, wait: float | None = None) -> None:
+    """Write ``boundlog: message`` as one line to file descriptor 2, and never raise.
+
+    One ``write`` system call for a line (a pipe takes up to 4 KiB whole), so that
+    lines of many threads and processes never mix, and no lock of Python's: a thread
+    blocked on a stalled stderr holds nothing another thread, or the interpreter's
+    exit, would wait for (``sys.stderr``'s buffer lock would be).  With ``wait``, the
+    line is given up after that many seconds if stderr takes nothing (close() and
+    the exit must not hang on it); without, the calling thread waits as long as it
+    takes.
+    """
+    data = f"boundlog: {message}\n".encode("utf-8", "backslashreplace")
     try:
-        sys.stderr.write(f"boundlog: {message}\n")
-        sys.stderr.flush()
-    except Exception:
-        pass  # stderr is gone or replaced by something odd; the counters still tell
+        if wait is not None and not select.select([], [2], [], wait)[1]:
+            return
+        while data:
+            data = data[os.write(2, data) :]
+    except (OSError, ValueError):
+        pass  # stderr is closed or gone; the counters still tell

@@ -34,6 +34,8 @@ REPORT_EVERY = 5.0
 LOOK_EVERY = 1.0
 # A write that has not returned for this long is a stalled sink, not a slow one.
 _STALLED_AFTER = 0.5
+#: How long close() waits for its final line to reach stderr, in seconds.
+FINAL_REPORT_WAIT = 1.0
 
 
 def _records(count: int) -> str:

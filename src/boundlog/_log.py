@@ -16,7 +16,7 @@ from ._dev import DevFormat
 from ._errors import ConfigurationError, report_on_stderr
 from ._filters import make_select
 from ._formats import Format, make_format
-from ._health import LossReport, monitor
+from ._health import FINAL_REPORT_WAIT, LossReport, monitor
 from ._metrics import PrometheusMetrics
 from ._metrics import require_client as require_metrics_client
 from ._options import flag, one_of, seconds, seconds_to_wait, signal_to_catch, whole_number
@@ -280,6 +280,7 @@ class AccessLog:
 
     def _look(self, now: float) -> None:
         # On the monitor thread, once a second (see _health).
+        line = None
         with self._health_lock:
             if self._final is not None:
                 return
@@ -294,8 +295,9 @@ class AccessLog:
                     stalled_for=None if started is None else now - started,
                     last_failure=self._writer.last_failure,
                 )
-                if line is not None:
-                    report_on_stderr(line)
+        # Outside the lock: a stalled stderr must not keep close() from its counts.
+        if line is not None:
+            report_on_stderr(line)
 
     def flush(self, timeout: float | None = None) -> bool:
         """Write every record accepted so far, without waiting for a batch to fill.
@@ -357,6 +359,7 @@ class AccessLog:
             if self._reopen_on is not None:
                 self._reopen_on.cancel()
             monitor.unwatch(id(self))
+            line = None
             with self._health_lock:
                 self._final = self._snapshot()
                 _open_logs.discard(self)
@@ -369,8 +372,8 @@ class AccessLog:
                     line = self._loss_report.final(
                         self._final, last_failure=self._writer.last_failure
                     )
-                    if line is not None:
-                        report_on_stderr(line)
+            if line is not None:
+                report_on_stderr(line, wait=FINAL_REPORT_WAIT)
             return self._final
 
     def _wait_limit(self, timeout: object) -> float | None:
