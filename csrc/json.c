@@ -54,7 +54,9 @@ read_times(PyObject *records, int *one_by_one)
     *one_by_one = 0;
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(records); i++) {
         PyObject *record = PyTuple_GET_ITEM(records, i);
-        if (!PyTuple_Check(record) || PyTuple_GET_SIZE(record) != FIELDS) {
+        if (!PyTuple_Check(record) || PyTuple_GET_SIZE(record) != FIELDS
+            || PyTuple_GET_ITEM(record, NOTES) != Py_None) {
+            /* Notes (boundlog.add_fields) are written by the Python core (record.h). */
             return UNSUPPORTED;
         }
         PyObject *when = PyTuple_GET_ITEM(record, TIME);

@@ -28,6 +28,7 @@ typedef struct {
     PyObject *status;           /* the status code (an int); 500 until start_response */
     PyObject *response_headers; /* kept when the log reads them, else NULL: () */
     PyObject *body;             /* the application's iterable; NULL until it returns */
+    PyObject *notes;            /* the request's notes (a dict) when the log reads them */
     Py_ssize_t sent;
     double started; /* perf_counter() when the request came in */
     int closed;
@@ -224,19 +225,26 @@ exchange_record(Exchange *exchange)
     PyObject *elapsed = PyFloat_FromDouble(duration);
     PyObject *sent_object = PyLong_FromSsize_t(sent);
     PyObject *limit = PyLong_FromSsize_t(middleware->limit);
+    /* _notes.snapshot: a copy of the request's notes, None when there are none. */
+    PyObject *notes = exchange->notes != NULL && PyDict_Size(exchange->notes) > 0
+                      ? PyDict_Copy(exchange->notes) : Py_NewRef(Py_None);
     PyObject *record = NULL;
     if (received != NULL && elapsed != NULL && sent_object != NULL && limit != NULL
-        && response_headers != NULL) {
-        PyObject *args[10] = {middleware->record_type, exchange->environ, received, elapsed,
+        && response_headers != NULL && notes != NULL) {
+        PyObject *args[11] = {middleware->record_type, exchange->environ, received, elapsed,
                               status, sent_object, headers, response_headers,
-                              middleware->bound, limit};
-        record = environ_record(middleware->module, args, 10);
+                              middleware->bound, limit, notes};
+        record = environ_record(middleware->module, args, 11);
         if (record == Py_None) {
             /* An environ environ.c does not read: the reference makes the record. */
             Py_DECREF(record);
-            record = PyObject_Vectorcall(middleware->python_record, args + 1, 8, NULL);
+            PyObject *python_args[9] = {exchange->environ, received, elapsed, status,
+                                        sent_object, headers, response_headers,
+                                        middleware->bound, notes};
+            record = PyObject_Vectorcall(middleware->python_record, python_args, 9, NULL);
         }
     }
+    Py_XDECREF(notes);
     Py_DECREF(headers);
     Py_DECREF(status);
     Py_XDECREF(response_headers);
@@ -342,11 +350,24 @@ wsgi_exchange_run(WsgiMiddleware *middleware, PyObject *environ, PyObject *start
     exchange->status = status;
     exchange->response_headers = NULL;
     exchange->body = NULL;
+    exchange->notes = NULL;
     exchange->sent = 0;
     exchange->started = started;
     exchange->closed = 0;
     PyObject_GC_Track(exchange);
     PyObject *self = (PyObject *)exchange;
+    if (middleware->notes != Py_None) {
+        /* The request's notes, set in its thread's context before the application
+         * runs (_notes, wsgi._Exchange.__init__). */
+        exchange->notes = PyDict_New();
+        PyObject *token = exchange->notes == NULL ? NULL
+                          : PyContextVar_Set(middleware->notes, exchange->notes);
+        if (token == NULL) {
+            Py_DECREF(self);
+            return NULL;
+        }
+        Py_DECREF(token);
+    }
 
     PyObject *app = app_attribute_read((PyObject *)middleware);
     PyObject *respond = app == NULL ? NULL : PyCFunction_NewEx(&start_response_method, self, NULL);
@@ -467,6 +488,7 @@ exchange_traverse(PyObject *self, visitproc visit, void *arg)
     Py_VISIT(exchange->status);
     Py_VISIT(exchange->response_headers);
     Py_VISIT(exchange->body);
+    Py_VISIT(exchange->notes);
     return 0;
 }
 
@@ -481,6 +503,7 @@ exchange_clear(PyObject *self)
     Py_CLEAR(exchange->status);
     Py_CLEAR(exchange->response_headers);
     Py_CLEAR(exchange->body);
+    Py_CLEAR(exchange->notes);
     return 0;
 }
 

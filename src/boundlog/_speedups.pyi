@@ -33,6 +33,7 @@ def environ_record(
     response_headers: object,
     bound: Callable[[bytes, bytes, Any], tuple[bytes, bytes, Any]],
     limit: int,
+    notes: dict[str, Any] | None,
     /,
 ) -> Record | None: ...
 def select_records(
