@@ -246,7 +246,7 @@ def _c_formatter(name: str, *, utc: bool) -> Callable[[list[Record]], bytes | No
         format_json = _core.format_json
         assert format_json is not None
         return lambda records: format_json(
-            records, json._clock.parts, json._texts, json._header_fields
+            records, json._clock.parts, json._texts, json._header_fields, json._keys
         )
     apache = ApacheFormat(combined=True, utc=utc)
     return lambda records: c_lines(apache, records)

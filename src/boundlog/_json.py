@@ -264,7 +264,9 @@ class JsonFormat:
     def format_batch(self, records: Sequence[Record]) -> bytes:
         if _format_json is not None:
             # The C core gives the same bytes, or None for a batch it leaves to Python.
-            data = _format_json(records, self._clock.parts, self._texts, self._header_fields)
+            data = _format_json(
+                records, self._clock.parts, self._texts, self._header_fields, self._keys
+            )
             if data is not None:
                 return data
         return self.format_batch_python(records)

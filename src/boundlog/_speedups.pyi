@@ -17,6 +17,7 @@ def format_json(
     stamp_parts: Callable[[int], tuple[bytes, bytes]],
     texts: tuple[bytes, ...],
     headers: tuple[tuple[bytes, bool, bytes, str, bytes | None], ...],
+    taken: frozenset[str],
     /,
 ) -> bytes | None: ...
 def format_template(
