@@ -29,6 +29,7 @@ typedef struct {
     PyObject *response_headers; /* kept when the log reads them, else NULL: () */
     PyObject *body;             /* the application's iterable; NULL until it returns */
     PyObject *notes;            /* the request's notes (a dict) when the log reads them */
+    PyObject *notes_token;      /* what setting them returned, until close() resets them */
     Py_ssize_t sent;
     double started; /* perf_counter() when the request came in */
     int closed;
@@ -293,6 +294,25 @@ raise_after(PyObject *error)
     exception_restore(later);
 }
 
+/* The thread's context goes back to what it held before the request (wsgi._Exchange.
+ * close): a thread serves request after request in one context.  A close() from
+ * another context (another thread) leaves it, as the reference does. */
+static void
+forget_notes(Exchange *exchange)
+{
+    PyObject *token;
+    Py_BEGIN_CRITICAL_SECTION(exchange);
+    token = exchange->notes_token;
+    exchange->notes_token = NULL;
+    Py_END_CRITICAL_SECTION();
+    if (token != NULL) {
+        if (PyContextVar_Reset(exchange->middleware->notes, token) < 0) {
+            PyErr_Clear();
+        }
+        Py_DECREF(token);
+    }
+}
+
 /* close(): closes the body, then hands the record over; once. */
 static PyObject *
 exchange_close(PyObject *self, PyObject *Py_UNUSED(ignored))
@@ -320,6 +340,7 @@ exchange_close(PyObject *self, PyObject *Py_UNUSED(ignored))
         error = exception_take();
         Py_DECREF(body);
     }
+    forget_notes(exchange);
     if (submit_record(exchange) < 0 || error != NULL) {
         raise_after(error);
         return NULL;
@@ -351,6 +372,7 @@ wsgi_exchange_run(WsgiMiddleware *middleware, PyObject *environ, PyObject *start
     exchange->response_headers = NULL;
     exchange->body = NULL;
     exchange->notes = NULL;
+    exchange->notes_token = NULL;
     exchange->sent = 0;
     exchange->started = started;
     exchange->closed = 0;
@@ -366,7 +388,7 @@ wsgi_exchange_run(WsgiMiddleware *middleware, PyObject *environ, PyObject *start
             Py_DECREF(self);
             return NULL;
         }
-        Py_DECREF(token);
+        exchange->notes_token = token;
     }
 
     PyObject *app = app_attribute_read((PyObject *)middleware);
@@ -489,6 +511,7 @@ exchange_traverse(PyObject *self, visitproc visit, void *arg)
     Py_VISIT(exchange->response_headers);
     Py_VISIT(exchange->body);
     Py_VISIT(exchange->notes);
+    Py_VISIT(exchange->notes_token);
     return 0;
 }
 
@@ -504,6 +527,7 @@ exchange_clear(PyObject *self)
     Py_CLEAR(exchange->response_headers);
     Py_CLEAR(exchange->body);
     Py_CLEAR(exchange->notes);
+    Py_CLEAR(exchange->notes_token);
     return 0;
 }
 

@@ -11,7 +11,9 @@ fields added later (a background task that runs after the response) are not in i
 and nothing changes a record the writer may be reading.  A new request starts with a
 new dict, so fields never pass from one request to another, even in a thread or a
 context that serves many; outside a logged request ``NOTES`` holds None and
-``add_fields`` does nothing.  A log whose format reads no notes sets nothing: the
+``add_fields`` does nothing.  The WSGI middleware resets ``NOTES`` when the server
+closes the body, since a thread serves request after request in one context; under
+ASGI each request runs in a task, whose context is its own.  A log whose format reads no notes sets nothing: the
 request path pays nothing for the feature.
 
 Values are not checked here, which would cost every call: on the writer thread, the

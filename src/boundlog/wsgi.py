@@ -20,6 +20,8 @@ for an environ or a status line out of the ordinary.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import suppress
+from contextvars import Token
 from http import HTTPStatus
 from time import perf_counter, time
 from types import MethodType, TracebackType
@@ -94,6 +96,7 @@ class _Exchange:
         "_environ",
         "_middleware",
         "_notes",
+        "_notes_token",
         "_response_headers",
         "_sent",
         "_server_write",
@@ -119,9 +122,10 @@ class _Exchange:
         # the request's thread before the application runs.
         notes_var = middleware._notes_var
         self._notes: dict[str, Any] | None = None
+        self._notes_token: Token[dict[str, Any] | None] | None = None
         if notes_var is not None:
             self._notes = {}
-            notes_var.set(self._notes)
+            self._notes_token = notes_var.set(self._notes)
 
     def start_response(
         self, status: str, headers: Headers, exc_info: ExcInfo | None = None
@@ -167,7 +171,17 @@ class _Exchange:
             if close_body is not None:
                 close_body()
         finally:
+            self._forget_notes()
             self._middleware._submit(self._record())
+
+    def _forget_notes(self) -> None:
+        # The thread's context goes back to what it held before the request: a thread
+        # serves request after request in one context.  A close() from another context
+        # (another thread) leaves it.
+        token, self._notes_token = self._notes_token, None
+        if token is not None:
+            with suppress(ValueError):
+                NOTES.reset(token)
 
     def _record(self) -> Record:
         environ = self._environ
