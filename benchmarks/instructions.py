@@ -8,7 +8,10 @@ rather than replace the benchmark; on this project's machine their ratios agreed
 the benchmark's CPU ratios (see docs/development-notes.md, "Where the time goes").
 
 For each logger (``none``, uvicorn's own ``default``, ``capture-only`` as in the
-benchmark, ``boundlog`` with the ``drop`` policy and the combined format), uvicorn
+benchmark, ``boundlog`` with the ``drop`` policy and the combined format; on request,
+``boundlog-json``, a JSON log, whose middleware collects each request's notes, and
+``boundlog-fields``, the same with an application that calls ``boundlog.add_fields``
+with two fields per request; both apps run under the same small wrapper), uvicorn
 (httptools, uvloop, one process) runs under callgrind with each thread counted apart;
 wrk warms it up, the counters are zeroed, wrk runs for ``--seconds``, and the counters
 are dumped.  Printed: instructions per request of the
@@ -43,6 +46,8 @@ from typing import Any
 
 #: ``default`` is uvicorn's own access log, to standard output (here /dev/null).
 LOGGERS = ("none", "default", "capture-only", "boundlog")
+#: Measured when named in ``--loggers`` (issue 16's fields).
+OPTIONAL_LOGGERS = ("boundlog-json", "boundlog-fields")
 _LOGGER_ENV = "BENCHMARK_INSTRUCTIONS_LOGGER"
 _FLUSH_ENV = "BENCHMARK_INSTRUCTIONS_FLUSH_INTERVAL"
 _HERE = Path(__file__).resolve().parent
@@ -59,8 +64,33 @@ def create_app() -> Any:
         return app
     if logger == "capture-only":
         return CaptureOnlyMiddleware(app)
+    flush_interval = float(os.environ[_FLUSH_ENV])
+    if logger in OPTIONAL_LOGGERS:
+        inner = _adding_fields(app, logger == "boundlog-fields")
+        return AccessLogMiddleware(
+            inner, sink=os.devnull, format="json", flush_interval=flush_interval
+        )
     # The middleware owns its log, so it drains it at the lifespan shutdown.
-    return AccessLogMiddleware(app, sink=os.devnull, flush_interval=float(os.environ[_FLUSH_ENV]))
+    return AccessLogMiddleware(app, sink=os.devnull, flush_interval=flush_interval)
+
+
+def _adding_fields(app: Any, fields: bool) -> Any:
+    """``app``, called after adding two fields to the request's record (if ``fields``).
+    Without, it imports nothing new: ``boundlog-json`` runs on a boundlog without
+    ``add_fields`` too, to compare."""
+
+    async def no_fields(scope: Any, receive: Any, send: Any) -> None:
+        await app(scope, receive, send)
+
+    if not fields:
+        return no_fields
+    from boundlog import add_fields
+
+    async def adding(scope: Any, receive: Any, send: Any) -> None:
+        add_fields(user="ada", tenant=7)
+        await app(scope, receive, send)
+
+    return adding
 
 
 def _free_port() -> int:
@@ -157,8 +187,10 @@ def main() -> None:
             raise SystemExit(f"{tool} is missing: apt-get install valgrind wrk")
     loggers = args.loggers.split(",")
     for logger in loggers:
-        if logger not in LOGGERS:
-            raise SystemExit(f"unknown logger {logger!r}: choose from {', '.join(LOGGERS)}")
+        if logger not in LOGGERS + OPTIONAL_LOGGERS:
+            raise SystemExit(
+                f"unknown logger {logger!r}: choose from {', '.join(LOGGERS + OPTIONAL_LOGGERS)}"
+            )
     baseline = None
     print("logger          event loop     writer       total   vs none   (instructions/request)")
     for logger in loggers:

@@ -6,7 +6,9 @@
    The same for a WSGI app and ``boundlog.wsgi.AccessLogMiddleware``, driven as a
    server drives it (call, iterate the body, close it), with an environ as gunicorn's.
    The writer runs as in production, draining to /dev/null; only the CPU time of the
-   calling thread is counted, so the writer's own formatting is not.
+   calling thread is counted, so the writer's own formatting is not.  With ``--fields``,
+   the same for a JSON log, whose middleware collects each request's notes, with an
+   app that adds none and one that calls ``boundlog.add_fields`` with two fields.
 2. The writer: formatting a batch of combined lines, one of JSON lines, one in
    gunicorn's default template (``GUNICORN_DEFAULT``) and one of each schema preset
    (``ecs``, ``gcp``, ``otel``), and writing it to /dev/null, in
@@ -28,7 +30,7 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
-from boundlog import AccessLog, Record
+from boundlog import AccessLog, Record, add_fields
 from boundlog._core import description as core_description
 from boundlog._formats import make_format
 from boundlog._schemas import SCHEMAS
@@ -68,6 +70,18 @@ SCOPE = {
 async def app(scope: Any, receive: Any, send: Callable[[Any], Awaitable[None]]) -> None:
     await send(START)
     await send(END)
+
+
+async def fields_app(scope: Any, receive: Any, send: Callable[[Any], Awaitable[None]]) -> None:
+    add_fields(user="ada", tenant=7)
+    await send(START)
+    await send(END)
+
+
+def wsgi_fields_app(environ: Any, start_response: Callable[..., Any]) -> list[bytes]:
+    add_fields(user="ada", tenant=7)
+    start_response("200 OK", WSGI_HEADERS)
+    return [BODY]
 
 
 async def receive() -> dict[str, Any]:
@@ -133,15 +147,19 @@ def time_calls(handler: Any, count: int) -> float:
     return (time.thread_time() - began) / count * 1e6
 
 
-def request_path(rounds: int, count: int, wsgi: bool) -> tuple[float, float, float]:
-    # Default settings, but a queue deep enough that no record is dropped.
-    log = AccessLog(os.devnull, max_queue=count + 1)
+def request_path(
+    rounds: int, count: int, wsgi: bool, format_name: str = "combined", fields: bool = False
+) -> tuple[float, float, float]:
+    # Default settings, but a queue deep enough that no record is dropped.  The app is
+    # the same alone and wrapped (with fields, add_fields outside a request does nothing).
+    log = AccessLog(os.devnull, format_name, max_queue=count + 1)
     if wsgi:
-        plain_app: Any = wsgi_app
-        wrapped: Any = WsgiAccessLogMiddleware(wsgi_app, log=log)
+        plain_app: Any = wsgi_fields_app if fields else wsgi_app
+        wrapped: Any = WsgiAccessLogMiddleware(plain_app, log=log)
         timed = time_wsgi_calls
     else:
-        plain_app, wrapped, timed = app, AccessLogMiddleware(app, log=log), time_calls
+        plain_app = fields_app if fields else app
+        wrapped, timed = AccessLogMiddleware(plain_app, log=log), time_calls
     plain_times, wrapped_times = [], []
     for _ in range(rounds):
         plain_times.append(timed(plain_app, count))
@@ -183,6 +201,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--requests", type=int, default=20_000, help="per round")
     parser.add_argument("--batch", type=int, default=512, help="lines per writer batch")
+    parser.add_argument(
+        "--fields", action="store_true", help="also a JSON log, without and with add_fields"
+    )
     args = parser.parse_args()
     plain, wrapped, extra = request_path(args.rounds, args.requests, wsgi=False)
     wsgi_plain, wsgi_wrapped, wsgi_extra = request_path(args.rounds, args.requests, wsgi=True)
@@ -203,6 +224,14 @@ def main() -> None:
     print(f"writer, gunicorn template: {template_line:6.2f} µs/line")
     for name, cost in schema_lines.items():
         print(f"writer, {name + '->devnull:':<19}{cost:6.2f} µs/line      (pure Python)")
+    if not args.fields:
+        return
+    for wsgi in (False, True):
+        name = "WSGI" if wsgi else "ASGI"
+        _, _, json_extra = request_path(args.rounds, args.requests, wsgi, "json")
+        _, _, fields_extra = request_path(args.rounds, args.requests, wsgi, "json", fields=True)
+        print(f"{name} cost, json log:         {json_extra:6.2f} µs/request")
+        print(f"{name} cost, json + 2 fields:  {fields_extra:6.2f} µs/request")
 
 
 if __name__ == "__main__":

@@ -50,6 +50,7 @@ typedef struct {
     PyObject *perf_counter;   /* time.perf_counter and time.time: the reference's clocks */
     PyObject *wall_clock;
     PyObject *keeps_response_headers; /* bool */
+    PyObject *notes;          /* _notes.NOTES when the log reads notes, else None */
     PyTypeObject *exchange_type;
     PyTypeObject *capture_type;
     Py_ssize_t budget_limit;
@@ -66,6 +67,7 @@ typedef struct {
     PyObject *response;  /* the start message, or NULL before it and once handed over */
     PyObject *status;    /* NULL until the start message: 0 */
     PyObject *sent_object; /* what pathsend set bytes_sent to (any int), or NULL */
+    PyObject *notes;       /* the request's notes (a dict) when the log reads them */
     Py_ssize_t sent;       /* body bytes counted, added to sent_object if set */
     double started;        /* perf_counter() when the exchange started */
     int finished;          /* the record is handed over */

@@ -81,6 +81,19 @@ start(Exchange *exchange)
         return -1;
     }
     exchange->capture = capture_new(middleware, exchange->scope, exchange->send, started);
+    if (exchange->capture != NULL && middleware->notes != Py_None) {
+        /* The request's notes, set in the context the application runs in (_notes). */
+        PyObject *notes = PyDict_New();
+        PyObject *token = notes == NULL ? NULL : PyContextVar_Set(middleware->notes, notes);
+        if (token == NULL) {
+            Py_XDECREF(notes);
+            Py_CLEAR(exchange->capture);
+        }
+        else {
+            Py_DECREF(token);
+            exchange->capture->notes = notes;
+        }
+    }
     PyObject *app = exchange->capture == NULL ? NULL : middleware_app(middleware);
     PyObject *awaitable = NULL;
     if (app != NULL) {

@@ -9,6 +9,7 @@
 
 #include "clock.h"
 #include "compat.h"
+#include "record.h"
 
 /* The reference's FIELD_OVERHEAD (_budget.py): what a header pair costs beyond its bytes. */
 #define FIELD_OVERHEAD 160
@@ -184,8 +185,9 @@ python_record(Capture *capture, PyObject *status, PyObject *sent)
     PyObject *record = NULL;
     if (started != NULL && response != NULL) {
         PyObject *args[] = {capture->scope, started, status, sent, response,
-                            middleware->keeps_response_headers, middleware->budget};
-        record = PyObject_Vectorcall(middleware->python_record, args, 7, NULL);
+                            middleware->keeps_response_headers, middleware->budget,
+                            capture->notes != NULL ? capture->notes : Py_None};
+        record = PyObject_Vectorcall(middleware->python_record, args, 8, NULL);
     }
     Py_XDECREF(started);
     Py_XDECREF(response);
@@ -226,7 +228,7 @@ asgi_record(Capture *capture, PyObject *status)
     if (sent == NULL) {
         return NULL;
     }
-    PyObject *fields[11] = {NULL};
+    PyObject *fields[FIELDS] = {NULL};
     PyObject *record = NULL;
     int rc = scope_fields(capture, fields);
     if (rc == UNUSUAL) {
@@ -245,10 +247,17 @@ asgi_record(Capture *capture, PyObject *status)
     }
     fields[7] = Py_NewRef(status);
     fields[8] = Py_NewRef(sent);
+    /* _notes.snapshot: a copy, for the application may add fields after the response
+     * ends; None when there are none. */
+    fields[NOTES] = capture->notes != NULL && PyDict_Size(capture->notes) > 0
+                    ? PyDict_Copy(capture->notes) : Py_NewRef(Py_None);
+    if (fields[NOTES] == NULL) {
+        goto done;
+    }
     /* tuple.__new__(Record, fields), without the intermediate tuple. */
-    record = ((PyTypeObject *)middleware->record_type)->tp_alloc((PyTypeObject *)middleware->record_type, 11);
+    record = ((PyTypeObject *)middleware->record_type)->tp_alloc((PyTypeObject *)middleware->record_type, FIELDS);
     if (record != NULL) {
-        for (int i = 0; i < 11; i++) {
+        for (int i = 0; i < FIELDS; i++) {
             PyTuple_SET_ITEM(record, i, fields[i]); /* stolen */
             fields[i] = NULL;
         }
@@ -258,7 +267,7 @@ asgi_record(Capture *capture, PyObject *status)
         PyObject_GC_UnTrack(record);
     }
 done:
-    for (int i = 0; i < 11; i++) {
+    for (int i = 0; i < FIELDS; i++) {
         Py_XDECREF(fields[i]);
     }
     Py_DECREF(sent);

@@ -26,6 +26,7 @@ capture_new(Middleware *middleware, PyObject *scope, PyObject *send, double star
     capture->response = NULL;
     capture->status = NULL;
     capture->sent_object = NULL;
+    capture->notes = NULL;
     capture->sent = 0;
     capture->started = started;
     capture->finished = 0;
@@ -184,6 +185,7 @@ capture_traverse(PyObject *self, visitproc visit, void *arg)
     Py_VISIT(capture->response);
     Py_VISIT(capture->status);
     Py_VISIT(capture->sent_object);
+    Py_VISIT(capture->notes);
     return 0;
 }
 
@@ -197,6 +199,7 @@ capture_clear(PyObject *self)
     Py_CLEAR(capture->response);
     Py_CLEAR(capture->status);
     Py_CLEAR(capture->sent_object);
+    Py_CLEAR(capture->notes);
     return 0;
 }
 

@@ -15,6 +15,7 @@
 
 #include "asgi.h"
 #include "compat.h"
+#include "record.h"
 
 /* The reference's FIELD_OVERHEAD (_budget.py): what a header pair costs beyond its bytes. */
 #define FIELD_OVERHEAD 160
@@ -209,12 +210,12 @@ call_bound(PyObject *bound, PyObject **fields)
     return 0;
 }
 
-/* tuple.__new__(record_type, fields), stealing the 11 fields (NULL on error). */
+/* tuple.__new__(record_type, fields), stealing the FIELDS fields (NULL on error). */
 static PyObject *
 make_record(PyObject *record_type, PyObject **fields)
 {
-    PyObject *record = ((PyTypeObject *)record_type)->tp_alloc((PyTypeObject *)record_type, 11);
-    for (int i = 0; i < 11; i++) {
+    PyObject *record = ((PyTypeObject *)record_type)->tp_alloc((PyTypeObject *)record_type, FIELDS);
+    for (int i = 0; i < FIELDS; i++) {
         if (record != NULL) {
             PyTuple_SET_ITEM(record, i, fields[i]);
         }
@@ -232,8 +233,8 @@ make_record(PyObject *record_type, PyObject **fields)
 PyObject *
 environ_record(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 10) {
-        PyErr_SetString(PyExc_TypeError, "environ_record() takes exactly 10 arguments");
+    if (nargs != 11) {
+        PyErr_SetString(PyExc_TypeError, "environ_record() takes exactly 11 arguments");
         return NULL;
     }
     PyObject *record_type = args[0], *environ = args[1], *bound = args[8];
@@ -250,7 +251,7 @@ environ_record(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     AsgiTypes *state = PyModule_GetState(module);
     PyObject *values[ENVIRON_VARIABLES] = {NULL};
-    PyObject *fields[11] = {NULL};
+    PyObject *fields[FIELDS] = {NULL};
     PyObject *result = NULL;
     int rc = 0;
     for (int i = 0; i < ENVIRON_VARIABLES && rc == 0; i++) {
@@ -291,12 +292,13 @@ environ_record(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     fields[7] = Py_NewRef(args[4]);
     fields[8] = Py_NewRef(args[5]);
     fields[10] = Py_NewRef(args[7]);
+    fields[NOTES] = Py_NewRef(args[10]); /* the caller's copy, or None */
     result = make_record(record_type, fields);
-    for (int i = 0; i < 11; i++) {
+    for (int i = 0; i < FIELDS; i++) {
         fields[i] = NULL; /* stolen */
     }
 done:
-    for (int i = 0; i < 11; i++) {
+    for (int i = 0; i < FIELDS; i++) {
         Py_XDECREF(fields[i]);
     }
     for (int i = 0; i < ENVIRON_VARIABLES; i++) {

@@ -13,7 +13,8 @@ enum { RAW_URI, REQUEST_URI, SCRIPT_NAME, PATH_INFO, QUERY_STRING, REMOTE_ADDR,
 int environ_names(PyObject **names);
 
 /* environ_record(record_type, environ, received, duration, status, sent,
- *                request_headers, response_headers, bound, limit) -> Record | None */
+ *                request_headers, response_headers, bound, limit, notes)
+ *     -> Record | None */
 PyObject *environ_record(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 
 #endif

@@ -4,7 +4,8 @@
  *   "query":"","protocol":"HTTP/1.1","status":200,"bytes_sent":5,"duration_ms":0.412,
  *   "referer":null,"user_agent":"curl/8.0","request_id":null}
  *
- * with the keys and added header fields the format was built with (json.h).  Every
+ * with the keys and added header fields the format was built with (json.h), then the
+ * record's notes (boundlog.add_fields) of the usual kinds.  Every
  * string follows the JSON string rule (escape.c); the stamp's text comes from the
  * Python clock, once per distinct second per batch. */
 #include "json.h"
@@ -12,6 +13,7 @@
 #include <math.h>
 
 #include "buffer.h"
+#include "compat.h"
 #include "escape.h"
 #include "headers.h"
 #include "record.h"
@@ -268,6 +270,81 @@ write_header(Buffer *buffer, Buffer *scratch, PyObject *record, PyObject *field)
     return escape_json_write(buffer, scratch->data, scratch->length);
 }
 
+/* Appends one note's value as _json._json_scalar: null, true, false, an int of 64 bits,
+ * a float as repr() writes it (null when not finite), a str as a JSON string; 0, -1, or
+ * UNSUPPORTED for any other value (written from its str() by the reference). */
+static int
+write_note_value(Buffer *buffer, PyObject *value)
+{
+    if (value == Py_None) {
+        return BUFFER_LITERAL(buffer, "null");
+    }
+    if (value == Py_True) {
+        return BUFFER_LITERAL(buffer, "true");
+    }
+    if (value == Py_False) {
+        return BUFFER_LITERAL(buffer, "false");
+    }
+    if (PyUnicode_CheckExact(value)) {
+        return write_json_text(buffer, value);
+    }
+    if (PyLong_CheckExact(value)) {
+        long long number;
+        return record_integer(value, &number) != 0 ? UNSUPPORTED
+                                                   : buffer_write_decimal(buffer, number);
+    }
+    if (!PyFloat_CheckExact(value)) {
+        return UNSUPPORTED;
+    }
+    double number = PyFloat_AS_DOUBLE(value);
+    if (!isfinite(number)) {
+        return BUFFER_LITERAL(buffer, "null");
+    }
+    /* float.__repr__'s own formatting. */
+    char *text = PyOS_double_to_string(number, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
+    if (text == NULL) {
+        return -1;
+    }
+    int rc = buffer_write(buffer, text, (Py_ssize_t)strlen(text));
+    PyMem_Free(text);
+    return rc;
+}
+
+/* Appends a record's notes as JsonFormat._notes_text does, before the line's end:
+ * ,"key":value for each, in order.  0, -1, or UNSUPPORTED for notes that are not an
+ * exact dict, a key that is not an exact str or that is one of `taken` (the reference
+ * prefixes it), or a value write_note_value leaves. */
+static int
+write_notes(Buffer *buffer, PyObject *notes, PyObject *taken)
+{
+    if (notes == Py_None) {
+        return 0;
+    }
+    if (!PyDict_CheckExact(notes)) {
+        return UNSUPPORTED;
+    }
+    int rc = 0;
+    PyObject *key, *value;
+    Py_ssize_t position = 0;
+    /* A record's notes are the middleware's copy, which nothing changes; a dict given
+     * by hand is read inside its critical section.  No Python code runs here. */
+    Py_BEGIN_CRITICAL_SECTION(notes);
+    while (rc == 0 && PyDict_Next(notes, &position, &key, &value)) {
+        if (!PyUnicode_CheckExact(key)) {
+            rc = UNSUPPORTED;
+            break;
+        }
+        int clash = PySet_Contains(taken, key);
+        rc = clash < 0 ? -1 : clash ? UNSUPPORTED : 0;
+        if (rc == 0) {
+            rc = BUFFER_LITERAL(buffer, ",") < 0 || write_json_text(buffer, key) < 0
+                 || BUFFER_LITERAL(buffer, ":") < 0 ? -1 : write_note_value(buffer, value);
+        }
+    }
+    Py_END_CRITICAL_SECTION();
+    return rc;
+}
+
 static int
 is_text_or_none(PyObject *value)
 {
@@ -285,6 +362,7 @@ typedef struct {
     PyObject *clock_parts;
     PyObject *texts;   /* a tuple of TEXTS bytes */
     PyObject *headers; /* a tuple of HEADER_ITEMS-tuples */
+    PyObject *taken;   /* a frozenset: the keys a note must not have */
     int one_by_one;    /* how the clock reads this batch's times (read_times) */
 } Line;
 
@@ -347,6 +425,10 @@ write_line(Buffer *buffer, Buffer *scratch, Stamps *stamps, const Line *line, Py
             return rc;
         }
     }
+    rc = write_notes(buffer, PyTuple_GET_ITEM(record, NOTES), line->taken);
+    if (rc != 0) {
+        return rc;
+    }
     return write_bytes_object(buffer, TEXT(line, LINE_END));
 }
 
@@ -380,17 +462,18 @@ check_arguments(PyObject *texts, PyObject *headers)
 PyObject *
 json_format_json(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "format_json() takes 4 arguments");
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "format_json() takes 5 arguments");
         return NULL;
     }
-    if (!check_arguments(args[2], args[3])) {
+    if (!check_arguments(args[2], args[3]) || !PyFrozenSet_CheckExact(args[4])) {
         PyErr_SetString(PyExc_TypeError,
-                        "format_json(): texts must be a tuple of 10 bytes and headers a tuple "
-                        "of (bytes, bool, bytes, str, bytes | None) tuples");
+                        "format_json(): texts must be a tuple of 10 bytes, headers a tuple "
+                        "of (bytes, bool, bytes, str, bytes | None) tuples and taken a "
+                        "frozenset");
         return NULL;
     }
-    Line line = {args[1], args[2], args[3], 0};
+    Line line = {args[1], args[2], args[3], args[4], 0};
     /* A tuple of the records, each held: the caller's list may change meanwhile (a
      * list is copied under its lock on a free-threaded build). */
     PyObject *records = PySequence_Tuple(args[0]);

@@ -8,7 +8,13 @@
 #include <string.h>
 
 enum { TIME, DURATION, CLIENT, METHOD, PATH, QUERY, PROTOCOL, STATUS, BYTES_SENT,
-       REQUEST_HEADERS, RESPONSE_HEADERS, FIELDS };
+       REQUEST_HEADERS, RESPONSE_HEADERS, NOTES, FIELDS };
+
+/* NOTES is None or a dict (boundlog.add_fields).  The Apache lines never show it; the C
+ * JSON format writes notes of the usual kinds (json.c) and leaves a batch with any
+ * other (a key that clashes, a value that is not a JSON scalar) to the Python core
+ * (UNSUPPORTED); a template that shows notes (%{name}n) is formatted in Python whole,
+ * so that template.c needs no op for them. */
 
 /* What a format's writer returns besides 0 and -1 (an exception is set) for a record
  * it does not read: the batch is left to the pure-Python core.  The value is

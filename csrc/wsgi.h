@@ -34,6 +34,7 @@ typedef struct {
     PyObject *perf_counter;   /* time.perf_counter and time.time: the reference's clocks */
     PyObject *wall_clock;
     PyObject *keeps_response_headers; /* bool */
+    PyObject *notes;          /* _notes.NOTES when the log reads notes, else None */
     PyObject *module;         /* boundlog._speedups, whose state environ_record reads */
     PyObject *close_name;     /* "close", interned */
     PyTypeObject *exchange_type;

@@ -28,6 +28,8 @@ typedef struct {
     PyObject *status;           /* the status code (an int); 500 until start_response */
     PyObject *response_headers; /* kept when the log reads them, else NULL: () */
     PyObject *body;             /* the application's iterable; NULL until it returns */
+    PyObject *notes;            /* the request's notes (a dict) when the log reads them */
+    PyObject *notes_token;      /* what setting them returned, until close() resets them */
     Py_ssize_t sent;
     double started; /* perf_counter() when the request came in */
     int closed;
@@ -224,19 +226,26 @@ exchange_record(Exchange *exchange)
     PyObject *elapsed = PyFloat_FromDouble(duration);
     PyObject *sent_object = PyLong_FromSsize_t(sent);
     PyObject *limit = PyLong_FromSsize_t(middleware->limit);
+    /* _notes.snapshot: a copy of the request's notes, None when there are none. */
+    PyObject *notes = exchange->notes != NULL && PyDict_Size(exchange->notes) > 0
+                      ? PyDict_Copy(exchange->notes) : Py_NewRef(Py_None);
     PyObject *record = NULL;
     if (received != NULL && elapsed != NULL && sent_object != NULL && limit != NULL
-        && response_headers != NULL) {
-        PyObject *args[10] = {middleware->record_type, exchange->environ, received, elapsed,
+        && response_headers != NULL && notes != NULL) {
+        PyObject *args[11] = {middleware->record_type, exchange->environ, received, elapsed,
                               status, sent_object, headers, response_headers,
-                              middleware->bound, limit};
-        record = environ_record(middleware->module, args, 10);
+                              middleware->bound, limit, notes};
+        record = environ_record(middleware->module, args, 11);
         if (record == Py_None) {
             /* An environ environ.c does not read: the reference makes the record. */
             Py_DECREF(record);
-            record = PyObject_Vectorcall(middleware->python_record, args + 1, 8, NULL);
+            PyObject *python_args[9] = {exchange->environ, received, elapsed, status,
+                                        sent_object, headers, response_headers,
+                                        middleware->bound, notes};
+            record = PyObject_Vectorcall(middleware->python_record, python_args, 9, NULL);
         }
     }
+    Py_XDECREF(notes);
     Py_DECREF(headers);
     Py_DECREF(status);
     Py_XDECREF(response_headers);
@@ -285,6 +294,25 @@ raise_after(PyObject *error)
     exception_restore(later);
 }
 
+/* The thread's context goes back to what it held before the request (wsgi._Exchange.
+ * close): a thread serves request after request in one context.  A close() from
+ * another context (another thread) leaves it, as the reference does. */
+static void
+forget_notes(Exchange *exchange)
+{
+    PyObject *token;
+    Py_BEGIN_CRITICAL_SECTION(exchange);
+    token = exchange->notes_token;
+    exchange->notes_token = NULL;
+    Py_END_CRITICAL_SECTION();
+    if (token != NULL) {
+        if (PyContextVar_Reset(exchange->middleware->notes, token) < 0) {
+            PyErr_Clear();
+        }
+        Py_DECREF(token);
+    }
+}
+
 /* close(): closes the body, then hands the record over; once. */
 static PyObject *
 exchange_close(PyObject *self, PyObject *Py_UNUSED(ignored))
@@ -312,6 +340,7 @@ exchange_close(PyObject *self, PyObject *Py_UNUSED(ignored))
         error = exception_take();
         Py_DECREF(body);
     }
+    forget_notes(exchange);
     if (submit_record(exchange) < 0 || error != NULL) {
         raise_after(error);
         return NULL;
@@ -342,11 +371,25 @@ wsgi_exchange_run(WsgiMiddleware *middleware, PyObject *environ, PyObject *start
     exchange->status = status;
     exchange->response_headers = NULL;
     exchange->body = NULL;
+    exchange->notes = NULL;
+    exchange->notes_token = NULL;
     exchange->sent = 0;
     exchange->started = started;
     exchange->closed = 0;
     PyObject_GC_Track(exchange);
     PyObject *self = (PyObject *)exchange;
+    if (middleware->notes != Py_None) {
+        /* The request's notes, set in its thread's context before the application
+         * runs (_notes, wsgi._Exchange.__init__). */
+        exchange->notes = PyDict_New();
+        PyObject *token = exchange->notes == NULL ? NULL
+                          : PyContextVar_Set(middleware->notes, exchange->notes);
+        if (token == NULL) {
+            Py_DECREF(self);
+            return NULL;
+        }
+        exchange->notes_token = token;
+    }
 
     PyObject *app = app_attribute_read((PyObject *)middleware);
     PyObject *respond = app == NULL ? NULL : PyCFunction_NewEx(&start_response_method, self, NULL);
@@ -467,6 +510,8 @@ exchange_traverse(PyObject *self, visitproc visit, void *arg)
     Py_VISIT(exchange->status);
     Py_VISIT(exchange->response_headers);
     Py_VISIT(exchange->body);
+    Py_VISIT(exchange->notes);
+    Py_VISIT(exchange->notes_token);
     return 0;
 }
 
@@ -481,6 +526,8 @@ exchange_clear(PyObject *self)
     Py_CLEAR(exchange->status);
     Py_CLEAR(exchange->response_headers);
     Py_CLEAR(exchange->body);
+    Py_CLEAR(exchange->notes);
+    Py_CLEAR(exchange->notes_token);
     return 0;
 }
 

@@ -18,6 +18,7 @@ _DEFAULTS: dict[str, Any] = {
     "bytes_sent": 1024,
     "request_headers": (),
     "response_headers": (),
+    "notes": None,
 }
 _HEADER_DEFAULTS: dict[str, bytes | None] = {"referer": None, "user_agent": b"test-agent/1.0"}
 

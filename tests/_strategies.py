@@ -64,10 +64,39 @@ JSON_TIMES = st.one_of(
 )
 
 
-def hostile_records(headers: st.SearchStrategy[Any]) -> st.SearchStrategy[Record]:
+# A note's value: the JSON scalars (hostile text, floats that are not finite, ints past
+# 64 bits and past what int() writes, bools), and values of other types (written as
+# their str()), one whose str() raises.
+class Unprintable:
+    def __str__(self) -> str:
+        raise RuntimeError("no text")
+
+
+NOTE_VALUES = st.one_of(
+    st.none(), st.booleans(), st.integers(), st.just(10**5000), st.floats(), TEXT,
+    st.sampled_from([b"bytes", (1, 2), ["a"], {"k": 1}, Unprintable()]),
+)  # fmt: skip
+# Names: hostile text, and the names a JSON line has already (a clash is prefixed).
+NOTE_NAMES = st.one_of(
+    TEXT, st.sampled_from(["status", "app.status", "path", "user", "request_id", "x_trace"])
+)
+
+
+def notes_dicts() -> st.SearchStrategy[dict[str, Any]]:
+    """A record's notes as the middlewares copy them (never empty: None then)."""
+    return st.dictionaries(NOTE_NAMES, NOTE_VALUES, min_size=1, max_size=4)
+
+
+#: A record's notes field: None (most records) or a dict.
+RECORD_NOTES = st.one_of(st.none(), notes_dicts())
+
+
+def hostile_records(
+    headers: st.SearchStrategy[Any], notes: st.SearchStrategy[Any] = RECORD_NOTES
+) -> st.SearchStrategy[Record]:
     """Records of every kind a format may be handed: hostile text and bytes, None where a
     server may leave a field empty or none should, odd times and durations, integers past
-    64 bits, and request and response headers drawn from ``headers``."""
+    64 bits, request and response headers drawn from ``headers``, and notes."""
     return st.builds(
         Record,
         time=JSON_TIMES,
@@ -81,6 +110,7 @@ def hostile_records(headers: st.SearchStrategy[Any]) -> st.SearchStrategy[Record
         bytes_sent=NUMBERS | st.integers(),
         request_headers=headers,
         response_headers=headers,
+        notes=notes,
     )
 
 

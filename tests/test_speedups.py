@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from _records import make_record
-from _strategies import NUMBERS, RAW, TEXT, TIMES, VALUES, outcome
+from _strategies import NUMBERS, RAW, RECORD_NOTES, TEXT, TIMES, VALUES, outcome
 from boundlog import JsonFormat, Record, Template, _core
 from boundlog._formats import ApacheFormat
 
@@ -57,6 +57,8 @@ RECORDS = st.builds(
     bytes_sent=NUMBERS,
     request_headers=HEADERS,
     response_headers=HEADERS,
+    # The Apache lines show no notes: C and Python ignore them alike.
+    notes=RECORD_NOTES,
 )
 PLAIN_RECORDS = st.builds(
     make_record,
@@ -244,7 +246,7 @@ def _c_formatter(name: str, *, utc: bool) -> Callable[[list[Record]], bytes | No
         format_json = _core.format_json
         assert format_json is not None
         return lambda records: format_json(
-            records, json._clock.parts, json._texts, json._header_fields
+            records, json._clock.parts, json._texts, json._header_fields, json._keys
         )
     apache = ApacheFormat(combined=True, utc=utc)
     return lambda records: c_lines(apache, records)

@@ -25,7 +25,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from boundlog import AccessLog, Record, _core
+from boundlog import AccessLog, Record, _core, add_fields
 from boundlog.asgi import AccessLogMiddleware
 
 pytestmark = pytest.mark.skipif(
@@ -51,8 +51,9 @@ class Suspend:
 class Collecting:
     """A format that keeps the records it is given, and writes nothing."""
 
-    def __init__(self, reads_headers: bool) -> None:
+    def __init__(self, reads_headers: bool, reads_notes: bool = True) -> None:
         self.records: list[Record] = []
+        self.reads_notes = reads_notes
         if not reads_headers:
             self.request_header_names = frozenset({b"user-agent"})
             self.response_header_names: frozenset[bytes] = frozenset()
@@ -94,7 +95,13 @@ ACTION = st.one_of(
     st.tuples(st.just("raise")),
     st.tuples(st.just("return")),
 )
-SCRIPT = st.lists(ACTION, max_size=8)
+# boundlog.add_fields from the application (after its response too: not in the record).
+NOTE = st.tuples(
+    st.just("note"),
+    st.sampled_from(["user", "status", "n"]),
+    st.one_of(st.none(), st.integers(), st.text(max_size=3), st.just([1])),
+)
+SCRIPT = st.lists(st.one_of(ACTION, NOTE), max_size=8)
 
 
 def _scope_of(options: dict[str, Any]) -> dict[str, Any]:
@@ -143,6 +150,8 @@ def _application(script: list[tuple[Any, ...]]) -> Any:
                 await Suspend()
             elif action[0] == "raise":
                 raise AppError("scripted")
+            elif action[0] == "note":
+                add_fields(**{action[1]: action[2]})
             else:
                 return
 
@@ -197,17 +206,18 @@ def _exchange(
 def _comparable(record: Record) -> tuple[Any, ...]:
     # Times differ between two runs; everything else must not.
     assert record.duration >= 0
-    return (*record[2:9], list(record[9]), list(record[10]))
+    return (*record[2:9], list(record[9]), list(record[10]), record[11])
 
 
 @pytest.fixture(scope="module")
-def logs() -> Iterator[dict[tuple[str, bool], tuple[AccessLog, Collecting]]]:
+def logs() -> Iterator[dict[tuple[str, bool, bool], tuple[AccessLog, Collecting]]]:
     made = {}
     for path in ("python", "c"):
         for reads_headers in (True, False):
-            fmt = Collecting(reads_headers)
-            log = AccessLog("/dev/null", fmt, flush_interval=0, max_record_bytes=4096)
-            made[path, reads_headers] = log, fmt
+            for reads_notes in (True, False):
+                fmt = Collecting(reads_headers, reads_notes)
+                log = AccessLog("/dev/null", fmt, flush_interval=0, max_record_bytes=4096)
+                made[path, reads_headers, reads_notes] = log, fmt
     yield made
     for log, _ in made.values():
         log.close()
@@ -226,17 +236,24 @@ def _middleware(log: AccessLog) -> AccessLogMiddleware:
 # "Exception ignored", in both paths alike.
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 @settings(max_examples=500, suppress_health_check=[HealthCheck.too_slow], deadline=None)
-@given(script=SCRIPT, scope=SCOPE, driver=DRIVER, reads_headers=st.booleans())
+@given(
+    script=SCRIPT,
+    scope=SCOPE,
+    driver=DRIVER,
+    reads_headers=st.booleans(),
+    reads_notes=st.booleans(),
+)
 def test_c_and_python_give_the_same_exchange_records_and_counts(
-    logs: dict[tuple[str, bool], tuple[AccessLog, Collecting]],
+    logs: dict[tuple[str, bool, bool], tuple[AccessLog, Collecting]],
     script: list[tuple[Any, ...]],
     scope: dict[str, Any],
     driver: tuple[Any, ...],
     reads_headers: bool,
+    reads_notes: bool,
 ) -> None:
     results = []
     for path in ("python", "c"):
-        log, fmt = logs[path, reads_headers]
+        log, fmt = logs[path, reads_headers, reads_notes]
         middleware = _middleware(log)
         call = middleware.__call__ if path == "python" else middleware
         before = log.stats()

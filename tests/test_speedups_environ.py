@@ -19,6 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from _strategies import notes_dicts
 from boundlog import Record, _core
 from boundlog._budget import MIN_RECORD_BYTES, RecordBudget
 from boundlog._environ import environ_record
@@ -61,6 +62,8 @@ PAIR = st.tuples(
     st.one_of(st.sampled_from(["User-Agent", "Cookie", "Host"]), st.just(b"cookie")),
     st.one_of(HOSTILE, BIG, st.binary(max_size=8)),
 )
+# A record's notes, as the middlewares pass them: None or the request's copy.
+NOTES = st.one_of(st.none(), notes_dicts())
 HEADERS = st.one_of(
     st.lists(PAIR, max_size=4),
     st.lists(PAIR, max_size=4).map(tuple),
@@ -78,14 +81,14 @@ def outcome(call: Any, *args: Any) -> tuple[str, Any]:
     return "returned", (tuple(record), [type(field) for field in record])
 
 
-def integration(environ: Any, headers: Any, bound: Any, limit: int) -> Record:
+def integration(environ: Any, headers: Any, bound: Any, limit: int, notes: Any) -> Record:
     """What gunicorn.py and wsgi.py do."""
     assert _core.environ_record is not None
     record = _core.environ_record(
-        Record, environ, 1.5, 0.25, 200, 10, headers, [("X", "y")], bound, limit
+        Record, environ, 1.5, 0.25, 200, 10, headers, [("X", "y")], bound, limit, notes
     )
     if record is None:
-        record = environ_record(environ, 1.5, 0.25, 200, 10, headers, [("X", "y")], bound)
+        record = environ_record(environ, 1.5, 0.25, 200, 10, headers, [("X", "y")], bound, notes)
     return record
 
 
@@ -96,9 +99,10 @@ def integration(environ: Any, headers: Any, bound: Any, limit: int) -> Record:
     limit=st.sampled_from([MIN_RECORD_BYTES, 4096, 1 << 20]),
     reads=st.sampled_from([None, frozenset({b"user-agent", b"cookie"})]),
     subclass=st.booleans(),
+    notes=NOTES,
 )
 def test_the_c_record_is_the_reference(
-    environ: dict[str, Any], headers: Any, limit: int, reads: Any, subclass: bool
+    environ: dict[str, Any], headers: Any, limit: int, reads: Any, subclass: bool, notes: Any
 ) -> None:
     budget = RecordBudget(limit, reads)
     if subclass:
@@ -117,11 +121,12 @@ def test_the_c_record_is_the_reference(
         if not isinstance(given_headers, (list, tuple, dict)):
             given_headers = iter([("Host", "x")])  # an iterator is used up by each call
         expected = outcome(
-            environ_record, environ, 1.5, 0.25, 200, 10, given_headers, [("X", "y")], bound
-        )
+            environ_record, environ, 1.5, 0.25, 200, 10, given_headers, [("X", "y")], bound,
+            notes,
+        )  # fmt: skip
         if not isinstance(given_headers, (list, tuple, dict)):
             given_headers = iter([("Host", "x")])
-        assert outcome(integration, environ, given_headers, bound, passed_limit) == expected
+        assert outcome(integration, environ, given_headers, bound, passed_limit, notes) == expected
 
 
 def test_the_usual_environ_is_done_in_c() -> None:
@@ -135,20 +140,26 @@ def test_the_usual_environ_is_done_in_c() -> None:
 
     environ = {"RAW_URI": "/p?q=1", "REQUEST_METHOD": "GET", "REMOTE_ADDR": "10.0.0.1"}
     headers = [("Host", "x")]
-    record = _core.environ_record(Record, environ, 1.5, 0.25, 200, 10, headers, (), bound, 1000)
-    assert record == (1.5, 0.25, "10.0.0.1", "GET", b"/p", b"q=1", "HTTP/1.0", 200, 10, headers, ())
+    record = _core.environ_record(
+        Record, environ, 1.5, 0.25, 200, 10, headers, (), bound, 1000, None
+    )
+    assert record == (
+        1.5, 0.25, "10.0.0.1", "GET", b"/p", b"q=1", "HTTP/1.0", 200, 10, headers, (), None
+    )  # fmt: skip
     assert record is not None
     assert record[9] is headers
     assert calls == []
     # Over the budget: bound decides.
-    _core.environ_record(Record, environ, 1.5, 0.25, 200, 10, headers, (), bound, 10)
+    _core.environ_record(Record, environ, 1.5, 0.25, 200, 10, headers, (), bound, 10, None)
     assert calls == [(b"/p", b"q=1", headers)]
     # Unusual: left to Python before anything is called.
     assert (
-        _core.environ_record(Record, {"RAW_URI": "/\u20ac"}, 1, 0, 200, 0, [], (), bound, 0) is None
+        _core.environ_record(Record, {"RAW_URI": "/\u20ac"}, 1, 0, 200, 0, [], (), bound, 0, None)
+        is None
     )
     assert (
-        _core.environ_record(Record, {"REMOTE_ADDR": b"x"}, 1, 0, 200, 0, [], (), bound, 0) is None
+        _core.environ_record(Record, {"REMOTE_ADDR": b"x"}, 1, 0, 200, 0, [], (), bound, 0, None)
+        is None
     )
     assert len(calls) == 1
     # The WSGI middleware's picked fields: measured in C, as bounded_environ measures.
@@ -156,7 +167,7 @@ def test_the_usual_environ_is_done_in_c() -> None:
     size = len(b"/p") + len(b"q=1") + 160 + len("curl/8")
     for limit, called in ((size, False), (size - 1, True)):
         calls.clear()
-        _core.environ_record(Record, environ, 1.5, 0.25, 200, 10, picked, (), bound, limit)
+        _core.environ_record(Record, environ, 1.5, 0.25, 200, 10, picked, (), bound, limit, None)
         assert calls == ([(b"/p", b"q=1", picked)] if called else [])
 
 
@@ -165,15 +176,21 @@ def test_the_c_record_keeps_no_reference() -> None:
     environ = {"PATH_INFO": "/p", "QUERY_STRING": "a=1", "REQUEST_METHOD": "GET"}
     headers = [("Cookie", "c" * 100)]
     budget = RecordBudget(MIN_RECORD_BYTES, None)
-    before = sys.getrefcount(headers), sys.getrefcount(environ["PATH_INFO"])
+    notes = {"user": "ada"}
+    before = (
+        sys.getrefcount(headers), sys.getrefcount(environ["PATH_INFO"]), sys.getrefcount(notes)
+    )  # fmt: skip
     for limit in (MIN_RECORD_BYTES, 0, -1):
         for _ in range(10_000):
             record = _core.environ_record(
-                Record, environ, 1.0, 0.0, 200, 0, headers, (), budget.bounded, limit
+                Record, environ, 1.0, 0.0, 200, 0, headers, (), budget.bounded, limit, notes
             )
             assert record is not None
+            assert record.notes is notes
     del record
-    assert (sys.getrefcount(headers), sys.getrefcount(environ["PATH_INFO"])) == before
+    assert (
+        sys.getrefcount(headers), sys.getrefcount(environ["PATH_INFO"]), sys.getrefcount(notes)
+    ) == before  # fmt: skip
 
 
 def test_arguments_are_checked() -> None:
@@ -181,6 +198,8 @@ def test_arguments_are_checked() -> None:
     with pytest.raises(TypeError):
         _core.environ_record(Record, {})
     with pytest.raises(TypeError):
-        _core.environ_record(dict, {}, 1, 0, 200, 0, [], (), None, 0)
+        _core.environ_record(dict, {}, 1, 0, 200, 0, [], (), None, 0, None)
     with pytest.raises(TypeError):
-        _core.environ_record(Record, {}, 1, 0, 200, 0, [], (), None, "0")
+        _core.environ_record(Record, {}, 1, 0, 200, 0, [], (), None, "0", None)
+    with pytest.raises(TypeError):
+        _core.environ_record(Record, {}, 1, 0, 200, 0, [], (), None, 0)

@@ -81,7 +81,7 @@ def json_format(options: dict[str, Any]) -> JsonFormat:
 
 def c_lines(fmt: JsonFormat, records: list[Record]) -> bytes | None:
     assert _core.format_json is not None
-    return _core.format_json(records, fmt._clock.parts, fmt._texts, fmt._header_fields)
+    return _core.format_json(records, fmt._clock.parts, fmt._texts, fmt._header_fields, fmt._keys)
 
 
 def check(fmt: JsonFormat, records: list[Record]) -> Any:
@@ -106,13 +106,38 @@ def test_a_batch_mixing_plain_and_hostile_records(
     check(json_format(options), records)
 
 
+# The fields applications add (boundlog.add_fields): names that clash with no key,
+# hostile text among them, and values of the JSON scalar types, ints within 64 bits.
+ORDINARY_NOTES = st.none() | st.dictionaries(
+    st.sampled_from(["user", "tenant", "model_id", "caf\xe9", 'q"', "b\\s", "\ud800", "k\n"]),
+    st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.floats() | TEXT,
+    min_size=1,
+    max_size=4,
+)
+
+
 @needs_c
 @settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(PLAIN_RECORDS, min_size=1, max_size=8), OPTIONS)
-def test_c_handles_every_ordinary_batch(records: list[Record], options: dict[str, Any]) -> None:
-    """What servers hand over is formatted in C, never handed back to Python."""
+@given(st.lists(st.tuples(PLAIN_RECORDS, ORDINARY_NOTES), min_size=1, max_size=8), OPTIONS)
+def test_c_handles_every_ordinary_batch(
+    records_and_notes: list[tuple[Record, Any]], options: dict[str, Any]
+) -> None:
+    """What servers hand over, with the fields applications usually add, is formatted
+    in C, never handed back to Python."""
+    records = [record._replace(notes=notes) for record, notes in records_and_notes]
     fmt = json_format(options)
     assert c_lines(fmt, records) == fmt.format_batch_python(records)
+
+
+@needs_c
+def test_c_leaves_a_clash_and_other_values_to_python() -> None:
+    """A note named like a key the line has (the reference prefixes it), a value that
+    is not a JSON scalar, an int past 64 bits, a key that is not a str: Python's."""
+    fmt = JsonFormat()
+    for notes in [{"status": 1}, {"v": [1]}, {"v": 2**64}, {1: "x"}, {"v": True, "x": b"b"}]:
+        records = [make_record(), make_record(notes=notes)]
+        assert c_lines(fmt, records) is None
+        assert fmt.format_batch(records) == fmt.format_batch_python(records)
 
 
 @needs_c
@@ -217,14 +242,14 @@ def test_c_reads_any_sequence_of_records() -> None:
     expected = fmt.format_batch_python(records)
     assert c_lines(fmt, records) == expected
     assert _core.format_json is not None
-    assert _core.format_json(tuple(records), fmt._clock.parts, fmt._texts, fmt._header_fields) == (
-        expected
-    )
+    assert _core.format_json(
+        tuple(records), fmt._clock.parts, fmt._texts, fmt._header_fields, fmt._keys
+    ) == (expected)
     assert c_lines(fmt, []) == b""
     with pytest.raises(TypeError):
-        _core.format_json(records, fmt._clock.parts, fmt._texts[:-1], fmt._header_fields)
+        _core.format_json(records, fmt._clock.parts, fmt._texts[:-1], fmt._header_fields, fmt._keys)
     with pytest.raises(TypeError):
-        _core.format_json(records, fmt._clock.parts, fmt._texts, (("x",),))  # type: ignore[arg-type]
+        _core.format_json(records, fmt._clock.parts, fmt._texts, (("x",),), fmt._keys)  # type: ignore[arg-type]
     with pytest.raises(TypeError):
         _core.format_json(records, fmt._clock.parts, fmt._texts)  # type: ignore[call-arg]
 

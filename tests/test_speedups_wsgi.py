@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from _records import make_record
-from boundlog import AccessLog, Record, _core
+from boundlog import AccessLog, Record, _core, add_fields
 from boundlog.wsgi import AccessLogMiddleware
 
 pytestmark = pytest.mark.skipif(
@@ -50,8 +50,9 @@ class Environ(dict[str, Any]):
 class Collecting:
     """A format that keeps the records it is given, and writes nothing."""
 
-    def __init__(self, reads_headers: bool) -> None:
+    def __init__(self, reads_headers: bool, reads_notes: bool = True) -> None:
         self.records: list[Record] = []
+        self.reads_notes = reads_notes
         if reads_headers:
             self.request_header_names = frozenset({b"user-agent", b"referer"})
             self.response_header_names = frozenset({b"content-type"})
@@ -79,6 +80,12 @@ ACTION = st.one_of(
     st.tuples(st.just("start"), STATUS, HEADERS, st.booleans(), st.booleans()),
     st.tuples(st.just("write"), CHUNK),
     st.tuples(st.just("raise")),
+    # boundlog.add_fields from the application.
+    st.tuples(
+        st.just("note"),
+        st.sampled_from(["user", "status"]),
+        st.one_of(st.none(), st.integers(), st.text(max_size=3), st.just([1])),
+    ),
 )
 SCRIPT = st.tuples(st.lists(ACTION, max_size=4), BODY)
 ENVIRON = st.fixed_dictionaries(
@@ -167,6 +174,8 @@ def _application(script: tuple[list[tuple[Any, ...]], tuple[Any, ...]], seen: li
                 seen.append(("write returned", write(action[1])))
             elif action[0] == "raise":
                 raise AppError("scripted")
+            elif action[0] == "note":
+                add_fields(**{action[1]: action[2]})
         return _body(body, seen)
 
     return app
@@ -218,17 +227,20 @@ def _serve(
 def _comparable(record: Record) -> tuple[Any, ...]:
     # Times differ between two runs; everything else must not.
     assert record.duration >= 0
-    return (*record[2:9], dict(record[9]) if record[9] else record[9], list(record[10]))
+    return (
+        *record[2:9], dict(record[9]) if record[9] else record[9], list(record[10]), record[11]
+    )  # fmt: skip
 
 
 @pytest.fixture(scope="module")
-def logs() -> Iterator[dict[tuple[str, bool], tuple[AccessLog, Collecting]]]:
+def logs() -> Iterator[dict[tuple[str, bool, bool], tuple[AccessLog, Collecting]]]:
     made = {}
     for path in ("python", "c"):
         for reads_headers in (True, False):
-            fmt = Collecting(reads_headers)
-            log = AccessLog("/dev/null", fmt, flush_interval=0, max_record_bytes=4096)
-            made[path, reads_headers] = log, fmt
+            for reads_notes in (True, False):
+                fmt = Collecting(reads_headers, reads_notes)
+                log = AccessLog("/dev/null", fmt, flush_interval=0, max_record_bytes=4096)
+                made[path, reads_headers, reads_notes] = log, fmt
     yield made
     for log, _ in made.values():
         log.close()
@@ -247,18 +259,20 @@ def _middleware(log: AccessLog) -> Any:
     subclass=st.booleans(),
     server=SERVER,
     reads_headers=st.booleans(),
+    reads_notes=st.booleans(),
 )
 def test_c_and_python_serve_alike_and_log_the_same_records(
-    logs: dict[tuple[str, bool], tuple[AccessLog, Collecting]],
+    logs: dict[tuple[str, bool, bool], tuple[AccessLog, Collecting]],
     script: tuple[list[tuple[Any, ...]], tuple[Any, ...]],
     environ: dict[str, Any],
     subclass: bool,
     server: tuple[Any, int],
     reads_headers: bool,
+    reads_notes: bool,
 ) -> None:
     results = []
     for path in ("python", "c"):
-        log, fmt = logs[path, reads_headers]
+        log, fmt = logs[path, reads_headers, reads_notes]
         middleware = _middleware(log)
         seen: list[Any] = []
         middleware.app = _application(script, seen)

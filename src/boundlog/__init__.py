@@ -16,6 +16,7 @@ from ._formats import FORMATS, Format
 from ._json import JsonFormat
 from ._log import AccessLog
 from ._network import NetworkSink
+from ._notes import add_fields
 from ._queue import POLICIES
 from ._record import Record
 from ._redaction import DEFAULT_REDACTED_QUERY
@@ -39,6 +40,7 @@ __all__ = [
     "Stats",
     "Template",
     "__version__",
+    "add_fields",
     "escape",
     "unescape",
 ]

@@ -60,7 +60,9 @@ class Format(Protocol):
     and ``response_header_names`` attributes (frozensets of lower-case bytes):
     integrations then keep just those fields in a record rather than the server's
     header lists (or a whole WSGI environ), which a queued record would keep alive.
-    Without them, records keep the server's headers whole.
+    Without them, records keep the server's headers whole.  Likewise ``reads_notes``
+    (a bool) says whether lines show a record's ``notes`` (``boundlog.add_fields``):
+    False spares each request collecting them; without it they are collected.
     """
 
     def format_batch(self, records: Sequence[Record]) -> bytes:
@@ -96,6 +98,8 @@ class ApacheFormat:
 
     #: Apache's common and combined lines show no response header field.
     response_header_names: frozenset[bytes] = frozenset()
+    #: Nor a record's notes (``boundlog.add_fields``).
+    reads_notes: bool = False
 
     def format_batch(self, records: Sequence[Record]) -> bytes:
         if _format_apache is not None:
@@ -110,9 +114,9 @@ class ApacheFormat:
         if not records:
             return b""
         count = len(records)
-        times, _, clients, methods, paths, queries, protocols, statuses, sents, headers, _ = zip(
-            *records, strict=True
-        )
+        (
+            times, _, clients, methods, paths, queries, protocols, statuses, sents, headers, _, _,
+        ) = zip(*records, strict=True)  # fmt: skip
         # The fields no client controls are built once, for both passes.
         stamps = self._clock.stamps(times)
         separators = list(map(_NO_SEPARATOR_FOR_EMPTY_QUERY.get, queries, repeat(b"?")))

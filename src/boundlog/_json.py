@@ -39,7 +39,8 @@ from ._columns import (
 from ._core import format_json as _format_json
 from ._errors import ConfigurationError
 from ._headers import REDACTED, HeaderReader, environ_key, header_name, header_names
-from ._record import Record
+from ._notes import note_text
+from ._record import Notes, Record
 from ._timestamps import Rfc3339Clock
 
 _EMPTY_FOR_NONE: dict[object, bytes] = {None: b""}
@@ -162,9 +163,12 @@ class JsonFormat:
     """
 
     __slots__ = (
-        "_clock", "_header_fields", "_layout", "_method", "_numbers", "_protocol", "_request",
-        "_request_added", "_response", "_response_added", "_texts",
+        "_clock", "_header_fields", "_keys", "_layout", "_method", "_numbers", "_protocol",
+        "_request", "_request_added", "_response", "_response_added", "_texts",
     )  # fmt: skip
+
+    #: JSON lines show a record's notes (``boundlog.add_fields``).
+    reads_notes = True
 
     def __init__(
         self,
@@ -182,6 +186,11 @@ class JsonFormat:
             [(key, f"field {field}") for field, key in keys.items()]
             + [(key, f"request header {name}") for name, key in request_added]
             + [(key, f"response header {name}") for name, key in response_added]
+        )
+        # Every key a line writes before the notes: a note of one of these names is
+        # written prefixed (see _notes_text).
+        self._keys = frozenset(
+            [*keys.values(), *(key for _, key in request_added + response_added)]
         )
         allow = header_names("allow_headers", allow_headers)
         # The built-in header fields are the request reader's first columns.
@@ -216,7 +225,7 @@ class JsonFormat:
         self._layout = _Layout(
             [
                 before["time"], None, before["client"], None, None, None, before["query"], None,
-                None, None, *chain.from_iterable((text, None) for text in before_headers), "}\n",
+                None, None, *chain.from_iterable((text, None) for text in before_headers), None,
             ]
         )  # fmt: skip
         # What the C core (_core.format_json) needs to write the same lines: the text
@@ -255,7 +264,9 @@ class JsonFormat:
     def format_batch(self, records: Sequence[Record]) -> bytes:
         if _format_json is not None:
             # The C core gives the same bytes, or None for a batch it leaves to Python.
-            data = _format_json(records, self._clock.parts, self._texts, self._header_fields)
+            data = _format_json(
+                records, self._clock.parts, self._texts, self._header_fields, self._keys
+            )
             if data is not None:
                 return data
         return self.format_batch_python(records)
@@ -271,7 +282,7 @@ class JsonFormat:
     def _fields(self, records: Sequence[Record]) -> list[Iterable[str]]:
         (
             times, durations, clients, methods, paths, queries, protocols, statuses, sents,
-            request_headers, response_headers,
+            request_headers, response_headers, notes,
         ) = zip(*records, strict=True)  # fmt: skip
         request_columns = self._request.columns(request_headers)
         response_columns = self._response.columns(response_headers) if self._response_added else []
@@ -292,7 +303,45 @@ class JsonFormat:
             *map(_json_bytes, request_columns[: len(_BUILT_IN_HEADERS)]),
             *(_json_bytes(request_columns[index]) for index in self._request_added),
             *(_json_bytes(response_columns[index]) for index in self._response_added),
+            map(self._notes_text, notes),
         ]
+
+    def _notes_text(self, notes: Notes) -> str:
+        """The end of a line: its notes as ``,"key":value`` pairs, then ``}``.
+
+        A note named like a key the line already has (a built-in field, an added header
+        field, an earlier note) is written with ``app.`` before its name, as many times
+        as it takes to make the key new: a note never hides a field, nor a field a note.
+        """
+        if not notes:
+            return "}\n"
+        taken = self._keys
+        written: set[str] = set()
+        parts = []
+        for name, value in notes.items():
+            key = name if type(name) is str else str(name)
+            while key in taken or key in written:
+                key = "app." + key
+            written.add(key)
+            parts.append(f",{_json_text(key)}:{_json_scalar(value)}")
+        parts.append("}\n")
+        return "".join(parts)
+
+
+def _json_scalar(value: object) -> str:
+    """A note's value as JSON: a str, int, float, bool or None as the JSON value it is
+    (a float that is not finite is null), any other as the string of its ``str()``."""
+    if value is None:
+        return "null"
+    if isinstance(value, str):
+        return _json_text(str.__str__(value))
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return float.__repr__(value) if math.isfinite(value) else "null"
+    text = note_text(value)
+    # An int is its digits, unless too long to write.
+    return text if isinstance(value, int) and text[:1] != "<" else _json_text(text)
 
 
 def _built_in_keys(rename: Mapping[str, str]) -> dict[str, str]:

@@ -189,6 +189,10 @@ class AccessLog:
         self.reads_response_headers: bool = (
             response_names is None or select_names is None or bool(response_names)
         )
+        # Whether lines may show a record's notes (boundlog.add_fields): the format says
+        # with ``reads_notes``; one that does not say, or a keep predicate, may read
+        # them.  Only then do the middlewares collect notes for each request.
+        self.reads_notes: bool = bool(getattr(fmt, "reads_notes", True)) or select_names is None
         self._admission = Admission(max_queue=max_queue, batch_size=batch_size, policy=self._policy)
         self._metrics = PrometheusMetrics(self._sink.name, max_queue) if prometheus else None
         self._writer = Writer(

@@ -24,6 +24,15 @@ from typing import Any, Final, NamedTuple, TypeAlias, cast
 #: and none does.
 Headers: TypeAlias = Iterable[tuple[bytes | str, bytes | str]] | Mapping[str, Any]
 
+#: A value of a record's notes: a JSON scalar.  Applications may hand over any object
+#: (``boundlog.add_fields`` does not check, to cost nothing on the request path); the
+#: formats write any other as its ``str()`` (see ``_notes``).
+Note: TypeAlias = str | int | float | bool | None
+
+#: What the application or server knows of an exchange besides the exchange itself:
+#: names (str) to JSON scalars, or None for nothing.
+Notes: TypeAlias = Mapping[str, Any] | None
+
 
 # The header containers records hold most often, none of them an iterator.
 _REREADABLE = frozenset({list, tuple, dict})
@@ -56,6 +65,15 @@ class _Fields(NamedTuple):
     request_headers: Headers = ()
     #: The response's header fields, as the application gave them to the server.
     response_headers: Headers = ()
+    #: What the application or server knows besides the exchange: a dict of names
+    #: (str) to JSON scalars (str, int, float, bool, None), or None when there is
+    #: nothing.  ``boundlog.add_fields(**fields)`` adds to it from the request's code;
+    #: the middlewares collect them only for a log whose format reads notes
+    #: (``reads_notes``), so other records hold None.  The fields issue 16 adds next
+    #: (the route, trace and span ids, a websocket's close code, ``completed``,
+    #: ``bytes_received``) will be notes or fields of their own.  A copy, made when the
+    #: response ends: nothing changes it afterwards.
+    notes: Notes = None
 
 
 class Record(_Fields):
@@ -82,6 +100,7 @@ class Record(_Fields):
         bytes_sent: int,
         request_headers: Headers = (),
         response_headers: Headers = (),
+        notes: Notes = None,
     ) -> Record:
         # The type test first: the ABC's isinstance costs ten times as much.
         if type(request_headers) not in _REREADABLE and isinstance(request_headers, Iterator):
@@ -89,10 +108,11 @@ class Record(_Fields):
         if type(response_headers) not in _REREADABLE and isinstance(response_headers, Iterator):
             response_headers = tuple(response_headers)
         return tuple.__new__(cls, (time, duration, client, method, path, query, protocol,
-                                   status, bytes_sent, request_headers, response_headers))  # fmt: skip
+                                   status, bytes_sent, request_headers, response_headers,
+                                   notes))  # fmt: skip
 
 
-#: ``new_record(Record, (time, duration, ..., response_headers))``: a Record from its
+#: ``new_record(Record, (time, duration, ..., response_headers, notes))``: a Record from its
 #: fields in order, for the integrations' request path.  It skips the checks of
 #: ``Record(...)``, a Python-level call that costs twice as much; integrations never hand
 #: over iterators.
@@ -111,3 +131,4 @@ STATUS: Final = 7
 BYTES_SENT: Final = 8
 REQUEST_HEADERS: Final = 9
 RESPONSE_HEADERS: Final = 10
+NOTES: Final = 11

@@ -224,6 +224,8 @@ class SchemaFormat:
 
     #: No preset shows a response header field.
     response_header_names: frozenset[bytes] = frozenset()
+    #: Nor the application's fields yet (``add_fields``): the middlewares collect none.
+    reads_notes = False
 
     def format_batch(self, records: Sequence[Record]) -> bytes:
         if not records:

@@ -17,6 +17,7 @@ def format_json(
     stamp_parts: Callable[[int], tuple[bytes, bytes]],
     texts: tuple[bytes, ...],
     headers: tuple[tuple[bytes, bool, bytes, str, bytes | None], ...],
+    taken: frozenset[str],
     /,
 ) -> bytes | None: ...
 def format_template(
@@ -33,6 +34,7 @@ def environ_record(
     response_headers: object,
     bound: Callable[[bytes, bytes, Any], tuple[bytes, bytes, Any]],
     limit: int,
+    notes: dict[str, Any] | None,
     /,
 ) -> Record | None: ...
 def select_records(

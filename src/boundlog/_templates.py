@@ -52,7 +52,8 @@ from ._errors import ConfigurationError
 from ._escape import PLAIN as _PLAIN
 from ._escape import escape, escape_unquoted
 from ._headers import REDACTED, HeaderReader, environ_key, header_name, header_names
-from ._record import Record
+from ._notes import note_text
+from ._record import Notes, Record
 from ._timestamps import _MICROSECONDS, ClfClock, StrftimeClock
 
 _AUTHORIZATION = "authorization"
@@ -69,7 +70,7 @@ _APACHE = {
     ">s": "status", "b": "bytes-or-dash", "B": "bytes", "D": "microseconds",
     "T": "seconds", "Tf": "seconds.fraction", "P": "pid",
 }  # fmt: skip
-_APACHE_BRACED = {"i": "request-header", "o": "response-header", "t": "time"}
+_APACHE_BRACED = {"i": "request-header", "o": "response-header", "t": "time", "n": "note"}
 # gunicorn's atoms, with gunicorn's meanings (its a is the User-Agent, its q has no ?).
 _GUNICORN: dict[str, str | tuple[str, str]] = {
     "h": "client", "l": "-", "u": "user", "t": "clf-time", "r": "request", "m": "method",
@@ -88,7 +89,7 @@ _EPOCH_UNITS = {
 
 SUPPORTED = (
     "Apache directives %% %a %b %B %D %h %H %l %m %P %q %r %s %>s %t %{format}t %T %Tf "
-    "%u %U %{Header}i %{Header}o, and gunicorn atoms %(a)s %(b)s %(B)s %(D)s %(f)s %(h)s "
+    "%u %U %{Header}i %{Header}o %{name}n, and gunicorn atoms %(a)s %(b)s %(B)s %(D)s %(f)s %(h)s "
     "%(H)s %(l)s %(L)s %(m)s %(M)s %(p)s %(q)s %(r)s %(s)s %(t)s %(T)s %(u)s %(U)s "
     "%({header}i)s %({header}o)s"
 )
@@ -125,7 +126,7 @@ class Template:
 
     __slots__ = (
         "_client_controlled", "_fields", "_layout", "_ops", "_reads_clients",
-        "_request_reader", "_response_reader", "_shape", "template",
+        "_request_reader", "_response_reader", "_shape", "reads_notes", "template",
     )  # fmt: skip
 
     def __init__(
@@ -171,7 +172,8 @@ class Template:
             if isinstance(token, tuple):
                 field = build(*token, prefix, suffix)
                 self._fields.append(field)
-                ops.extend(build.ops(*token, prefix, suffix, field))
+                if token[0] != "note":
+                    ops.extend(build.ops(*token, prefix, suffix, field))
             else:
                 ops.append(_text_op(token))
         self._layout = _Layout(layout)
@@ -181,6 +183,9 @@ class Template:
         self._shape = literal.translate(None, _PLAIN)
         self._client_controlled = any(field.client_controlled for field in self._fields)
         self._reads_clients = ("client", "") in directives
+        #: Whether lines show a record's notes (``%{name}n``, ``boundlog.add_fields``).
+        #: The C core has no op for them: such a template is formatted in Python.
+        self.reads_notes = any(kind == "note" for kind, _ in directives)
 
     def __repr__(self) -> str:
         return f"Template({self.template!r})"
@@ -199,7 +204,7 @@ class Template:
 
     def format_batch(self, records: Sequence[Record]) -> bytes:
         """Return one ``\\n``-terminated line per record, in order."""
-        if _format_template is not None:
+        if _format_template is not None and not self.reads_notes:
             # The C core gives the same bytes, or None for a batch it leaves to Python.
             # The pid is read per batch: it changes in a forked child.
             data = _format_template(records, self._ops, os.getpid())
@@ -333,6 +338,10 @@ def _braced_directive(template: str, percent: int) -> tuple[tuple[str, str], int
     if kind is None:
         raise _unsupported(template, percent, f"unknown directive %{{{argument}}}{letter}")
     end = close + 2
+    if kind == "note":
+        if not argument:
+            raise _unsupported(template, percent, "%{}n (a note needs a name: %{user}n)")
+        return (kind, argument), end
     if kind != "time":
         return (kind, _header(template, percent, argument)), end
     if argument.startswith("end:"):
@@ -394,8 +403,8 @@ class _Batch:
     """A batch of records as columns, with what several fields derive from them."""
 
     __slots__ = (
-        "_microseconds", "_wire", "clients", "count", "durations", "methods", "paths",
-        "protocols", "queries", "raw_clients", "request_fields", "response_fields",
+        "_microseconds", "_wire", "clients", "count", "durations", "methods", "notes",
+        "paths", "protocols", "queries", "raw_clients", "request_fields", "response_fields",
         "sents", "statuses", "times",
     )  # fmt: skip
 
@@ -408,6 +417,7 @@ class _Batch:
         (
             self.times, self.durations, self.clients, self.methods, self.paths, self.queries,
             self.protocols, self.statuses, self.sents, request_headers, response_headers,
+            self.notes,
         ) = zip(*records, strict=True)  # fmt: skip
         self.count = len(records)
         self.request_fields = request_reader.columns(request_headers) if request_reader else []
@@ -547,6 +557,8 @@ class _FieldBuilder:
             return _ClientControlled(attrgetter("paths" if kind == "path" else "queries"))
         if kind in ("request-header", "response-header"):
             return self._header(kind, argument)
+        if kind == "note":
+            return _ClientControlled(lambda batch: _note_column(batch.notes, argument))
         if kind == "user":
             index = self._request_names.index(_AUTHORIZATION.encode())
             return each(lambda batch: batch.request_fields[index], _user)
@@ -647,6 +659,14 @@ class _FieldBuilder:
 
 
 _DURATION_DIVISORS = {"microseconds": 1, "milliseconds": 1000, "seconds": _MICROSECONDS}
+
+
+def _note_column(notes: Sequence[Notes], name: str) -> list[bytes]:
+    """The note ``name`` of each record (``note_text``), ``-`` where it has none; raw,
+    escaped as client-controlled text when the batch needs it."""
+    return [
+        _DASH if not note or name not in note else _text(note_text(note[name])) for note in notes
+    ]
 
 
 def _escaped_text(value: str) -> bytes:

@@ -49,6 +49,7 @@ from ._budget import FIELD_OVERHEAD, RecordBudget
 from ._environment import log_for_middleware
 from ._errors import AccessLogError
 from ._log import AccessLog
+from ._notes import NOTES, snapshot
 from ._record import Record, new_record
 
 Scope = MutableMapping[str, Any]
@@ -99,6 +100,8 @@ class AccessLogMiddleware:
         self._submit_async = self.log.submit_async
         self._keeps_response_headers = self.log.reads_response_headers
         self._budget = self.log.record_budget
+        # Set for each request only when the log reads notes (see _notes).
+        self._notes_var = NOTES if self.log.reads_notes else None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -109,6 +112,11 @@ class AccessLogMiddleware:
             return
 
         started = perf_counter()
+        # The request's notes (boundlog.add_fields), when the log reads them.
+        notes: dict[str, Any] | None = None
+        if self._notes_var is not None:
+            notes = {}
+            self._notes_var.set(notes)
         status = 0
         sent = 0
         # The start message, until the record is handed over; then _FINISHED.
@@ -136,7 +144,14 @@ class AccessLogMiddleware:
             else:
                 return send(message)
             entry = _record(
-                scope, started, status, sent, response, self._keeps_response_headers, self._budget
+                scope,
+                started,
+                status,
+                sent,
+                response,
+                self._keeps_response_headers,
+                self._budget,
+                notes,
             )
             response = _FINISHED
             if self._offer(entry):
@@ -157,6 +172,7 @@ class AccessLogMiddleware:
                     response,
                     self._keeps_response_headers,
                     self._budget,
+                    notes,
                 )
                 await self._submit_async(entry)
 
@@ -227,6 +243,7 @@ def _record(
     response: Message,
     keeps_response_headers: bool,
     budget: RecordBudget,
+    notes: dict[str, Any] | None = None,
 ) -> Record:
     client = scope.get("client")
     version = scope["http_version"]
@@ -256,6 +273,8 @@ def _record(
         # a log that reads it, not to keep an application's list alive for nothing.
         status, sent, headers,
         response.get("headers", ()) if keeps_response_headers else (),
+        # A copy: the application may add fields after the response ends.
+        snapshot(notes),
     ))  # fmt: skip
 
 
@@ -358,6 +377,7 @@ if _core.asgi_middleware is not None:
                 perf_counter=perf_counter,
                 wall_clock=time,
                 keeps_response_headers=self._keeps_response_headers,
+                notes=self._notes_var,
             )
 
         async def _submit_unfinished(self, entry: Record, error: BaseException | None) -> None:

@@ -20,6 +20,8 @@ for an environ or a status line out of the ordinary.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import suppress
+from contextvars import Token
 from http import HTTPStatus
 from time import perf_counter, time
 from types import MethodType, TracebackType
@@ -31,6 +33,7 @@ from ._environ import environ_record
 from ._environment import log_for_middleware
 from ._headers import environ_key
 from ._log import AccessLog
+from ._notes import NOTES, snapshot
 from ._record import Record
 
 Environ = dict[str, Any]
@@ -72,6 +75,8 @@ class AccessLogMiddleware:
         )
         self._keeps_response_headers = self.log.reads_response_headers
         self._budget = self.log.record_budget
+        # Set for each request only when the log reads notes (see _notes).
+        self._notes_var = NOTES if self.log.reads_notes else None
 
     def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
         exchange = _Exchange(environ, start_response, self)
@@ -91,6 +96,8 @@ class _Exchange:
         "_closed",
         "_environ",
         "_middleware",
+        "_notes",
+        "_notes_token",
         "_response_headers",
         "_sent",
         "_server_write",
@@ -112,6 +119,14 @@ class _Exchange:
         self._response_headers: Sequence[tuple[str, str]] = ()
         self._closed = False
         self.body: Iterable[bytes] = ()
+        # The request's notes (boundlog.add_fields), when the log reads them: set in
+        # the request's thread before the application runs.
+        notes_var = middleware._notes_var
+        self._notes: dict[str, Any] | None = None
+        self._notes_token: Token[dict[str, Any] | None] | None = None
+        if notes_var is not None:
+            self._notes = {}
+            self._notes_token = notes_var.set(self._notes)
 
     def start_response(
         self, status: str, headers: Headers, exc_info: ExcInfo | None = None
@@ -157,7 +172,17 @@ class _Exchange:
             if close_body is not None:
                 close_body()
         finally:
+            self._forget_notes()
             self._middleware._submit(self._record())
+
+    def _forget_notes(self) -> None:
+        # The thread's context goes back to what it held before the request: a thread
+        # serves request after request in one context.  A close() from another context
+        # (another thread) leaves it.
+        token, self._notes_token = self._notes_token, None
+        if token is not None:
+            with suppress(ValueError):
+                NOTES.reset(token)
 
     def _record(self) -> Record:
         environ = self._environ
@@ -175,14 +200,15 @@ class _Exchange:
         # The C code measures picked fields against the budget as bounded_environ does
         # and calls it only when over; a whole environ is measured by it (limit -1).
         limit = -1 if pick_headers is None else budget.limit
+        notes = snapshot(self._notes)
         record = None if _compiled_environ_record is None else _compiled_environ_record(
             Record, environ, received, duration, self._status, self._sent, headers,
-            self._response_headers, bound, limit,
+            self._response_headers, bound, limit, notes,
         )  # fmt: skip
         if record is None:
             record = environ_record(
                 environ, received, duration, self._status, self._sent, headers,
-                self._response_headers, bound,
+                self._response_headers, bound, notes,
             )  # fmt: skip
         return record
 
@@ -237,6 +263,7 @@ if _core.wsgi_middleware is not None:
                 perf_counter=perf_counter,
                 wall_clock=time,
                 keeps_response_headers=self._keeps_response_headers,
+                notes=self._notes_var,
                 # The C code measures picked fields against the budget; a whole environ
                 # is measured by bounded_environ (limit -1), as in _Exchange._record.
                 limit=-1 if picked is None else self._budget.limit,
