@@ -98,7 +98,7 @@ class _Columns:
     ) -> None:
         (
             self.times, self.durations, self.clients, self.methods, self.paths, self.queries,
-            self.protocols, self.statuses, sents, request_headers, _,
+            self.protocols, self.statuses, sents, request_headers, _, _,
         ) = zip(*records, strict=True)  # fmt: skip
         self.stamps = clock.stamps(self.times)
         self.sents = _bytes_on_the_wire(self.methods, self.statuses, sents)
