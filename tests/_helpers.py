@@ -1,4 +1,4 @@
-"""What the unit tests import: blocked pipes, deadlines instead of sleeps, a local zone.
+"""What the unit tests import: blocked pipes and fifos, deadlines instead of sleeps, a local zone.
 
 Tests import these from here, never from ``conftest`` (pytest imports conftest itself,
 and a second import under another name would give a second ``BlockedPipe`` class).
@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 F_SETPIPE_SZ = 1031
 
@@ -39,6 +40,23 @@ def wait_until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
         if time.monotonic() > deadline:
             raise AssertionError(f"condition not met within {timeout} s: {condition}")
         time.sleep(0.001)
+
+
+@contextmanager
+def stalled_fifo(directory: Path) -> Iterator[Path]:
+    """A named pipe (4 KiB) whose reader never reads: a log's writer blocks writing to it.
+
+    Its reader is closed at the end, which fails the stuck write, so that a writer
+    close() gave up on ends too.
+    """
+    fifo = directory / "stalled"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        fcntl.fcntl(reader, F_SETPIPE_SZ, 4096)
+        yield fifo
+    finally:
+        os.close(reader)
 
 
 class BlockedPipe:

@@ -9,9 +9,7 @@ whichever worker answers it, shows the sum of all of them.
 
 from __future__ import annotations
 
-import fcntl
 import importlib
-import os
 import shutil
 import subprocess
 import time
@@ -25,7 +23,7 @@ import pytest
 from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 
-from _helpers import BlockedPipe
+from _helpers import BlockedPipe, stalled_fifo
 from _records import make_record
 from _servers import LOOPBACK, PYTHON, free_port, read_log_lines, running_server
 from boundlog import AccessLog, ConfigurationError, _metrics
@@ -40,18 +38,12 @@ def _value(name: str, sink: str) -> float | None:
 
 def test_the_metrics_follow_the_counters(tmp_path: Path) -> None:
     """Through drops behind a stalled pipe and a close() that gives up on it."""
-    fifo = tmp_path / "stalled"
-    os.mkfifo(fifo)
-    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
-    try:
-        fcntl.fcntl(reader, fcntl.F_SETPIPE_SZ, 4096)
+    with stalled_fifo(tmp_path) as fifo:
         log = AccessLog(str(fifo), metrics=True, max_queue=50, flush_interval=0)
         # Nobody reads: the writer blocks in a write, the queue fills, the rest drops.
         for _ in range(2000):
             log.submit(make_record())
         stats = log.close(timeout=0.5)
-    finally:
-        os.close(reader)  # the stuck write fails now, and the abandoned thread ends
     assert stats.submitted == 2000
     assert stats.dropped > 0
     assert stats.failed > 0

@@ -11,7 +11,6 @@ works under gunicorn, whose master builds the log before forking its worker.
 
 from __future__ import annotations
 
-import fcntl
 import gc
 import json
 import os
@@ -30,6 +29,7 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from prometheus_client import REGISTRY
 
+from _helpers import stalled_fifo
 from _records import make_record
 from _servers import LOOPBACK, PYTHON, read_log_lines, running_server
 from boundlog import AccessLog, ConfigurationError, Stats, _otel
@@ -105,18 +105,12 @@ def test_the_instruments_follow_the_counters_after_flush_and_close(
 
 def test_the_instruments_follow_drops_and_a_close_that_gives_up(tmp_path: Path, otel: Otel) -> None:
     """Behind a stalled pipe: the queue fills, the rest drops, close() fails the rest."""
-    fifo = tmp_path / "stalled"
-    os.mkfifo(fifo)
-    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
-    try:
-        fcntl.fcntl(reader, fcntl.F_SETPIPE_SZ, 4096)
+    with stalled_fifo(tmp_path) as fifo:
         log = AccessLog(str(fifo), metrics=otel.meter, max_queue=50, flush_interval=0)
         for _ in range(2000):
             log.submit(make_record())
         during = otel.collected()
         stats = log.close(timeout=0.5)
-    finally:
-        os.close(reader)  # the stuck write fails now, and the abandoned thread ends
     assert stats.submitted == 2000
     assert stats.dropped > 0
     assert stats.failed > 0
