@@ -73,6 +73,7 @@ def tenant_of(target: str) -> dict[str, str]:
 
 
 @CORES
+@pytest.mark.needs("fastapi")
 def test_fastapi_fields_from_every_part_of_a_request_never_leak(tmp_path: Path, core: str) -> None:
     log_path = tmp_path / "access.log"
     environment = {**server_environment(log_path, "json", "0.01"), **core_environment(core)}
@@ -100,6 +101,7 @@ def test_fastapi_fields_from_every_part_of_a_request_never_leak(tmp_path: Path, 
 
 
 @CORES
+@pytest.mark.needs("fastapi")
 def test_a_template_shows_fields_and_the_combined_log_ignores_them(
     tmp_path: Path, core: str
 ) -> None:

@@ -143,18 +143,25 @@ class Monitor:
     def _run(self) -> None:
         while True:
             time.sleep(LOOK_EVERY)
-            with self._lock:
-                looks = list(self._looks.values())
-                if not looks:
-                    # Ends with the last log; watch() starts another under this lock.
-                    self._thread = None
-                    return
-            now = time.monotonic()
-            for look in looks:
-                try:
-                    look(now)
-                except Exception as error:  # a defect: the other logs still get looked at
-                    report_on_stderr(f"the monitor cannot look at a log: {error!r}")
+            if not self._look_once():
+                return
+
+    def _look_once(self) -> bool:
+        # A function of its own, so that its list of looks, which holds the logs, is
+        # gone while the thread sleeps: a closed log is not kept alive for a second.
+        with self._lock:
+            looks = list(self._looks.values())
+            if not looks:
+                # Ends with the last log; watch() starts another under this lock.
+                self._thread = None
+                return False
+        now = time.monotonic()
+        for look in looks:
+            try:
+                look(now)
+            except Exception as error:  # a defect: the other logs still get looked at
+                report_on_stderr(f"the monitor cannot look at a log: {error!r}")
+        return True
 
     def restart_after_fork(self) -> None:
         """In a forked child: the thread is gone; start one if logs are still watched."""
