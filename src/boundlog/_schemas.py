@@ -278,7 +278,7 @@ ECS_FIELDS: list[_Field] = [
     (',"original":', lambda b: b.targets_json),
     ("}", lambda b: _each(b.clients, _ECS_CLIENT)),
     ("", lambda b: _each(b.user_agents, _ECS_USER_AGENT)),
-    # ("", lambda b: _optional('"trace":{"id":%s}', ...)),  issue 16
+    # Trace ids, once records carry them, go here as ECS's trace.id and span.id.
 ]  # fmt: skip
 
 
@@ -304,7 +304,7 @@ GCP_FIELDS: list[_Field] = [
     ("", lambda b: _each(b.referers, _GCP_REFERER)),
     ("", lambda b: _optional('"latency":"%ss"', _scaled(b.durations, 1.0, "%.6f"))),
     (',"protocol":', lambda b: _per_value(b.protocols, _json_text)),
-    # ("", lambda b: _optional('"logging.googleapis.com/trace":%s', ...)),  issue 16
+    # Trace ids, once records carry them: logging.googleapis.com/trace and spanId.
 ]  # fmt: skip
 
 
@@ -331,7 +331,8 @@ OTEL_FIELDS: list[_Field] = [
     ('{"timestamp":"', _stamps),
     ('","severity_text":', lambda b: map(_OTEL_SEVERITIES.__getitem__, b.severities)),
     (',"body":', lambda b: b.messages_json),
-    # ("", lambda b: _optional('"trace_id":%s', ...)),  issue 16 (a field, not an attribute)
+    # Trace ids, once records carry them: trace_id and span_id, fields of the log
+    # record in the data model, not attributes.
     (',"attributes":{"http.request.method":', lambda b: _per_value(b.methods, _otel_method)),
     (',"url.path":', lambda b: b.paths_json),
     ("", lambda b: _optional('"url.query":%s', _present(b.queries))),
