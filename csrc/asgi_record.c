@@ -254,6 +254,7 @@ asgi_record(Capture *capture, PyObject *status)
     if (fields[NOTES] == NULL) {
         goto done;
     }
+    fields[EXTRAS] = Py_NewRef(Py_None);
     /* tuple.__new__(Record, fields), without the intermediate tuple. */
     record = ((PyTypeObject *)middleware->record_type)->tp_alloc((PyTypeObject *)middleware->record_type, FIELDS);
     if (record != NULL) {

@@ -233,8 +233,8 @@ make_record(PyObject *record_type, PyObject **fields)
 PyObject *
 environ_record(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 11) {
-        PyErr_SetString(PyExc_TypeError, "environ_record() takes exactly 11 arguments");
+    if (nargs != 12) {
+        PyErr_SetString(PyExc_TypeError, "environ_record() takes exactly 12 arguments");
         return NULL;
     }
     PyObject *record_type = args[0], *environ = args[1], *bound = args[8];
@@ -293,6 +293,7 @@ environ_record(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     fields[8] = Py_NewRef(args[5]);
     fields[10] = Py_NewRef(args[7]);
     fields[NOTES] = Py_NewRef(args[10]); /* the caller's copy, or None */
+    fields[EXTRAS] = Py_NewRef(args[11]);
     result = make_record(record_type, fields);
     for (int i = 0; i < FIELDS; i++) {
         fields[i] = NULL; /* stolen */

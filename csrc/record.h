@@ -8,7 +8,7 @@
 #include <string.h>
 
 enum { TIME, DURATION, CLIENT, METHOD, PATH, QUERY, PROTOCOL, STATUS, BYTES_SENT,
-       REQUEST_HEADERS, RESPONSE_HEADERS, NOTES, FIELDS };
+       REQUEST_HEADERS, RESPONSE_HEADERS, NOTES, EXTRAS, FIELDS };
 
 /* NOTES is None or a dict (boundlog.add_fields).  The Apache lines never show it; the C
  * JSON format writes notes of the usual kinds (json.c) and leaves a batch with any

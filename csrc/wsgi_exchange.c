@@ -232,10 +232,10 @@ exchange_record(Exchange *exchange)
     PyObject *record = NULL;
     if (received != NULL && elapsed != NULL && sent_object != NULL && limit != NULL
         && response_headers != NULL && notes != NULL) {
-        PyObject *args[11] = {middleware->record_type, exchange->environ, received, elapsed,
+        PyObject *args[12] = {middleware->record_type, exchange->environ, received, elapsed,
                               status, sent_object, headers, response_headers,
-                              middleware->bound, limit, notes};
-        record = environ_record(middleware->module, args, 11);
+                              middleware->bound, limit, notes, Py_None};
+        record = environ_record(middleware->module, args, 12);
         if (record == Py_None) {
             /* An environ environ.c does not read: the reference makes the record. */
             Py_DECREF(record);

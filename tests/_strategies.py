@@ -8,6 +8,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from boundlog import Record
+from boundlog._record import Extras
 
 # Text and bytes weighted towards what breaks lines, quoting and encodings: line
 # breaks, quotes, backslashes, spaces, NUL, DEL, latin-1, lone surrogates, astral.
@@ -86,6 +87,25 @@ def notes_dicts() -> st.SearchStrategy[dict[str, Any]]:
     """A record's notes as the middlewares copy them (never empty: None then)."""
     return st.dictionaries(NOTE_NAMES, NOTE_VALUES, min_size=1, max_size=4)
 
+
+#: A record's extras: what an integration learnt of the exchange for a log that asks.
+EXTRAS = st.builds(
+    Extras,
+    route=st.none() | st.sampled_from(["/items/{item_id}", "/"]) | TEXT,
+    trace=st.none()
+    | st.tuples(st.integers(0, (1 << 128) - 1), st.integers(0, (1 << 64) - 1))
+    | st.tuples(st.integers(), st.integers()),
+    completed=st.none() | st.booleans(),
+    bytes_received=st.none() | st.integers(min_value=0, max_value=10**12) | st.integers(),
+    close_code=st.none() | st.integers(min_value=1000, max_value=4999) | st.integers(),
+    environ=st.none()
+    | st.dictionaries(
+        st.sampled_from(["REMOTE_USER", "user", "x"]), st.none() | TEXT | st.integers()
+    ),
+)
+# Every record a test builds with st.builds(Record, ...) without naming its extras gets
+# these: None, or extras of every kind.
+st.register_type_strategy(Extras, EXTRAS)
 
 #: A record's notes field: None (most records) or a dict.
 RECORD_NOTES = st.one_of(st.none(), notes_dicts())

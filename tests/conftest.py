@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
+import _strategies  # noqa: F401  (registers the strategy of a record's extras)
 from _helpers import BlockedPipe
 
 # A shell without job control starts background commands (`make test &`, a CI runner's

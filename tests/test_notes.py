@@ -45,13 +45,13 @@ def notes_of(fmt: JsonFormat, notes: Any) -> list[tuple[str, Any]]:
 # -- the record -----------------------------------------------------------------------
 
 
-def test_a_record_has_notes_last_none_by_default() -> None:
+def test_a_record_has_notes_then_extras_none_by_default() -> None:
     record = make_record()
-    assert len(record) == 12
+    assert len(record) == 13
     assert record.notes is None
     assert record[NOTES_INDEX] is None
     assert Record(*record[:11], {"a": 1}).notes == {"a": 1}
-    assert Record._fields[-1] == "notes"
+    assert Record._fields[-2:] == ("notes", "extras")
 
 
 # Each test runs its requests in a context of its own: a WSGI exchange that a test

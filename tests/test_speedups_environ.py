@@ -23,6 +23,7 @@ from _strategies import notes_dicts
 from boundlog import Record, _core
 from boundlog._budget import MIN_RECORD_BYTES, RecordBudget
 from boundlog._environ import environ_record
+from boundlog._record import Extras
 
 pytestmark = pytest.mark.skipif(
     _core.environ_record is None, reason=f"the C core is not in use ({_core.description})"
@@ -81,14 +82,18 @@ def outcome(call: Any, *args: Any) -> tuple[str, Any]:
     return "returned", (tuple(record), [type(field) for field in record])
 
 
-def integration(environ: Any, headers: Any, bound: Any, limit: int, notes: Any) -> Record:
+def integration(
+    environ: Any, headers: Any, bound: Any, limit: int, notes: Any, extras: Any
+) -> Record:
     """What gunicorn.py and wsgi.py do."""
     assert _core.environ_record is not None
     record = _core.environ_record(
-        Record, environ, 1.5, 0.25, 200, 10, headers, [("X", "y")], bound, limit, notes
+        Record, environ, 1.5, 0.25, 200, 10, headers, [("X", "y")], bound, limit, notes, extras
     )
     if record is None:
-        record = environ_record(environ, 1.5, 0.25, 200, 10, headers, [("X", "y")], bound, notes)
+        record = environ_record(
+            environ, 1.5, 0.25, 200, 10, headers, [("X", "y")], bound, notes, extras
+        )
     return record
 
 
@@ -100,9 +105,16 @@ def integration(environ: Any, headers: Any, bound: Any, limit: int, notes: Any) 
     reads=st.sampled_from([None, frozenset({b"user-agent", b"cookie"})]),
     subclass=st.booleans(),
     notes=NOTES,
+    extras=st.sampled_from([None, Extras(route="/items/{id}", completed=True)]),
 )
 def test_the_c_record_is_the_reference(
-    environ: dict[str, Any], headers: Any, limit: int, reads: Any, subclass: bool, notes: Any
+    environ: dict[str, Any],
+    headers: Any,
+    limit: int,
+    reads: Any,
+    subclass: bool,
+    notes: Any,
+    extras: Any,
 ) -> None:
     budget = RecordBudget(limit, reads)
     if subclass:
@@ -122,11 +134,14 @@ def test_the_c_record_is_the_reference(
             given_headers = iter([("Host", "x")])  # an iterator is used up by each call
         expected = outcome(
             environ_record, environ, 1.5, 0.25, 200, 10, given_headers, [("X", "y")], bound,
-            notes,
+            notes, extras,
         )  # fmt: skip
         if not isinstance(given_headers, (list, tuple, dict)):
             given_headers = iter([("Host", "x")])
-        assert outcome(integration, environ, given_headers, bound, passed_limit, notes) == expected
+        assert (
+            outcome(integration, environ, given_headers, bound, passed_limit, notes, extras)
+            == expected
+        )
 
 
 def test_the_usual_environ_is_done_in_c() -> None:
@@ -141,24 +156,28 @@ def test_the_usual_environ_is_done_in_c() -> None:
     environ = {"RAW_URI": "/p?q=1", "REQUEST_METHOD": "GET", "REMOTE_ADDR": "10.0.0.1"}
     headers = [("Host", "x")]
     record = _core.environ_record(
-        Record, environ, 1.5, 0.25, 200, 10, headers, (), bound, 1000, None
+        Record, environ, 1.5, 0.25, 200, 10, headers, (), bound, 1000, None, None
     )
     assert record == (
-        1.5, 0.25, "10.0.0.1", "GET", b"/p", b"q=1", "HTTP/1.0", 200, 10, headers, (), None
+        1.5, 0.25, "10.0.0.1", "GET", b"/p", b"q=1", "HTTP/1.0", 200, 10, headers, (), None, None
     )  # fmt: skip
     assert record is not None
     assert record[9] is headers
     assert calls == []
     # Over the budget: bound decides.
-    _core.environ_record(Record, environ, 1.5, 0.25, 200, 10, headers, (), bound, 10, None)
+    _core.environ_record(Record, environ, 1.5, 0.25, 200, 10, headers, (), bound, 10, None, None)
     assert calls == [(b"/p", b"q=1", headers)]
     # Unusual: left to Python before anything is called.
     assert (
-        _core.environ_record(Record, {"RAW_URI": "/\u20ac"}, 1, 0, 200, 0, [], (), bound, 0, None)
+        _core.environ_record(
+            Record, {"RAW_URI": "/\u20ac"}, 1, 0, 200, 0, [], (), bound, 0, None, None
+        )
         is None
     )
     assert (
-        _core.environ_record(Record, {"REMOTE_ADDR": b"x"}, 1, 0, 200, 0, [], (), bound, 0, None)
+        _core.environ_record(
+            Record, {"REMOTE_ADDR": b"x"}, 1, 0, 200, 0, [], (), bound, 0, None, None
+        )
         is None
     )
     assert len(calls) == 1
@@ -167,7 +186,9 @@ def test_the_usual_environ_is_done_in_c() -> None:
     size = len(b"/p") + len(b"q=1") + 160 + len("curl/8")
     for limit, called in ((size, False), (size - 1, True)):
         calls.clear()
-        _core.environ_record(Record, environ, 1.5, 0.25, 200, 10, picked, (), bound, limit, None)
+        _core.environ_record(
+            Record, environ, 1.5, 0.25, 200, 10, picked, (), bound, limit, None, None
+        )
         assert calls == ([(b"/p", b"q=1", picked)] if called else [])
 
 
@@ -177,19 +198,24 @@ def test_the_c_record_keeps_no_reference() -> None:
     headers = [("Cookie", "c" * 100)]
     budget = RecordBudget(MIN_RECORD_BYTES, None)
     notes = {"user": "ada"}
+    extras = Extras(route="/p")
     before = (
-        sys.getrefcount(headers), sys.getrefcount(environ["PATH_INFO"]), sys.getrefcount(notes)
+        sys.getrefcount(headers), sys.getrefcount(environ["PATH_INFO"]), sys.getrefcount(notes),
+        sys.getrefcount(extras),
     )  # fmt: skip
     for limit in (MIN_RECORD_BYTES, 0, -1):
         for _ in range(10_000):
             record = _core.environ_record(
-                Record, environ, 1.0, 0.0, 200, 0, headers, (), budget.bounded, limit, notes
-            )
+                Record, environ, 1.0, 0.0, 200, 0, headers, (), budget.bounded, limit, notes,
+                extras,
+            )  # fmt: skip
             assert record is not None
             assert record.notes is notes
+            assert record.extras is extras
     del record
     assert (
-        sys.getrefcount(headers), sys.getrefcount(environ["PATH_INFO"]), sys.getrefcount(notes)
+        sys.getrefcount(headers), sys.getrefcount(environ["PATH_INFO"]), sys.getrefcount(notes),
+        sys.getrefcount(extras),
     ) == before  # fmt: skip
 
 
@@ -198,8 +224,8 @@ def test_arguments_are_checked() -> None:
     with pytest.raises(TypeError):
         _core.environ_record(Record, {})
     with pytest.raises(TypeError):
-        _core.environ_record(dict, {}, 1, 0, 200, 0, [], (), None, 0, None)
+        _core.environ_record(dict, {}, 1, 0, 200, 0, [], (), None, 0, None, None)
     with pytest.raises(TypeError):
-        _core.environ_record(Record, {}, 1, 0, 200, 0, [], (), None, "0", None)
+        _core.environ_record(Record, {}, 1, 0, 200, 0, [], (), None, "0", None, None)
     with pytest.raises(TypeError):
-        _core.environ_record(Record, {}, 1, 0, 200, 0, [], (), None, 0)
+        _core.environ_record(Record, {}, 1, 0, 200, 0, [], (), None, 0, None)

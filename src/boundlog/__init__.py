@@ -18,7 +18,7 @@ from ._log import AccessLog
 from ._network import NetworkSink
 from ._notes import add_fields
 from ._queue import POLICIES
-from ._record import Record
+from ._record import Extras, Record
 from ._redaction import DEFAULT_REDACTED_QUERY
 from ._stats import Stats
 from ._templates import Template
@@ -30,6 +30,7 @@ __all__ = [
     "ConfigurationError",
     "DEFAULT_REDACTED_QUERY",
     "DevFormat",
+    "Extras",
     "FORMATS",
     "Format",
     "JsonFormat",

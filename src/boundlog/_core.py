@@ -75,7 +75,7 @@ format_template: (
 #: ``handoff(admission)``: a C callable doing what ``admission.offer`` does (csrc/handoff.c),
 #: which ``AccessLog._offer`` is; else None.
 handoff: Callable[[Admission], Callable[[Record], bool]] | None = None
-#: ``environ_record(Record, environ, ..., bound, limit, notes)``: _environ.environ_record in C
+#: ``environ_record(Record, environ, ..., bound, limit, notes, extras)``: _environ.environ_record in C
 #: for the usual environ, None for the rest (csrc/environ.c); else None.
 environ_record: Callable[..., Record | None] | None = None
 #: ``select_records(batch, skip_paths, path_prefixes, skip_status, min_duration)``: the

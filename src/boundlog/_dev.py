@@ -55,6 +55,8 @@ class DevFormat:
     response_header_names: frozenset[bytes] = frozenset()
     #: Nor a record's notes.
     reads_notes: bool = False
+    #: Nor its extras.
+    reads_extras: frozenset[str] = frozenset()
 
     def for_sink(self, *, is_terminal: bool) -> DevFormat:
         """This format as it writes to a sink that is (or is not) a terminal."""
@@ -65,7 +67,7 @@ class DevFormat:
     def format_batch(self, records: Sequence[Record]) -> bytes:
         if not records:
             return b""
-        times, durations, _, methods, paths, queries, _, statuses, _, _, _, _ = zip(
+        times, durations, _, methods, paths, queries, _, statuses, _, _, _, _, _ = zip(
             *records, strict=True
         )
         fields: list[Iterable[bytes]] = [

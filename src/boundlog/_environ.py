@@ -13,14 +13,14 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from . import _core
-from ._record import Headers, Notes, Record, new_record
+from ._record import Extras, Headers, Notes, Record, new_record
 
 #: Cuts path, query and request headers down to the log's budget (see ``_budget``):
 #: ``RecordBudget.bounded`` for header pairs, ``bounded_environ`` for an environ.
 Bound = Callable[[bytes, bytes, Any], tuple[bytes, bytes, Headers]]
 
 #: With the C core, ``compiled(Record, environ, received, duration, status, sent,
-#: request_headers, response_headers, bound, limit, notes)`` is :func:`environ_record`'s record
+#: request_headers, response_headers, bound, limit, notes, extras)`` is :func:`environ_record`'s record
 #: for the usual environ (an exact dict of str values, a latin-1 target), and None for
 #: any other, which the caller then hands to :func:`environ_record`.  ``limit`` is the
 #: budget when ``bound`` is ``RecordBudget.bounded`` (the C code checks the size as it
@@ -38,6 +38,7 @@ def environ_record(
     response_headers: Headers,
     bound: Bound,
     notes: Notes = None,
+    extras: Extras | None = None,
 ) -> Record:
     """The record of the request ``environ`` describes, with the response's fields,
     what the client sent cut down by ``bound`` if it is over the log's budget, and
@@ -58,5 +59,5 @@ def environ_record(
         received, duration, environ.get("REMOTE_ADDR") or None,
         environ.get("REQUEST_METHOD") or "-", raw_path, raw_query,
         environ.get("SERVER_PROTOCOL") or "HTTP/1.0", status, sent,
-        headers, response_headers, notes,
+        headers, response_headers, notes, extras,
     ))  # fmt: skip

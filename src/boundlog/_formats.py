@@ -62,7 +62,10 @@ class Format(Protocol):
     header lists (or a whole WSGI environ), which a queued record would keep alive.
     Without them, records keep the server's headers whole.  Likewise ``reads_notes``
     (a bool) says whether lines show a record's ``notes`` (``boundlog.add_fields``):
-    False spares each request collecting them; without it they are collected.
+    False spares each request collecting them; without it they are collected.  And
+    ``reads_extras`` (a set of field names of :class:`~boundlog.Extras`) says which of
+    what integrations may learn of an exchange lines show; without it, integrations
+    learn all they can.
     """
 
     def format_batch(self, records: Sequence[Record]) -> bytes:
@@ -100,6 +103,8 @@ class ApacheFormat:
     response_header_names: frozenset[bytes] = frozenset()
     #: Nor a record's notes (``boundlog.add_fields``).
     reads_notes: bool = False
+    #: Nor anything of a record's extras.
+    reads_extras: frozenset[str] = frozenset()
 
     def format_batch(self, records: Sequence[Record]) -> bytes:
         if _format_apache is not None:
@@ -115,7 +120,7 @@ class ApacheFormat:
             return b""
         count = len(records)
         (
-            times, _, clients, methods, paths, queries, protocols, statuses, sents, headers, _, _,
+            times, _, clients, methods, paths, queries, protocols, statuses, sents, headers, _, _, _,
         ) = zip(*records, strict=True)  # fmt: skip
         # The fields no client controls are built once, for both passes.
         stamps = self._clock.stamps(times)

@@ -169,6 +169,8 @@ class JsonFormat:
 
     #: JSON lines show a record's notes (``boundlog.add_fields``).
     reads_notes = True
+    #: Nor, yet, anything of a record's extras.
+    reads_extras: frozenset[str] = frozenset()
 
     def __init__(
         self,
@@ -282,7 +284,7 @@ class JsonFormat:
     def _fields(self, records: Sequence[Record]) -> list[Iterable[str]]:
         (
             times, durations, clients, methods, paths, queries, protocols, statuses, sents,
-            request_headers, response_headers, notes,
+            request_headers, response_headers, notes, _,
         ) = zip(*records, strict=True)  # fmt: skip
         request_columns = self._request.columns(request_headers)
         response_columns = self._response.columns(response_headers) if self._response_added else []

@@ -22,7 +22,7 @@ from ._metrics import require_client as require_metrics_client
 from ._options import flag, one_of, seconds, seconds_to_wait, signal_to_catch, whole_number
 from ._otel import OpenTelemetryMetrics, metrics_option
 from ._queue import POLICIES, Admission, Policy
-from ._record import Record
+from ._record import EXTRAS_FIELDS, Record, extras_read_by
 from ._redaction import DEFAULT_REDACTED_QUERY
 from ._signals import ReopenSignal
 from ._sinks import SinkSpec, open_sink
@@ -193,6 +193,12 @@ class AccessLog:
         # with ``reads_notes``; one that does not say, or a keep predicate, may read
         # them.  Only then do the middlewares collect notes for each request.
         self.reads_notes: bool = bool(getattr(fmt, "reads_notes", True)) or select_names is None
+        # The fields of a record's extras the lines may show: the format says with
+        # ``reads_extras``; one that does not say, or a keep predicate, may read all.
+        # The integrations learn only these for each request.
+        self.reads_extras: frozenset[str] = (
+            EXTRAS_FIELDS if select_names is None else extras_read_by(fmt)
+        )
         self._admission = Admission(max_queue=max_queue, batch_size=batch_size, policy=self._policy)
         self._metrics = PrometheusMetrics(self._sink.name, max_queue) if prometheus else None
         self._writer = Writer(

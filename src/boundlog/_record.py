@@ -16,6 +16,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Final, NamedTuple, TypeAlias, cast
 
+from ._errors import ConfigurationError
+
 #: A message's header fields as a server holds them: ``(name, value)`` pairs of bytes
 #: (ASGI, aiohttp's raw headers) or of latin-1 text (WSGI's response headers, gunicorn),
 #: names in any case, repeats allowed; or a WSGI environ, whose ``HTTP_*`` variables
@@ -36,6 +38,57 @@ Notes: TypeAlias = Mapping[str, Any] | None
 
 # The header containers records hold most often, none of them an iterator.
 _REREADABLE = frozenset({list, tuple, dict})
+
+
+class Extras(NamedTuple):
+    """What an integration learns of an exchange only when a log asks for it.
+
+    Each field costs the request path something (a span to read, a ``receive`` to
+    wrap), so an integration fills in only the fields its log's format reads
+    (``AccessLog.reads_extras``) and leaves the others None; a record whose log reads
+    none holds None instead of an Extras.  None in a field means unknown, not absent:
+    the formats write ``-`` or null for it.
+    """
+
+    #: The route template the application matched (``/items/{item_id}``).
+    route: str | None = None
+    #: The trace and span ids (integers, as OpenTelemetry holds them) of the span that
+    #: was current in the request's context; None when there was none, and the formats
+    #: then read the ``traceparent`` request header instead.
+    trace: tuple[int, int] | None = None
+    #: Whether the response was sent to its end: False when the client left or the
+    #: application failed before it did.
+    completed: bool | None = None
+    #: Request body bytes the application read.
+    bytes_received: int | None = None
+    #: The close code of a websocket session.
+    close_code: int | None = None
+    #: The values of the server's variables the format names (``%{NAME}e``): the WSGI
+    #: environ's, or under ASGI the scope's keys and its ``state``.
+    environ: Mapping[str, Any] | None = None
+
+
+#: The names of the fields of :class:`Extras`.
+EXTRAS_FIELDS: Final = frozenset(Extras._fields)
+
+
+def extras_read_by(fmt: object) -> frozenset[str]:
+    """The fields of a record's extras a format says it reads (its ``reads_extras``,
+    field names of :class:`Extras`), all of them if it does not say."""
+    names = getattr(fmt, "reads_extras", EXTRAS_FIELDS)
+    if isinstance(names, str) or not all(isinstance(name, str) for name in names):
+        raise ConfigurationError(
+            f"{type(fmt).__name__}.reads_extras must be a set of field names of "
+            f"boundlog.Extras, not {names!r}"
+        )
+    unknown = sorted(frozenset(names) - EXTRAS_FIELDS)
+    if unknown:
+        raise ConfigurationError(
+            f"{type(fmt).__name__}.reads_extras names {', '.join(map(repr, unknown))}, which "
+            f"records do not have: the fields of boundlog.Extras are "
+            f"{', '.join(Extras._fields)}"
+        )
+    return frozenset(names)
 
 
 class _Fields(NamedTuple):
@@ -65,15 +118,16 @@ class _Fields(NamedTuple):
     request_headers: Headers = ()
     #: The response's header fields, as the application gave them to the server.
     response_headers: Headers = ()
-    #: What the application or server knows besides the exchange: a dict of names
-    #: (str) to JSON scalars (str, int, float, bool, None), or None when there is
-    #: nothing.  ``boundlog.add_fields(**fields)`` adds to it from the request's code;
-    #: the middlewares collect them only for a log whose format reads notes
-    #: (``reads_notes``), so other records hold None.  The fields issue 16 adds next
-    #: (the route, trace and span ids, a websocket's close code, ``completed``,
-    #: ``bytes_received``) will be notes or fields of their own.  A copy, made when the
-    #: response ends: nothing changes it afterwards.
+    #: What the application knows besides the exchange: a dict of names (str) to JSON
+    #: scalars (str, int, float, bool, None), or None when there is nothing.
+    #: ``boundlog.add_fields(**fields)`` adds to it from the request's code; the
+    #: middlewares collect them only for a log whose format reads notes
+    #: (``reads_notes``), so other records hold None.  A copy, made when the response
+    #: ends: nothing changes it afterwards.
     notes: Notes = None
+    #: What the integration learnt of the exchange besides the fields above, for a log
+    #: whose format reads it (:class:`Extras`), or None.
+    extras: Extras | None = None
 
 
 class Record(_Fields):
@@ -101,6 +155,7 @@ class Record(_Fields):
         request_headers: Headers = (),
         response_headers: Headers = (),
         notes: Notes = None,
+        extras: Extras | None = None,
     ) -> Record:
         # The type test first: the ABC's isinstance costs ten times as much.
         if type(request_headers) not in _REREADABLE and isinstance(request_headers, Iterator):
@@ -109,10 +164,10 @@ class Record(_Fields):
             response_headers = tuple(response_headers)
         return tuple.__new__(cls, (time, duration, client, method, path, query, protocol,
                                    status, bytes_sent, request_headers, response_headers,
-                                   notes))  # fmt: skip
+                                   notes, extras))  # fmt: skip
 
 
-#: ``new_record(Record, (time, duration, ..., response_headers, notes))``: a Record from its
+#: ``new_record(Record, (time, duration, ..., notes, extras))``: a Record from its
 #: fields in order, for the integrations' request path.  It skips the checks of
 #: ``Record(...)``, a Python-level call that costs twice as much; integrations never hand
 #: over iterators.
@@ -132,3 +187,4 @@ BYTES_SENT: Final = 8
 REQUEST_HEADERS: Final = 9
 RESPONSE_HEADERS: Final = 10
 NOTES: Final = 11
+EXTRAS: Final = 12

@@ -98,7 +98,7 @@ class _Columns:
     ) -> None:
         (
             self.times, self.durations, self.clients, self.methods, self.paths, self.queries,
-            self.protocols, self.statuses, sents, request_headers, _, _,
+            self.protocols, self.statuses, sents, request_headers, _, _, _,
         ) = zip(*records, strict=True)  # fmt: skip
         self.stamps = clock.stamps(self.times)
         self.sents = _bytes_on_the_wire(self.methods, self.statuses, sents)
@@ -226,6 +226,7 @@ class SchemaFormat:
     response_header_names: frozenset[bytes] = frozenset()
     #: Nor the application's fields yet (``add_fields``): the middlewares collect none.
     reads_notes = False
+    reads_extras: frozenset[str] = frozenset()
 
     def format_batch(self, records: Sequence[Record]) -> bytes:
         if not records:

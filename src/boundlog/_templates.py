@@ -126,7 +126,7 @@ class Template:
 
     __slots__ = (
         "_client_controlled", "_fields", "_layout", "_ops", "_reads_clients",
-        "_request_reader", "_response_reader", "_shape", "reads_notes", "template",
+        "_request_reader", "_response_reader", "_shape", "reads_extras", "reads_notes", "template",
     )  # fmt: skip
 
     def __init__(
@@ -186,6 +186,8 @@ class Template:
         #: Whether lines show a record's notes (``%{name}n``, ``boundlog.add_fields``).
         #: The C core has no op for them: such a template is formatted in Python.
         self.reads_notes = any(kind == "note" for kind, _ in directives)
+        #: The fields of a record's extras lines show.
+        self.reads_extras: frozenset[str] = frozenset()
 
     def __repr__(self) -> str:
         return f"Template({self.template!r})"
@@ -403,7 +405,7 @@ class _Batch:
     """A batch of records as columns, with what several fields derive from them."""
 
     __slots__ = (
-        "_microseconds", "_wire", "clients", "count", "durations", "methods", "notes",
+        "_microseconds", "_wire", "clients", "count", "durations", "extras", "methods", "notes",
         "paths", "protocols", "queries", "raw_clients", "request_fields", "response_fields",
         "sents", "statuses", "times",
     )  # fmt: skip
@@ -417,7 +419,7 @@ class _Batch:
         (
             self.times, self.durations, self.clients, self.methods, self.paths, self.queries,
             self.protocols, self.statuses, self.sents, request_headers, response_headers,
-            self.notes,
+            self.notes, self.extras,
         ) = zip(*records, strict=True)  # fmt: skip
         self.count = len(records)
         self.request_fields = request_reader.columns(request_headers) if request_reader else []

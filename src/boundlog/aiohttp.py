@@ -147,7 +147,7 @@ def _record(
         time() - duration, duration, request.remote, request.method, path, query,
         f"HTTP/{version.major}.{version.minor}", response.status,
         _body_bytes(request, response), headers,
-        response.headers if keeps_response_headers else (), None,
+        response.headers if keeps_response_headers else (), None, None,
     ))  # fmt: skip
 
 

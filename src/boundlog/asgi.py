@@ -274,7 +274,7 @@ def _record(
         status, sent, headers,
         response.get("headers", ()) if keeps_response_headers else (),
         # A copy: the application may add fields after the response ends.
-        snapshot(notes),
+        snapshot(notes), None,
     ))  # fmt: skip
 
 

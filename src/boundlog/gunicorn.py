@@ -189,7 +189,7 @@ class Logger(GunicornLogger):  # type: ignore[misc]
         budget = log.record_budget
         record = None if _compiled_environ_record is None else _compiled_environ_record(
             Record, environ, received, duration, status, sent, request_headers,
-            response_headers, budget.bounded, budget.limit, None,
+            response_headers, budget.bounded, budget.limit, None, None,
         )  # fmt: skip
         if record is None:
             record = environ_record(

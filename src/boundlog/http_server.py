@@ -127,7 +127,7 @@ class AccessLogMixin(BaseHTTPRequestHandler):
             address[0] if isinstance(address, tuple) else None,
             self.command or "-", path, query,
             self.request_version or "-", self._status, self.wfile.count - self._body_start,
-            headers, self._response_headers or (), None,
+            headers, self._response_headers or (), None, None,
         ))  # fmt: skip
 
 

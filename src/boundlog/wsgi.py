@@ -203,7 +203,7 @@ class _Exchange:
         notes = snapshot(self._notes)
         record = None if _compiled_environ_record is None else _compiled_environ_record(
             Record, environ, received, duration, self._status, self._sent, headers,
-            self._response_headers, bound, limit, notes,
+            self._response_headers, bound, limit, notes, None,
         )  # fmt: skip
         if record is None:
             record = environ_record(
