@@ -51,6 +51,7 @@ typedef struct {
     PyObject *wall_clock;
     PyObject *keeps_response_headers; /* bool */
     PyObject *notes;          /* _notes.NOTES when the log reads notes, else None */
+    PyObject *extras;         /* (scope, completed) -> Extras when the log reads extras, else None */
     PyTypeObject *exchange_type;
     PyTypeObject *capture_type;
     Py_ssize_t budget_limit;
@@ -92,7 +93,7 @@ extern PyType_Spec capture_spec;
 
 /* The record of `capture`'s exchange with status `status`; a new reference, or NULL
  * with an exception set (the reference's, for a scope it fails on). */
-PyObject *asgi_record(Capture *capture, PyObject *status);
+PyObject *asgi_record(Capture *capture, PyObject *status, int completed);
 
 /* value == name, for a str `name`: 1, 0, or -1 on error. */
 int asgi_is(PyObject *value, PyObject *name);

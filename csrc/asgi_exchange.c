@@ -140,7 +140,7 @@ unfinished_record(Capture *capture)
         PyObject *status = started < 0 ? NULL
                            : started ? Py_NewRef(capture->status)
                                      : PyLong_FromLong(500);
-        record = status == NULL ? NULL : asgi_record(capture, status);
+        record = status == NULL ? NULL : asgi_record(capture, status, 0);
         Py_XDECREF(status);
     }
     Py_END_CRITICAL_SECTION();

@@ -38,7 +38,7 @@ static const char *const name_strings[NAMES] = {
 static const char *const bind_keywords[] = {
     "reference_call", "handoff", "admit_then", "submit_unfinished",
     "submit_on_close", "python_record", "file_size", "record_type", "protocols",
-    "budget", "perf_counter", "wall_clock", "keeps_response_headers", "notes",
+    "budget", "perf_counter", "wall_clock", "keeps_response_headers", "notes", "extras",
 };
 #define BIND_ARGUMENTS (sizeof(bind_keywords) / sizeof(bind_keywords[0]))
 
@@ -51,7 +51,7 @@ bound_field(Middleware *middleware, size_t i)
         &middleware->submit_on_close, &middleware->python_record, &middleware->file_size,
         &middleware->record_type, &middleware->protocols, &middleware->budget,
         &middleware->perf_counter, &middleware->wall_clock,
-        &middleware->keeps_response_headers, &middleware->notes,
+        &middleware->keeps_response_headers, &middleware->notes, &middleware->extras,
     };
     return fields[i];
 }
@@ -76,6 +76,10 @@ middleware_bind(PyObject *self, PyTypeObject *defining_class, PyObject *const *a
     }
     if (values[13] != Py_None && !PyContextVar_CheckExact(values[13])) {
         PyErr_SetString(PyExc_TypeError, "bind(): notes must be a ContextVar or None");
+        return NULL;
+    }
+    if (values[14] != Py_None && !PyCallable_Check(values[14])) {
+        PyErr_SetString(PyExc_TypeError, "bind(): extras must be callable or None");
         return NULL;
     }
     PyObject *limit = PyObject_GetAttrString(values[9], "limit");

@@ -175,9 +175,10 @@ scope_fields(Capture *capture, PyObject **fields)
     return size > capture->middleware->budget_limit ? UNUSUAL : 0;
 }
 
-/* asgi._record(scope, started, status, sent, response, keeps_response_headers, budget) */
+/* asgi._record(scope, started, status, sent, response, keeps_response_headers, budget,
+ * notes, extras) */
 static PyObject *
-python_record(Capture *capture, PyObject *status, PyObject *sent)
+python_record(Capture *capture, PyObject *status, PyObject *sent, PyObject *extras)
 {
     Middleware *middleware = capture->middleware;
     PyObject *started = PyFloat_FromDouble(capture->started);
@@ -186,8 +187,8 @@ python_record(Capture *capture, PyObject *status, PyObject *sent)
     if (started != NULL && response != NULL) {
         PyObject *args[] = {capture->scope, started, status, sent, response,
                             middleware->keeps_response_headers, middleware->budget,
-                            capture->notes != NULL ? capture->notes : Py_None};
-        record = PyObject_Vectorcall(middleware->python_record, args, 8, NULL);
+                            capture->notes != NULL ? capture->notes : Py_None, extras};
+        record = PyObject_Vectorcall(middleware->python_record, args, 9, NULL);
     }
     Py_XDECREF(started);
     Py_XDECREF(response);
@@ -210,10 +211,28 @@ response_headers(Capture *capture)
     return headers;
 }
 
+/* What the log's extras function learns of the exchange (asgi.AccessLogMiddleware
+ * ._extras): a new reference, None when the log reads no extras, NULL on error. */
+static PyObject *
+learn_extras(Capture *capture, int completed)
+{
+    PyObject *learn = capture->middleware->extras;
+    if (learn == Py_None) {
+        return Py_NewRef(Py_None);
+    }
+    PyObject *args[] = {capture->scope, completed ? Py_True : Py_False};
+    return PyObject_Vectorcall(learn, args, 2, NULL);
+}
+
 PyObject *
-asgi_record(Capture *capture, PyObject *status)
+asgi_record(Capture *capture, PyObject *status, int completed)
 {
     Middleware *middleware = capture->middleware;
+    /* First: the function may run any code, which must not see a half-made record. */
+    PyObject *extras = learn_extras(capture, completed);
+    if (extras == NULL) {
+        return NULL;
+    }
     PyObject *sent;
     if (capture->sent_object != NULL) {
         PyObject *base = Py_NewRef(capture->sent_object);
@@ -226,13 +245,14 @@ asgi_record(Capture *capture, PyObject *status)
         sent = PyLong_FromSsize_t(capture->sent);
     }
     if (sent == NULL) {
+        Py_DECREF(extras);
         return NULL;
     }
     PyObject *fields[FIELDS] = {NULL};
     PyObject *record = NULL;
     int rc = scope_fields(capture, fields);
     if (rc == UNUSUAL) {
-        record = python_record(capture, status, sent);
+        record = python_record(capture, status, sent, extras);
         goto done;
     }
     if (rc < 0 || (fields[10] = response_headers(capture)) == NULL) {
@@ -254,7 +274,7 @@ asgi_record(Capture *capture, PyObject *status)
     if (fields[NOTES] == NULL) {
         goto done;
     }
-    fields[EXTRAS] = Py_NewRef(Py_None);
+    fields[EXTRAS] = Py_NewRef(extras);
     /* tuple.__new__(Record, fields), without the intermediate tuple. */
     record = ((PyTypeObject *)middleware->record_type)->tp_alloc((PyTypeObject *)middleware->record_type, FIELDS);
     if (record != NULL) {
@@ -272,5 +292,6 @@ done:
         Py_XDECREF(fields[i]);
     }
     Py_DECREF(sent);
+    Py_DECREF(extras);
     return record;
 }

@@ -125,7 +125,7 @@ finish(Capture *capture)
     if (status == NULL) {
         return NULL;
     }
-    PyObject *record = asgi_record(capture, status);
+    PyObject *record = asgi_record(capture, status, 1);
     Py_DECREF(status);
     if (record != NULL) {
         Py_CLEAR(capture->response);

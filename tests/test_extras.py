@@ -3,12 +3,17 @@ only for a log whose format reads it."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
+from typing import Any
 
 import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.trace import get_current_span
 
 import boundlog
-from boundlog import AccessLog, ConfigurationError, Extras, Record
+from boundlog import AccessLog, ConfigurationError, Extras, Record, _core
+from boundlog.asgi import AccessLogMiddleware
 
 
 class ReadsRoute:
@@ -64,3 +69,133 @@ def test_a_format_naming_unknown_extras_is_refused(names: object, message: str) 
 
     with pytest.raises(ConfigurationError, match=message):
         AccessLog(sink="/dev/null", format=Odd(), report_loss=False)
+
+
+class Capture:
+    """A format keeping its records, reading the extras it is given."""
+
+    def __init__(self, reads: frozenset[str]) -> None:
+        self.reads_extras = reads
+        self.records: list[Record] = []
+
+    def format_batch(self, records: Sequence[Record]) -> bytes:
+        self.records += records
+        return b"x\n" * len(records)
+
+
+class ReferenceMiddleware(AccessLogMiddleware):
+    """A subclass keeps the pure-Python request path (asgi.py), whatever the core."""
+
+
+MIDDLEWARES = [
+    pytest.param(ReferenceMiddleware, id="python"),
+    pytest.param(
+        AccessLogMiddleware,
+        id="c",
+        marks=pytest.mark.skipif(_core.asgi_middleware is None, reason="no C core"),
+    ),
+]
+
+
+def http_scope() -> dict[str, Any]:
+    return {
+        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET",
+        "path": "/items/7", "raw_path": b"/items/7", "query_string": b"", "headers": [],
+        "client": ("10.1.2.3", 5000), "server": ("127.0.0.1", 8000),
+    }  # fmt: skip
+
+
+async def receive() -> dict[str, Any]:
+    return {"type": "http.request", "body": b"", "more_body": False}
+
+
+async def send(message: Any) -> None:
+    pass
+
+
+async def finishing(scope: Any, receive: Any, send: Any) -> None:
+    await send({"type": "http.response.start", "status": 200, "headers": []})
+    await send({"type": "http.response.body", "body": b"done"})
+
+
+async def leaving(scope: Any, receive: Any, send: Any) -> None:
+    # The client left mid-body: the application returns without finishing.
+    await send({"type": "http.response.start", "status": 200, "headers": []})
+    await send({"type": "http.response.body", "body": b"part", "more_body": True})
+
+
+def served(middleware: Any, app: Any, fmt: Capture, span: bool) -> list[Record]:
+    """The records of one request through ``middleware(app)``, inside an OpenTelemetry
+    server span when ``span``, as OpenTelemetry's ASGI middleware would make it."""
+    tracer = TracerProvider().get_tracer("test")
+    log = AccessLog(sink="/dev/null", format=fmt, report_loss=False)  # type: ignore[arg-type]
+    logged = middleware(app, log=log)
+
+    async def request() -> None:
+        if span:
+            with tracer.start_as_current_span("GET /items/{item_id}"):
+                await logged(http_scope(), receive, send)
+        else:
+            await logged(http_scope(), receive, send)
+
+    asyncio.run(request())
+    log.close()
+    return fmt.records
+
+
+@pytest.mark.parametrize("middleware", MIDDLEWARES)
+@pytest.mark.parametrize(("app", "completed"), [(finishing, True), (leaving, False)])
+def test_the_span_current_in_the_request_and_completion_are_learnt(
+    middleware: Any, app: Any, completed: bool
+) -> None:
+    spans: list[tuple[int, int]] = []
+
+    async def remembering(scope: Any, receive: Any, send: Any) -> None:
+        context = get_current_span().get_span_context()
+        spans.append((context.trace_id, context.span_id))
+        await app(scope, receive, send)
+
+    [record] = served(middleware, remembering, Capture(frozenset({"trace", "completed"})), True)
+    assert record.extras == Extras(trace=spans[0], completed=completed)
+    assert spans[0][0] != 0
+
+
+@pytest.mark.parametrize("middleware", MIDDLEWARES)
+def test_no_current_span_is_no_trace(middleware: Any) -> None:
+    [record] = served(middleware, finishing, Capture(frozenset({"trace"})), False)
+    assert record.extras == Extras()
+
+
+@pytest.mark.parametrize("middleware", MIDDLEWARES)
+@pytest.mark.parametrize("reads", [frozenset(), frozenset({"close_code"})])
+def test_a_log_reading_no_learnt_extras_gets_none(middleware: Any, reads: frozenset[str]) -> None:
+    [record] = served(middleware, finishing, Capture(reads), True)
+    assert record.extras is None
+
+
+@pytest.mark.parametrize("middleware", MIDDLEWARES)
+def test_an_extras_function_that_raises_fails_the_request_not_the_log(
+    middleware: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What learning raises (a broken OpenTelemetry SDK, say) reaches the server as the
+    application's error would, and the log goes on."""
+    failures = iter([LookupError("no span")])
+
+    def learner(reads: frozenset[str]) -> Any:
+        def learn(scope: Any, completed: bool) -> Extras:
+            for failure in failures:
+                raise failure
+            return Extras(completed=completed)
+
+        return learn
+
+    monkeypatch.setattr(boundlog.asgi, "learner", learner)
+    fmt = Capture(frozenset({"completed"}))
+    log = AccessLog(sink="/dev/null", format=fmt, report_loss=False)  # type: ignore[arg-type]
+    logged = middleware(finishing, log=log)
+
+    with pytest.raises(LookupError):
+        asyncio.run(logged(http_scope(), receive, send))
+    asyncio.run(logged(http_scope(), receive, send))
+    log.close()
+    assert [record.extras for record in fmt.records][-1] == Extras(completed=True)

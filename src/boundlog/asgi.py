@@ -48,9 +48,10 @@ from . import _core
 from ._budget import FIELD_OVERHEAD, RecordBudget
 from ._environment import log_for_middleware
 from ._errors import AccessLogError
+from ._extras import learner
 from ._log import AccessLog
 from ._notes import NOTES, snapshot
-from ._record import Record, new_record
+from ._record import Extras, Record, new_record
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -102,6 +103,9 @@ class AccessLogMiddleware:
         self._budget = self.log.record_budget
         # Set for each request only when the log reads notes (see _notes).
         self._notes_var = NOTES if self.log.reads_notes else None
+        # What the log's format reads of a record's extras, learnt when the response
+        # ends (see _extras); None for a log that reads none.
+        self._extras = learner(self.log.reads_extras)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -143,6 +147,7 @@ class AccessLogMiddleware:
                 sent = _file_size(response, message)
             else:
                 return send(message)
+            learn = self._extras
             entry = _record(
                 scope,
                 started,
@@ -152,6 +157,7 @@ class AccessLogMiddleware:
                 self._keeps_response_headers,
                 self._budget,
                 notes,
+                None if learn is None else learn(scope, True),
             )
             response = _FINISHED
             if self._offer(entry):
@@ -164,6 +170,7 @@ class AccessLogMiddleware:
             if response is not _FINISHED:
                 # The response never finished: the app raised, or returned early because
                 # the client left.  A server answers 500 when no response had started.
+                learn = self._extras
                 entry = _record(
                     scope,
                     started,
@@ -173,6 +180,7 @@ class AccessLogMiddleware:
                     self._keeps_response_headers,
                     self._budget,
                     notes,
+                    None if learn is None else learn(scope, False),
                 )
                 await self._submit_async(entry)
 
@@ -244,6 +252,7 @@ def _record(
     keeps_response_headers: bool,
     budget: RecordBudget,
     notes: dict[str, Any] | None = None,
+    extras: Extras | None = None,
 ) -> Record:
     client = scope.get("client")
     version = scope["http_version"]
@@ -274,7 +283,7 @@ def _record(
         status, sent, headers,
         response.get("headers", ()) if keeps_response_headers else (),
         # A copy: the application may add fields after the response ends.
-        snapshot(notes), None,
+        snapshot(notes), extras,
     ))  # fmt: skip
 
 
@@ -378,6 +387,7 @@ if _core.asgi_middleware is not None:
                 wall_clock=time,
                 keeps_response_headers=self._keeps_response_headers,
                 notes=self._notes_var,
+                extras=self._extras,
             )
 
         async def _submit_unfinished(self, entry: Record, error: BaseException | None) -> None:
