@@ -11,7 +11,9 @@ For each logger (``none``, uvicorn's own ``default``, ``capture-only`` as in the
 benchmark, ``boundlog`` with the ``drop`` policy and the combined format; on request,
 ``boundlog-json``, a JSON log, whose middleware collects each request's notes, and
 ``boundlog-fields``, the same with an application that calls ``boundlog.add_fields``
-with two fields per request; both apps run under the same small wrapper), uvicorn
+with two fields per request; both apps run under the same small wrapper;
+``boundlog-json-no-extras``, the JSON log whose format reads no extras, so that its
+middleware asks OpenTelemetry for no span), uvicorn
 (httptools, uvloop, one process) runs under callgrind with each thread counted apart;
 wrk warms it up, the counters are zeroed, wrk runs for ``--seconds``, and the counters
 are dumped.  Printed: instructions per request of the
@@ -47,7 +49,7 @@ from typing import Any
 #: ``default`` is uvicorn's own access log, to standard output (here /dev/null).
 LOGGERS = ("none", "default", "capture-only", "boundlog")
 #: Measured when named in ``--loggers`` (issue 16's fields).
-OPTIONAL_LOGGERS = ("boundlog-json", "boundlog-fields")
+OPTIONAL_LOGGERS = ("boundlog-json", "boundlog-fields", "boundlog-json-no-extras")
 _LOGGER_ENV = "BENCHMARK_INSTRUCTIONS_LOGGER"
 _FLUSH_ENV = "BENCHMARK_INSTRUCTIONS_FLUSH_INTERVAL"
 _HERE = Path(__file__).resolve().parent
@@ -68,10 +70,24 @@ def create_app() -> Any:
     if logger in OPTIONAL_LOGGERS:
         inner = _adding_fields(app, logger == "boundlog-fields")
         return AccessLogMiddleware(
-            inner, sink=os.devnull, format="json", flush_interval=flush_interval
+            inner,
+            sink=os.devnull,
+            format=_json_without_extras() if logger == "boundlog-json-no-extras" else "json",
+            flush_interval=flush_interval,
         )
     # The middleware owns its log, so it drains it at the lifespan shutdown.
     return AccessLogMiddleware(app, sink=os.devnull, flush_interval=flush_interval)
+
+
+def _json_without_extras() -> Any:
+    """The JSON format reading no extras: its middleware reads no span."""
+    from boundlog import JsonFormat
+
+    class JsonWithoutExtras(JsonFormat):
+        __slots__ = ()
+        reads_extras = frozenset()
+
+    return JsonWithoutExtras()
 
 
 def _adding_fields(app: Any, fields: bool) -> Any:

@@ -19,10 +19,18 @@
 #include "record.h"
 #include "stamps.h"
 #include "text.h"
+#include "trace.h"
 
 /* The items of `texts` (json.h). */
 enum { BEFORE_TIME, BEFORE_CLIENT, BEFORE_METHOD, BEFORE_PATH, BEFORE_QUERY, BEFORE_PROTOCOL,
-       BEFORE_STATUS, BEFORE_SENT, BEFORE_DURATION, LINE_END, TEXTS };
+       BEFORE_STATUS, BEFORE_SENT, BEFORE_DURATION, LINE_END, BEFORE_ROUTE, BEFORE_TRACE_ID,
+       BEFORE_SPAN_ID, TEXTS };
+/* The first header fields of every line: referer, user_agent, request_id (json.h). */
+#define BUILT_IN_HEADER_FIELDS 3
+/* The items of `trace_header`. */
+enum { TRACE_HEADER_NAME, TRACE_HEADER_ENVIRON_KEY, TRACE_HEADER_ITEMS };
+/* The fields of a record's extras (_record.Extras) read here. */
+enum { EXTRAS_ROUTE, EXTRAS_TRACE, EXTRAS_FIELDS = 6 };
 /* The items of each of `headers`. */
 enum { HEADER_TEXT, HEADER_RESPONSE, HEADER_NAME, HEADER_ENVIRON_KEY, HEADER_REDACTION,
        HEADER_ITEMS };
@@ -346,6 +354,62 @@ write_notes(Buffer *buffer, PyObject *notes, PyObject *taken)
 }
 
 static int
+write_as_is(Buffer *buffer, const char *bytes, Py_ssize_t size)
+{
+    return buffer_write(buffer, bytes, size);
+}
+
+/* Appends a line's route, trace id and span id, each with the text before it, as
+ * JsonFormat._extras_text does: 0, -1, or UNSUPPORTED for extras that are not a tuple
+ * of Extras's size, a route that is not None or an exact str, or request headers the
+ * traceparent lookup leaves. */
+static int
+write_extras(Buffer *buffer, Buffer *scratch, PyObject *record, PyObject *texts,
+             PyObject *trace_header)
+{
+    PyObject *extras = PyTuple_GET_ITEM(record, EXTRAS);
+    PyObject *route = Py_None, *trace = Py_None;
+    if (extras != Py_None) {
+        if (!PyTuple_Check(extras) || PyTuple_GET_SIZE(extras) != EXTRAS_FIELDS) {
+            return UNSUPPORTED;
+        }
+        route = PyTuple_GET_ITEM(extras, EXTRAS_ROUTE);
+        trace = PyTuple_GET_ITEM(extras, EXTRAS_TRACE);
+    }
+    if (route != Py_None && !PyUnicode_CheckExact(route)) {
+        return UNSUPPORTED;
+    }
+    TraceIds ids;
+    int found = trace_ids_from_span(trace, &ids);
+    if (!found) {
+        scratch->length = 0;
+        int rc = headers_find(scratch, PyTuple_GET_ITEM(record, REQUEST_HEADERS),
+                              PyTuple_GET_ITEM(trace_header, TRACE_HEADER_NAME),
+                              PyTuple_GET_ITEM(trace_header, TRACE_HEADER_ENVIRON_KEY),
+                              write_as_is);
+        if (rc == -1 || rc == HEADERS_UNSUPPORTED) {
+            return rc;
+        }
+        found = rc == 0 && trace_ids_from_header(scratch->data, scratch->length, &ids);
+    }
+    if (write_bytes_object(buffer, PyTuple_GET_ITEM(texts, BEFORE_ROUTE)) < 0
+        || write_json_text(buffer, route) < 0
+        || write_bytes_object(buffer, PyTuple_GET_ITEM(texts, BEFORE_TRACE_ID)) < 0) {
+        return -1;
+    }
+    if (!found) {
+        return BUFFER_LITERAL(buffer, "null") < 0
+               || write_bytes_object(buffer, PyTuple_GET_ITEM(texts, BEFORE_SPAN_ID)) < 0
+               || BUFFER_LITERAL(buffer, "null") < 0 ? -1 : 0;
+    }
+    return BUFFER_LITERAL(buffer, "\"") < 0 || buffer_write(buffer, ids.trace_id, 32) < 0
+           || BUFFER_LITERAL(buffer, "\"") < 0
+           || write_bytes_object(buffer, PyTuple_GET_ITEM(texts, BEFORE_SPAN_ID)) < 0
+           || BUFFER_LITERAL(buffer, "\"") < 0 || buffer_write(buffer, ids.span_id, 16) < 0
+           || BUFFER_LITERAL(buffer, "\"") < 0 ? -1 : 0;
+}
+
+static int
 is_text_or_none(PyObject *value)
 {
     return value == Py_None || PyUnicode_CheckExact(value);
@@ -363,6 +427,7 @@ typedef struct {
     PyObject *texts;   /* a tuple of TEXTS bytes */
     PyObject *headers; /* a tuple of HEADER_ITEMS-tuples */
     PyObject *taken;   /* a frozenset: the keys a note must not have */
+    PyObject *trace_header; /* (name, environ key) of the traceparent field */
     int one_by_one;    /* how the clock reads this batch's times (read_times) */
 } Line;
 
@@ -419,8 +484,18 @@ write_line(Buffer *buffer, Buffer *scratch, Stamps *stamps, const Line *line, Py
         || write_milliseconds(buffer, milliseconds) < 0) {
         return -1;
     }
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(line->headers); i++) {
-        rc = write_header(buffer, scratch, record, PyTuple_GET_ITEM(line->headers, i));
+    /* The route and trace ids follow the built-in header fields. */
+    Py_ssize_t headers = PyTuple_GET_SIZE(line->headers);
+    for (Py_ssize_t i = 0; i <= headers; i++) {
+        if (i == (headers < BUILT_IN_HEADER_FIELDS ? headers : BUILT_IN_HEADER_FIELDS)) {
+            rc = write_extras(buffer, scratch, record, line->texts, line->trace_header);
+            if (rc != 0) {
+                return rc;
+            }
+        }
+        rc = i < headers ? write_header(buffer, scratch, record,
+                                        PyTuple_GET_ITEM(line->headers, i))
+                         : 0;
         if (rc != 0) {
             return rc;
         }
@@ -434,10 +509,13 @@ write_line(Buffer *buffer, Buffer *scratch, Stamps *stamps, const Line *line, Py
 
 /* Whether the arguments other than the records have the shapes json.h gives. */
 static int
-check_arguments(PyObject *texts, PyObject *headers)
+check_arguments(PyObject *texts, PyObject *headers, PyObject *trace_header)
 {
     if (!PyTuple_CheckExact(texts) || PyTuple_GET_SIZE(texts) != TEXTS
-        || !PyTuple_CheckExact(headers)) {
+        || !PyTuple_CheckExact(headers) || !PyTuple_CheckExact(trace_header)
+        || PyTuple_GET_SIZE(trace_header) != TRACE_HEADER_ITEMS
+        || !PyBytes_CheckExact(PyTuple_GET_ITEM(trace_header, TRACE_HEADER_NAME))
+        || !PyUnicode_CheckExact(PyTuple_GET_ITEM(trace_header, TRACE_HEADER_ENVIRON_KEY))) {
         return 0;
     }
     for (Py_ssize_t i = 0; i < TEXTS; i++) {
@@ -462,18 +540,18 @@ check_arguments(PyObject *texts, PyObject *headers)
 PyObject *
 json_format_json(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 5) {
-        PyErr_SetString(PyExc_TypeError, "format_json() takes 5 arguments");
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "format_json() takes 6 arguments");
         return NULL;
     }
-    if (!check_arguments(args[2], args[3]) || !PyFrozenSet_CheckExact(args[4])) {
+    if (!check_arguments(args[2], args[3], args[5]) || !PyFrozenSet_CheckExact(args[4])) {
         PyErr_SetString(PyExc_TypeError,
-                        "format_json(): texts must be a tuple of 10 bytes, headers a tuple "
-                        "of (bytes, bool, bytes, str, bytes | None) tuples and taken a "
-                        "frozenset");
+                        "format_json(): texts must be a tuple of 13 bytes, headers a tuple "
+                        "of (bytes, bool, bytes, str, bytes | None) tuples, taken a "
+                        "frozenset and trace_header a (bytes, str) tuple");
         return NULL;
     }
-    Line line = {args[1], args[2], args[3], args[4], 0};
+    Line line = {args[1], args[2], args[3], args[4], args[5], 0};
     /* A tuple of the records, each held: the caller's list may change meanwhile (a
      * list is copied under its lock on a free-threaded build). */
     PyObject *records = PySequence_Tuple(args[0]);

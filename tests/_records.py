@@ -19,6 +19,7 @@ _DEFAULTS: dict[str, Any] = {
     "request_headers": (),
     "response_headers": (),
     "notes": None,
+    "extras": None,
 }
 _HEADER_DEFAULTS: dict[str, bytes | None] = {"referer": None, "user_agent": b"test-agent/1.0"}
 

@@ -29,7 +29,31 @@ RAW = st.one_of(
     TEXT.map(lambda text: text.encode("utf-8", "surrogatepass")),
     st.lists(st.sampled_from(UTF8_EDGES)).map(b"".join),
 )
-VALUES = st.one_of(RAW, TEXT, LATIN1)
+#: traceparent values: valid ones of each version, and each way of breaking one.
+_HEX = st.text("0123456789abcdef", min_size=1, max_size=1)
+TRACEPARENTS = st.one_of(
+    st.tuples(
+        st.sampled_from(["00", "01", "ff", "0A", "cc"]),
+        st.sampled_from(
+            [
+                "4bf92f3577b34da6a3ce929d0e0e4736",
+                "0" * 32,
+                "4BF92F3577B34DA6A3CE929D0E0E4736",
+                "4bf92f",
+            ]
+        ),
+        st.sampled_from(["00f067aa0ba902b7", "0" * 16, "00f067aa0ba902b"]),
+        st.sampled_from(["01", "00", "1", "zz"]),
+        st.sampled_from(
+            ["", "-x", "x", "-", ", 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "\n"]
+        ),
+        st.sampled_from(["-", "_"]),
+    ).map(lambda p: f"{p[0]}-{p[1]}{p[5]}{p[2]}-{p[3]}{p[4]}"),
+    st.lists(_HEX, min_size=55, max_size=58).map("".join),
+)
+VALUES = st.one_of(
+    RAW, TEXT, LATIN1, TRACEPARENTS, TRACEPARENTS.map(lambda value: value.encode("latin-1"))
+)
 TIMES = st.one_of(
     st.floats(min_value=0, max_value=4102444800.0),
     st.floats(min_value=-1e9, max_value=4102444800.0),

@@ -83,6 +83,9 @@ def test_a_complete_response_is_logged_with_its_bytes(tmp_path: Path) -> None:
         "referer": "/r",
         "user_agent": "probe/1",
         "request_id": None,
+        "route": None,
+        "trace_id": None,
+        "span_id": None,
     }
 
 

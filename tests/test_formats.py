@@ -19,6 +19,7 @@ from _records import apache_record, make_record, request_header
 from boundlog import ConfigurationError, Record
 from boundlog._escape import unescape
 from boundlog._formats import FORMATS, make_format
+from boundlog._trace import trace_ids
 
 # Apache's definitions, `%h %l %u %t "%r" %>s %b` and ` "%{Referer}i" "%{User-agent}i"`,
 # with every field in boundlog's escaped form (see _escape).
@@ -35,7 +36,7 @@ LINE_PATTERNS = {"common": re.compile(COMMON), "combined": re.compile(COMBINED)}
 
 JSON_FIELDS = [
     "time", "client", "method", "path", "query", "protocol", "status", "bytes_sent",
-    "duration_ms", "referer", "user_agent", "request_id",
+    "duration_ms", "referer", "user_agent", "request_id", "route", "trace_id", "span_id",
 ]  # fmt: skip
 RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}(?:Z|[+-]\d{2}:\d{2})")
 
@@ -210,6 +211,12 @@ def check_json_line(line: bytes, record: Record, utc: bool) -> None:
     assert fields["status"] == record.status
     assert fields["bytes_sent"] == _on_the_wire(record)
     assert math.isclose(fields["duration_ms"], record.duration * 1000, rel_tol=1e-9, abs_tol=5e-4)
+    route = record.extras.route if record.extras else None
+    assert fields["route"] == (expected_json_text(route) if isinstance(route, str) else route)
+    ids = trace_ids(
+        record.extras.trace if record.extras else None, request_header(record, b"traceparent")
+    )
+    assert (fields["trace_id"], fields["span_id"]) == (ids or (None, None))
 
 
 @pytest.mark.parametrize("name", ["common", "combined"])
@@ -344,7 +351,8 @@ def test_json_example_line() -> None:
     assert line == (
         b'{"time":"2023-11-15T03:43:20.250+05:30","client":"10.1.2.3","method":"POST",'
         b'"path":"/items","query":"page=2","protocol":"HTTP/1.1","status":201,"bytes_sent":0,'
-        b'"duration_ms":500.000,"referer":null,"user_agent":null,"request_id":null}\n'
+        b'"duration_ms":500.000,"referer":null,"user_agent":null,"request_id":null,'
+        b'"route":null,"trace_id":null,"span_id":null}\n'
     )
 
 

@@ -37,19 +37,19 @@ def line(fmt: JsonFormat, record: Record) -> str:
 @pytest.mark.parametrize(
     ("options", "tail"),
     [
-        ({}, ',"request_id":"req-7"}\n'),
+        ({}, ',"request_id":"req-7","route":null,"trace_id":null,"span_id":null}\n'),
         ({"request_headers": ["X-Forwarded-Proto", "Accept"]},
-         ',"request_id":"req-7","x_forwarded_proto":"https","accept":"text/html, */*"}\n'),
+         ',"request_id":"req-7","route":null,"trace_id":null,"span_id":null,"x_forwarded_proto":"https","accept":"text/html, */*"}\n'),
         ({"response_headers": ["content-type", "Content-Length"]},
-         ',"request_id":"req-7","response_content_type":"text/plain","response_content_length":null}\n'),
+         ',"request_id":"req-7","route":null,"trace_id":null,"span_id":null,"response_content_type":"text/plain","response_content_length":null}\n'),
         ({"request_headers": {"X-Forwarded-Proto": "scheme"}, "response_headers": {"Content-Type": "type"}},
-         ',"request_id":"req-7","scheme":"https","type":"text/plain"}\n'),
+         ',"request_id":"req-7","route":null,"trace_id":null,"span_id":null,"scheme":"https","type":"text/plain"}\n'),
         ({"request_headers": ["Cookie"], "response_headers": ["Set-Cookie"]},
-         ',"request_id":"req-7","cookie":"[redacted]","response_set_cookie":"[redacted]"}\n'),
+         ',"request_id":"req-7","route":null,"trace_id":null,"span_id":null,"cookie":"[redacted]","response_set_cookie":"[redacted]"}\n'),
         ({"request_headers": ["Cookie"], "response_headers": ["Set-Cookie"], "allow_headers": ["set-cookie"]},
-         ',"request_id":"req-7","cookie":"[redacted]","response_set_cookie":"a=1, b=2"}\n'),
+         ',"request_id":"req-7","route":null,"trace_id":null,"span_id":null,"cookie":"[redacted]","response_set_cookie":"a=1, b=2"}\n'),
         ({"request_headers": {"user-agent": "agent", "User-Agent": "agent_again"}},
-         ',"request_id":"req-7","agent":"test-agent/1.0","agent_again":"test-agent/1.0"}\n'),
+         ',"request_id":"req-7","route":null,"trace_id":null,"span_id":null,"agent":"test-agent/1.0","agent_again":"test-agent/1.0"}\n'),
     ],
 )  # fmt: skip
 def test_added_header_fields(options: dict[str, Any], tail: str) -> None:

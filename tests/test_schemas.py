@@ -55,8 +55,8 @@ from _servers import (
     send_exchanges,
     server_environment,
 )
-from _strategies import RAW, TEXT
-from boundlog import AccessLog, ConfigurationError, Record, unescape
+from _strategies import EXTRAS, RAW, RECORD_NOTES, TEXT
+from boundlog import AccessLog, ConfigurationError, Extras, Record, unescape
 from boundlog._formats import FORMATS, make_format
 from boundlog._schemas import ECS_VERSION, OTEL_METHODS, SchemaFormat
 from boundlog.gunicorn import _format_for
@@ -148,6 +148,8 @@ def is_ip(value: str) -> bool:
 # each field the lines may hold, its type, and the values it allows where ECS lists them.
 # keyword, wildcard and match_only_text are JSON strings; long a JSON integer; date an
 # ISO 8601 string; ip an IPv4 or IPv6 address; the categorization fields are arrays.
+HEX32 = re.compile(r"[0-9a-f]{32}")
+HEX16 = re.compile(r"[0-9a-f]{16}")
 ECS_DEFINITIONS: dict[str, tuple[str, Callable[[Any], bool]]] = {
     "@timestamp": ("date", lambda v: isinstance(v, str) and bool(RFC3339_UTC_MS.fullmatch(v))),
     "log.level": ("keyword", lambda v: v in ("info", "warning", "error")),
@@ -169,6 +171,8 @@ ECS_DEFINITIONS: dict[str, tuple[str, Callable[[Any], bool]]] = {
     "client.address": ("keyword", lambda v: isinstance(v, str)),
     "client.ip": ("ip", lambda v: isinstance(v, str) and is_ip(v)),
     "user_agent.original": ("keyword", lambda v: isinstance(v, str)),
+    "trace.id": ("keyword", lambda v: isinstance(v, str) and bool(HEX32.fullmatch(v))),
+    "span.id": ("keyword", lambda v: isinstance(v, str) and bool(HEX16.fullmatch(v))),
 }
 ECS_ALWAYS = {
     "@timestamp", "log.level", "message", "ecs.version", "event.kind", "event.category",
@@ -204,6 +208,7 @@ GCP_HTTP_REQUEST: dict[str, Callable[[Any], bool]] = {
 GCP_SEVERITIES = {"DEFAULT", "DEBUG", "INFO", "NOTICE", "WARNING", "ERROR", "CRITICAL",
                   "ALERT", "EMERGENCY"}  # fmt: skip
 GCP_TOP_LEVEL = {"time", "severity", "message", "httpRequest"}
+GCP_TRACE = {"logging.googleapis.com/trace", "logging.googleapis.com/spanId"}
 
 # The semantic conventions' attribute names and types, from their package.
 OTEL_ATTRIBUTES: dict[str, Callable[[Any], bool]] = {
@@ -222,6 +227,7 @@ OTEL_ATTRIBUTES: dict[str, Callable[[Any], bool]] = {
     ),
     # The metric's name, in its unit (seconds), as a double.
     http_metrics.HTTP_SERVER_REQUEST_DURATION: lambda v: v is None or (type(v) is float and v >= 0),
+    http_attributes.HTTP_ROUTE: lambda v: isinstance(v, str),
 }  # fmt: skip
 OTEL_SEVERITIES = {
     "INFO": SeverityNumber.INFO.value,
@@ -243,7 +249,10 @@ def check_ecs(entry: dict[str, Any]) -> dict[str, Any]:
 
 
 def check_gcp(entry: dict[str, Any]) -> dict[str, Any]:
-    assert set(entry) == GCP_TOP_LEVEL, entry
+    assert set(entry) - GCP_TRACE == GCP_TOP_LEVEL, entry
+    if GCP_TRACE & set(entry):
+        assert HEX32.fullmatch(entry["logging.googleapis.com/trace"].rsplit("/", 1)[-1])
+        assert HEX16.fullmatch(entry["logging.googleapis.com/spanId"])
     assert entry["severity"] in GCP_SEVERITIES
     utc_time(entry["time"])
     assert isinstance(entry["message"], str)
@@ -256,7 +265,12 @@ def check_gcp(entry: dict[str, Any]) -> dict[str, Any]:
 
 
 def check_otel(entry: dict[str, Any]) -> dict[str, Any]:
-    assert list(entry) == ["timestamp", "severity_text", "severity_number", "body", "attributes"]
+    keys = ["timestamp", "severity_text", "severity_number", "body", "attributes"]
+    if "trace_id" in entry:
+        keys[4:4] = ["trace_id", "span_id"]
+        assert HEX32.fullmatch(entry["trace_id"])
+        assert HEX16.fullmatch(entry["span_id"])
+    assert list(entry) == keys
     utc_time(entry["timestamp"])
     assert OTEL_SEVERITIES[entry["severity_text"]] == entry["severity_number"]
     assert isinstance(entry["body"], str)
@@ -505,6 +519,8 @@ RECORDS = st.builds(
     bytes_sent=st.integers(min_value=0, max_value=10**30),
     referer=HEADER_VALUES,
     user_agent=HEADER_VALUES,
+    notes=RECORD_NOTES,
+    extras=EXTRAS,
 )  # fmt: skip
 
 
@@ -518,8 +534,24 @@ def test_any_batch_is_one_valid_object_per_record(name: str, records: list[Recor
     data = fmt.format_batch(records)
     assert data == b"".join(fmt.format_batch([record]) for record in records)
     for line, record in zip(lines_of(data, len(records)), records, strict=True):
-        entry = CHECKS[name](strict_json(line))
+        entry = CHECKS[name](without_notes(name, strict_json(line), record))
         check_against_record(name, entry, record)
+
+
+def without_notes(name: str, entry: dict[str, Any], record: Record) -> dict[str, Any]:
+    """``entry`` without the record's notes, which must be its last custom fields, each
+    named as the note is (prefixed ``app.`` where the object had the name already)."""
+    notes = record.notes or {}
+    custom = entry["attributes"] if name == "otel" else entry
+    keys = list(custom)
+    for note, key in zip(notes, keys[len(keys) - len(notes) :], strict=True):
+        expected = str(note).encode("utf-8", "surrogatepass")
+        bare = key
+        while unescape(bare.encode()) != expected and bare.startswith("app."):
+            bare = bare.removeprefix("app.")
+        assert unescape(bare.encode()) == expected, (key, note)
+        del custom[key]
+    return entry
 
 
 HOSTILE = [
@@ -555,7 +587,7 @@ def test_the_presets_are_formats_by_name() -> None:
         fmt = make_format(name, utc=False)
         assert isinstance(fmt, SchemaFormat)
         assert repr(fmt) == f"SchemaFormat({name!r})"
-        assert fmt.request_header_names == {b"user-agent", b"referer"}
+        assert fmt.request_header_names == {b"user-agent", b"referer", b"traceparent"}
         assert fmt.response_header_names == frozenset()
     with pytest.raises(ConfigurationError, match=r"'xml'.*json, ecs, gcp, otel"):
         make_format("xml", utc=True)
@@ -689,3 +721,83 @@ def test_gunicorn_access_logformat_gcp_writes_gcp_lines(tmp_path: Path) -> None:
         ("WARNING", "GET /no/such/page 404", "/no/such/page", 404, "10", None, "t/1", LOOPBACK,
          "HTTP/1.1"),
     ]  # fmt: skip
+
+
+# -- trace ids and the application's fields --------------------------------------------------
+
+TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
+PARENT_ID = "00f067aa0ba902b7"
+TRACEPARENT = f"00-{TRACE_ID}-{PARENT_ID}-01".encode()
+
+
+def preset_line(name: str, record: Record) -> dict[str, Any]:
+    entry: dict[str, Any] = json.loads(make_format(name, utc=True).format_batch([record]))
+    return entry
+
+
+@pytest.mark.parametrize("source", ["span", "header"])
+def test_each_preset_writes_the_trace_where_its_schema_keeps_it(
+    source: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ECS's trace.id and span.id, OpenTelemetry's trace_id and span_id, Cloud Logging's
+    trace (the trace's resource name when GOOGLE_CLOUD_PROJECT names the project) and
+    spanId: from the request's span, else its traceparent header."""
+    if source == "span":
+        record = make_record(extras=Extras(trace=(int(TRACE_ID, 16), int(PARENT_ID, 16))))
+    else:
+        record = make_record(request_headers=[(b"traceparent", TRACEPARENT)])
+    ecs = preset_line("ecs", record)
+    assert (ecs["trace"], ecs["span"]) == ({"id": TRACE_ID}, {"id": PARENT_ID})
+    otel = preset_line("otel", record)
+    assert (otel["trace_id"], otel["span_id"]) == (TRACE_ID, PARENT_ID)
+    assert "trace_id" not in otel["attributes"]
+    monkeypatch.delenv("GOOGLE_CLOUD_PROJECT", raising=False)
+    gcp = preset_line("gcp", record)
+    assert gcp["logging.googleapis.com/trace"] == TRACE_ID
+    assert gcp["logging.googleapis.com/spanId"] == PARENT_ID
+    monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", 'my-"project%s')
+    gcp = preset_line("gcp", record)
+    assert gcp["logging.googleapis.com/trace"] == f'projects/my-"project%s/traces/{TRACE_ID}'
+
+
+def test_no_trace_no_trace_fields() -> None:
+    record = make_record(request_headers=[(b"traceparent", b"00-" + b"0" * 32 + b"-01")])
+    assert "trace" not in preset_line("ecs", record)
+    assert "trace_id" not in preset_line("otel", record)
+    assert not [key for key in preset_line("gcp", record) if key.startswith("logging.")]
+
+
+def test_otel_writes_the_route_as_http_route() -> None:
+    line = preset_line("otel", make_record(extras=Extras(route="/items/{item_id}")))
+    assert line["attributes"]["http.route"] == "/items/{item_id}"
+    assert "http.route" not in preset_line("otel", make_record())["attributes"]
+
+
+def test_the_applications_fields_go_where_each_schema_keeps_custom_fields() -> None:
+    """Top-level in ECS and Cloud Logging (its jsonPayload), attributes in OpenTelemetry;
+    a name the line already has is prefixed app., never overwriting."""
+    notes = {"user": "ada", "tenant": 7, "http": "x", "severity": "y", "url.path": "z"}
+    record = make_record(notes=notes)
+    ecs = preset_line("ecs", record)
+    assert (ecs["user"], ecs["tenant"], ecs["app.http"], ecs["severity"]) == ("ada", 7, "x", "y")
+    assert ecs["http"]["request"]["method"] == "GET"
+    gcp = preset_line("gcp", record)
+    assert (gcp["user"], gcp["http"], gcp["app.severity"]) == ("ada", "x", "y")
+    assert gcp["severity"] == "INFO"
+    attributes = preset_line("otel", record)["attributes"]
+    assert (attributes["user"], attributes["app.url.path"]) == ("ada", "z")
+    assert attributes["url.path"] == "/hello"
+
+
+def test_ecs_logging_reads_the_trace_and_the_fields_as_its_own() -> None:
+    """ecs-logging's own formatter puts extra fields and the trace in the same places."""
+    record = make_record(
+        extras=Extras(trace=(int(TRACE_ID, 16), int(PARENT_ID, 16))), notes={"user": "ada"}
+    )
+    ours = preset_line("ecs", record)
+    log_record = logging.LogRecord("access", logging.INFO, __file__, 1, "m", None, None)
+    log_record.__dict__.update({"user": "ada", "trace.id": TRACE_ID, "span.id": PARENT_ID})
+    theirs = json.loads(ecs_logging.StdlibFormatter().format(log_record))
+    assert theirs["user"] == ours["user"]
+    assert theirs["trace"] == ours["trace"]
+    assert theirs["span"] == ours["span"]

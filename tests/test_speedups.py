@@ -246,8 +246,9 @@ def _c_formatter(name: str, *, utc: bool) -> Callable[[list[Record]], bytes | No
         format_json = _core.format_json
         assert format_json is not None
         return lambda records: format_json(
-            records, json._clock.parts, json._texts, json._header_fields, json._keys
-        )
+            records, json._clock.parts, json._texts, json._header_fields, json._keys,
+            json._trace_header,
+        )  # fmt: skip
     apache = ApacheFormat(combined=True, utc=utc)
     return lambda records: c_lines(apache, records)
 

@@ -26,7 +26,7 @@ needs_c = pytest.mark.skipif(
 # Every spelling of the fields a JSON line reads, in bytes and in text, and names to skip.
 NAMES = st.sampled_from(
     [b"referer", b"Referer", "REFERER", b"user-agent", "User-Agent", b"x-request-id",
-     b"X-Request-ID", "X-REQUEST-ID", b"cookie", "Cookie", b"authorization", b"accept",
+     b"X-Request-ID", "X-REQUEST-ID", b"traceparent", "Traceparent", "TRACEPARENT", b"cookie", "Cookie", b"authorization", b"accept",
      "ACCEPT", b"content-type", "Content-Type", b"set-cookie", "Set-Cookie",
      b"x-forwarded-for", b"host", b"referer\x00", "r\xe9ferer", "\u0130", b""]
 )  # fmt: skip
@@ -34,6 +34,7 @@ PAIRS = st.lists(st.tuples(NAMES, VALUES), max_size=6)
 ENVIRONS = st.dictionaries(
     st.sampled_from(
         ["HTTP_REFERER", "HTTP_USER_AGENT", "HTTP_X_REQUEST_ID", "HTTP_COOKIE", "HTTP_ACCEPT",
+         "HTTP_TRACEPARENT",
          "CONTENT_TYPE", "HTTP_CONTENT_TYPE", "HTTP_SET_COOKIE", "REMOTE_ADDR"]
     ),
     st.none() | VALUES,
@@ -81,7 +82,9 @@ def json_format(options: dict[str, Any]) -> JsonFormat:
 
 def c_lines(fmt: JsonFormat, records: list[Record]) -> bytes | None:
     assert _core.format_json is not None
-    return _core.format_json(records, fmt._clock.parts, fmt._texts, fmt._header_fields, fmt._keys)
+    return _core.format_json(
+        records, fmt._clock.parts, fmt._texts, fmt._header_fields, fmt._keys, fmt._trace_header
+    )
 
 
 def check(fmt: JsonFormat, records: list[Record]) -> Any:
@@ -243,13 +246,23 @@ def test_c_reads_any_sequence_of_records() -> None:
     assert c_lines(fmt, records) == expected
     assert _core.format_json is not None
     assert _core.format_json(
-        tuple(records), fmt._clock.parts, fmt._texts, fmt._header_fields, fmt._keys
-    ) == (expected)
+        tuple(records), fmt._clock.parts, fmt._texts, fmt._header_fields, fmt._keys,
+        fmt._trace_header,
+    ) == (expected)  # fmt: skip
     assert c_lines(fmt, []) == b""
     with pytest.raises(TypeError):
-        _core.format_json(records, fmt._clock.parts, fmt._texts[:-1], fmt._header_fields, fmt._keys)
+        _core.format_json(
+            records, fmt._clock.parts, fmt._texts[:-1], fmt._header_fields, fmt._keys,
+            fmt._trace_header,
+        )  # fmt: skip
     with pytest.raises(TypeError):
-        _core.format_json(records, fmt._clock.parts, fmt._texts, (("x",),), fmt._keys)  # type: ignore[arg-type]
+        _core.format_json(
+            records, fmt._clock.parts, fmt._texts, (("x",),), fmt._keys, fmt._trace_header,  # type: ignore[arg-type]
+        )  # fmt: skip
+    with pytest.raises(TypeError):
+        _core.format_json(
+            records, fmt._clock.parts, fmt._texts, fmt._header_fields, fmt._keys, (b"x",),  # type: ignore[arg-type]
+        )  # fmt: skip
     with pytest.raises(TypeError):
         _core.format_json(records, fmt._clock.parts, fmt._texts)  # type: ignore[call-arg]
 

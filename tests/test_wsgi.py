@@ -83,6 +83,9 @@ def test_a_response_is_logged_once_with_its_fields(tmp_path: Path) -> None:
         "referer": "http://example/",
         "user_agent": "probe/2",
         "request_id": "req-42",
+        "route": None,
+        "trace_id": None,
+        "span_id": None,
     }
 
 

@@ -63,6 +63,7 @@ format_json: (
             tuple[bytes, ...],
             tuple[tuple[bytes, bool, bytes, str, bytes | None], ...],
             frozenset[str],
+            tuple[bytes, str],
         ],
         bytes | None,
     ]

@@ -40,8 +40,9 @@ from ._core import format_json as _format_json
 from ._errors import ConfigurationError
 from ._headers import REDACTED, HeaderReader, environ_key, header_name, header_names
 from ._notes import note_text
-from ._record import Notes, Record
+from ._record import ROUTE, TRACE, Extras, Notes, Record
 from ._timestamps import Rfc3339Clock
+from ._trace import trace_ids
 
 _EMPTY_FOR_NONE: dict[object, bytes] = {None: b""}
 _NULL_FOR_NONE: dict[object, str] = {None: "null"}
@@ -144,12 +145,20 @@ def _json_milliseconds(milliseconds: float) -> str:
     return "%.3f" % milliseconds if math.isfinite(milliseconds) else "null"
 
 
-#: The fields of a JSON line, in order, by their default keys.
-JSON_FIELDS = (
+# The built-in fields of a JSON line by their default keys, in order: those of the
+# record's own fields, those of its request header fields, and those after any added
+# header fields, from its extras (and the traceparent header).
+_RECORD_FIELDS = (
     "time", "client", "method", "path", "query", "protocol", "status", "bytes_sent",
-    "duration_ms", "referer", "user_agent", "request_id",
+    "duration_ms",
 )  # fmt: skip
+_HEADER_FIELDS = ("referer", "user_agent", "request_id")
+_EXTRAS_FIELDS = ("route", "trace_id", "span_id")
+#: The built-in fields of a JSON line, by their default keys.
+JSON_FIELDS = _RECORD_FIELDS + _HEADER_FIELDS + _EXTRAS_FIELDS
 _BUILT_IN_HEADERS = ("referer", "user-agent", "x-request-id")
+# Read for the trace ids of a record without a span's (see _trace), never written.
+_TRACEPARENT = "traceparent"
 
 
 class JsonFormat:
@@ -163,14 +172,15 @@ class JsonFormat:
     """
 
     __slots__ = (
-        "_clock", "_header_fields", "_keys", "_layout", "_method", "_numbers", "_protocol",
-        "_request", "_request_added", "_response", "_response_added", "_texts",
+        "_before_extras", "_clock", "_header_fields", "_keys", "_layout", "_method", "_numbers",
+        "_protocol", "_request", "_request_added", "_response", "_response_added", "_texts",
+        "_trace_header", "_traceparent",
     )  # fmt: skip
 
-    #: JSON lines show a record's notes (``boundlog.add_fields``).
+    #: JSON lines show a record's notes (``boundlog.add_fields``), its route and the
+    #: ids of its request's span.
     reads_notes = True
-    #: Nor, yet, anything of a record's extras.
-    reads_extras: frozenset[str] = frozenset()
+    reads_extras: frozenset[str] = frozenset({"route", "trace"})
 
     def __init__(
         self,
@@ -195,10 +205,13 @@ class JsonFormat:
             [*keys.values(), *(key for _, key in request_added + response_added)]
         )
         allow = header_names("allow_headers", allow_headers)
-        # The built-in header fields are the request reader's first columns.
+        # The built-in header fields are the request reader's first columns, the
+        # traceparent its last.
         self._request = HeaderReader(
-            [*_BUILT_IN_HEADERS, *(name for name, _ in request_added)], allow=allow
+            [*_BUILT_IN_HEADERS, *(name for name, _ in request_added), _TRACEPARENT],
+            allow=allow,
         )
+        self._traceparent = self._request.names.index(header_name(_TRACEPARENT))
         self._response = HeaderReader([name for name, _ in response_added], allow=allow)
         # Each added field's column in its reader (a field named twice is read once).
         self._request_added = [
@@ -224,19 +237,27 @@ class JsonFormat:
             before["referer"], before["user_agent"], before["request_id"],
             *(f",{added}:" for added in added_keys),
         ]  # fmt: skip
+        built_in = len(_BUILT_IN_HEADERS)
+        # The route and trace ids follow the built-in header fields; the column of each
+        # holds its text before it.
         self._layout = _Layout(
             [
                 before["time"], None, before["client"], None, None, None, before["query"], None,
-                None, None, *chain.from_iterable((text, None) for text in before_headers), None,
+                None, None,
+                *chain.from_iterable((text, None) for text in before_headers[:built_in]), None,
+                *chain.from_iterable((text, None) for text in before_headers[built_in:]), None,
             ]
         )  # fmt: skip
+        self._before_extras = tuple(before[field] for field in _EXTRAS_FIELDS)
         # What the C core (_core.format_json) needs to write the same lines: the text
         # before each built-in field and the line's end, then each header field's text,
         # source (True: the response), name, environ key and redaction (csrc/json.h).
         self._texts = (
-            *(before[field].encode("ascii") for field in JSON_FIELDS[: -len(_BUILT_IN_HEADERS)]),
+            *(before[field].encode("ascii") for field in _RECORD_FIELDS),
             b"}\n",
+            *(before[field].encode("ascii") for field in _EXTRAS_FIELDS),
         )
+        self._trace_header = (header_name(_TRACEPARENT), environ_key(header_name(_TRACEPARENT)))
         columns = [
             *((self._request, index) for index in range(len(_BUILT_IN_HEADERS))),
             *((self._request, index) for index in self._request_added),
@@ -267,7 +288,12 @@ class JsonFormat:
         if _format_json is not None:
             # The C core gives the same bytes, or None for a batch it leaves to Python.
             data = _format_json(
-                records, self._clock.parts, self._texts, self._header_fields, self._keys
+                records,
+                self._clock.parts,
+                self._texts,
+                self._header_fields,
+                self._keys,
+                self._trace_header,
             )
             if data is not None:
                 return data
@@ -284,7 +310,7 @@ class JsonFormat:
     def _fields(self, records: Sequence[Record]) -> list[Iterable[str]]:
         (
             times, durations, clients, methods, paths, queries, protocols, statuses, sents,
-            request_headers, response_headers, notes, _,
+            request_headers, response_headers, notes, extras,
         ) = zip(*records, strict=True)  # fmt: skip
         request_columns = self._request.columns(request_headers)
         response_columns = self._response.columns(response_headers) if self._response_added else []
@@ -303,31 +329,47 @@ class JsonFormat:
                 self._numbers, statuses, _bytes_on_the_wire(methods, statuses, sents), durations
             ),
             *map(_json_bytes, request_columns[: len(_BUILT_IN_HEADERS)]),
+            map(self._extras_text, extras, request_columns[self._traceparent]),
             *(_json_bytes(request_columns[index]) for index in self._request_added),
             *(_json_bytes(response_columns[index]) for index in self._response_added),
             map(self._notes_text, notes),
         ]
 
-    def _notes_text(self, notes: Notes) -> str:
-        """The end of a line: its notes as ``,"key":value`` pairs, then ``}``.
+    def _extras_text(self, extras: Extras | None, traceparent: bytes | str | None) -> str:
+        """The route, trace id and span id of a line, each with the text before it."""
+        before_route, before_trace_id, before_span_id = self._before_extras
+        route = None if extras is None else extras[ROUTE]
+        ids = trace_ids(None if extras is None else extras[TRACE], traceparent)
+        return "".join((
+            before_route, _json_text(route) if type(route) is str else _json_scalar(route),
+            before_trace_id, "null" if ids is None else f'"{ids[0]}"',
+            before_span_id, "null" if ids is None else f'"{ids[1]}"',
+        ))  # fmt: skip
 
-        A note named like a key the line already has (a built-in field, an added header
-        field, an earlier note) is written with ``app.`` before its name, as many times
-        as it takes to make the key new: a note never hides a field, nor a field a note.
-        """
-        if not notes:
-            return "}\n"
-        taken = self._keys
-        written: set[str] = set()
-        parts = []
-        for name, value in notes.items():
-            key = name if type(name) is str else str(name)
-            while key in taken or key in written:
-                key = "app." + key
-            written.add(key)
-            parts.append(f",{_json_text(key)}:{_json_scalar(value)}")
-        parts.append("}\n")
-        return "".join(parts)
+    def _notes_text(self, notes: Notes) -> str:
+        """The end of a line: its notes (``notes_json``), then ``}``."""
+        return notes_json(notes, self._keys) + "}\n" if notes else "}\n"
+
+
+def notes_json(notes: Notes, taken: frozenset[str]) -> str:
+    """A record's notes as ``,"key":value`` pairs, ``""`` for none.
+
+    A note named like a key the object already has (``taken``: a built-in field, an
+    added header field; or an earlier note) is written with ``app.`` before its name, as
+    many times as it takes to make the key new: a note never hides a field, nor a field
+    a note.
+    """
+    if not notes:
+        return ""
+    written: set[str] = set()
+    parts = []
+    for name, value in notes.items():
+        key = name if type(name) is str else str(name)
+        while key in taken or key in written:
+            key = "app." + key
+        written.add(key)
+        parts.append(f",{_json_text(key)}:{_json_scalar(value)}")
+    return "".join(parts)
 
 
 def _json_scalar(value: object) -> str:

@@ -173,6 +173,10 @@ class Record(_Fields):
 #: over iterators.
 new_record = cast(Callable[[type[Record], tuple[Any, ...]], Record], tuple.__new__)
 
+#: ``new_extras(Extras, (route, trace, ...))``: an Extras from its fields in order,
+#: without the keyword handling of ``Extras(...)``, for the integrations' request path.
+new_extras = cast(Callable[[type[Extras], tuple[Any, ...]], Extras], tuple.__new__)
+
 # The position of each field, for code that reads records by index in a hot loop
 # (Final, so that type checkers know the field type each one selects).
 TIME: Final = 0
@@ -188,3 +192,10 @@ REQUEST_HEADERS: Final = 9
 RESPONSE_HEADERS: Final = 10
 NOTES: Final = 11
 EXTRAS: Final = 12
+# The position of each field of Extras.
+ROUTE: Final = 0
+TRACE: Final = 1
+COMPLETED: Final = 2
+BYTES_RECEIVED: Final = 3
+CLOSE_CODE: Final = 4
+ENVIRON: Final = 5

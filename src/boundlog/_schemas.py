@@ -19,13 +19,17 @@ Every value a client controls is written as ``JsonFormat`` writes it (``_json``)
 strictly valid JSON, one line whatever the bytes, reversible with ``unescape``.  Times
 are always UTC with milliseconds, as each schema's examples are.
 
+Each preset writes the trace and span ids (``_trace``: the request's OpenTelemetry
+span's, else its ``traceparent`` header's) where the schema keeps them, and the fields
+the application added (``boundlog.add_fields``) where it keeps custom fields: ECS and
+Cloud Logging as top-level keys (Cloud Logging's ``jsonPayload``), OpenTelemetry as
+attributes; a name the object already has is prefixed ``app.``, as in ``json``.
+
 A line is a layout of pieces, as a JSON line is: the schema's own text with one column
 of text per field.  A field that is not always there (a query, a user agent, a client
-address that is not an IP) is a column whose text carries its own key and comma, empty
-when absent, so each preset is one list of ``(text before, column)`` entries in line
-order.  Adding a field is one entry: the trace ids of issue 16 will be
-``("", _optional('"trace":{"id":%s}', ...))`` in ECS,
-``logging.googleapis.com/trace`` in GCP and ``trace_id``/``span_id`` in OTel.
+address that is not an IP, the trace ids) is a column whose text carries its own key
+and comma, empty when absent, so each preset is one list of ``(text before, column)``
+entries in line order.
 
 Pure Python (no C counterpart): formatting is column-wise, each distinct method,
 protocol, status and client is converted once per batch.
@@ -35,6 +39,7 @@ from __future__ import annotations
 
 import ipaddress
 import math
+import os
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from functools import cached_property
 from itertools import repeat
@@ -44,9 +49,10 @@ from typing import TypeVar
 from ._columns import _bytes_on_the_wire, _Layout, _per_value, _text
 from ._errors import ConfigurationError
 from ._headers import HeaderReader
-from ._json import _json_bytes, _json_string, _json_text
-from ._record import Record
+from ._json import _json_bytes, _json_string, _json_text, notes_json
+from ._record import ROUTE, TRACE, Record
 from ._timestamps import Rfc3339Clock
+from ._trace import trace_ids
 
 _Value = TypeVar("_Value", bound=Hashable)
 _Result = TypeVar("_Result")
@@ -56,7 +62,7 @@ _Result = TypeVar("_Result")
 ECS_VERSION = "8.11.0"
 
 #: The request header fields the presets read (none is a credential).
-_HEADER_NAMES = ("user-agent", "referer")
+_HEADER_NAMES = ("user-agent", "referer", "traceparent")
 
 #: The methods OpenTelemetry's semantic conventions know (RFC 9110 and PATCH); any other
 #: is written as ``_OTHER``, with the method as sent in ``http.request.method_original``.
@@ -98,11 +104,11 @@ class _Columns:
     ) -> None:
         (
             self.times, self.durations, self.clients, self.methods, self.paths, self.queries,
-            self.protocols, self.statuses, sents, request_headers, _, _, _,
+            self.protocols, self.statuses, sents, request_headers, _, self.notes, self.extras,
         ) = zip(*records, strict=True)  # fmt: skip
         self.stamps = clock.stamps(self.times)
         self.sents = _bytes_on_the_wire(self.methods, self.statuses, sents)
-        self.user_agents, self.referers = headers.columns(request_headers)
+        self.user_agents, self.referers, self.traceparents = headers.columns(request_headers)
 
     @cached_property
     def paths_json(self) -> list[str]:
@@ -128,6 +134,29 @@ class _Columns:
     @cached_property
     def severities(self) -> list[int]:
         return _each(self.statuses, _severity)
+
+    @cached_property
+    def traces(self) -> list[tuple[str, str] | None]:
+        """Each line's trace and span ids (hex), or None."""
+        return [
+            trace_ids(None if extras is None else extras[TRACE], traceparent)
+            for extras, traceparent in zip(self.extras, self.traceparents, strict=True)
+        ]
+
+    def traces_text(self, template: str) -> list[str]:
+        """``template`` holding each line's trace id and span id, ``""`` without."""
+        return ["" if ids is None else template % ids for ids in self.traces]
+
+    def routes(self) -> list[str | None]:
+        """Each line's route as a JSON string, or None."""
+        return [
+            None if extras is None or extras[ROUTE] is None else _json_text(str(extras[ROUTE]))
+            for extras in self.extras
+        ]
+
+    def notes_text(self, taken: frozenset[str]) -> list[str]:
+        """Each line's notes as ``,"key":value`` pairs (``_json.notes_json``)."""
+        return [notes_json(notes, taken) for notes in self.notes]
 
 
 def _optional(template: str, values: Iterable[str | None]) -> list[str]:
@@ -200,15 +229,18 @@ class SchemaFormat:
     times are UTC.
     """
 
-    __slots__ = ("_clock", "_columns", "_headers", "_layout", "_name")
+    __slots__ = ("_clock", "_columns", "_headers", "_layout", "_name", "reads_extras")
 
     def __init__(self, name: str, *, utc: bool = True) -> None:
         if name not in _PRESETS:
             raise ConfigurationError(
                 f"unknown schema {name!r}: choose one of {', '.join(_PRESETS)}"
             )
-        fields, end = _PRESETS[name]
+        fields, end, reads_extras = _PRESETS[name]
         self._name = name
+        #: What each preset shows of a record's extras: the trace ids, and the route
+        #: where the schema has one.
+        self.reads_extras = reads_extras
         self._clock = Rfc3339Clock(True)
         self._headers = HeaderReader(_HEADER_NAMES)
         self._layout = _Layout([*(piece for text, _ in fields for piece in (text, None)), end])
@@ -224,9 +256,8 @@ class SchemaFormat:
 
     #: No preset shows a response header field.
     response_header_names: frozenset[bytes] = frozenset()
-    #: Nor the application's fields yet (``add_fields``): the middlewares collect none.
-    reads_notes = False
-    reads_extras: frozenset[str] = frozenset()
+    #: The application's fields (``add_fields``).
+    reads_notes = True
 
     def format_batch(self, records: Sequence[Record]) -> bytes:
         if not records:
@@ -260,6 +291,11 @@ _ECS_OUTCOMES = ('"success"', '"failure"', '"failure"')
 _ECS_CLIENT = _client(',"client":{{"address":{0}}}', ',"client":{{"address":{0},"ip":{0}}}')
 _ECS_REFERRER = _header('"referrer":%s')
 _ECS_USER_AGENT = _header('"user_agent":{"original":%s}')
+# The top-level keys of an ECS line, which an application's field must not take.
+_ECS_KEYS = frozenset(
+    ("@timestamp", "log.level", "message", "ecs.version", "event", "http", "url", "client",
+     "user_agent", "trace", "span")
+)  # fmt: skip
 
 
 ECS_FIELDS: list[_Field] = [
@@ -279,7 +315,8 @@ ECS_FIELDS: list[_Field] = [
     (',"original":', lambda b: b.targets_json),
     ("}", lambda b: _each(b.clients, _ECS_CLIENT)),
     ("", lambda b: _each(b.user_agents, _ECS_USER_AGENT)),
-    # Trace ids, once records carry them, go here as ECS's trace.id and span.id.
+    ("", lambda b: b.traces_text(',"trace":{"id":"%s"},"span":{"id":"%s"}')),
+    ("", lambda b: b.notes_text(_ECS_KEYS)),
 ]  # fmt: skip
 
 
@@ -291,6 +328,30 @@ _GCP_USER_AGENT = _header('"userAgent":%s')
 # remoteIp only for an IP address (a port may follow it; a Unix socket's path may not).
 _GCP_REMOTE_IP = _client("", ',"remoteIp":{0}')
 _GCP_REFERER = _header('"referer":%s')
+# The special fields of a structured log line, which an application's field must not
+# take: Cloud Logging moves them out of jsonPayload.
+_GCP_KEYS = frozenset(
+    ("time", "severity", "message", "httpRequest", "logging.googleapis.com/trace",
+     "logging.googleapis.com/spanId", "logging.googleapis.com/trace_sampled",
+     "logging.googleapis.com/labels", "logging.googleapis.com/operation",
+     "logging.googleapis.com/sourceLocation", "logging.googleapis.com/insertId",
+     "timestamp", "timestampSeconds", "timestampNanos")
+)  # fmt: skip
+#: The environment variable naming the Google Cloud project, as Google's client
+#: libraries read it: Cloud Trace links a line to its trace by the trace's resource
+#: name, projects/PROJECT/traces/TRACE_ID.
+GCP_PROJECT_VARIABLE = "GOOGLE_CLOUD_PROJECT"
+
+
+def _gcp_trace_template() -> str:
+    """The trace and span fields of a line: the trace's resource name when the project
+    is known (``GOOGLE_CLOUD_PROJECT``), else the bare trace id."""
+    project = os.environ.get(GCP_PROJECT_VARIABLE)
+    trace = "%s" if not project else f"projects/{project.replace('%', '%%')}/traces/%s"
+    return (
+        f',"logging.googleapis.com/trace":{_json_text(trace)},"logging.googleapis.com/spanId":"%s"'
+    )
+
 
 GCP_FIELDS: list[_Field] = [
     ('{"time":"', _stamps),
@@ -305,7 +366,8 @@ GCP_FIELDS: list[_Field] = [
     ("", lambda b: _each(b.referers, _GCP_REFERER)),
     ("", lambda b: _optional('"latency":"%ss"', _scaled(b.durations, 1.0, "%.6f"))),
     (',"protocol":', lambda b: _per_value(b.protocols, _json_text)),
-    # Trace ids, once records carry them: logging.googleapis.com/trace and spanId.
+    ("}", lambda b: b.traces_text(_gcp_trace_template())),
+    ("", lambda b: b.notes_text(_GCP_KEYS)),
 ]  # fmt: skip
 
 
@@ -320,6 +382,13 @@ _OTEL_CLIENT = _client(',"client.address":{0}', ',"client.address":{0}')
 _OTEL_USER_AGENT = _header('"user_agent.original":%s')
 # A header's values: string[].
 _OTEL_REFERER = _header('"http.request.header.referer":[%s]')
+# The attributes a line may have, which an application's field must not take.
+_OTEL_KEYS = frozenset(
+    ("http.request.method", "http.request.method_original", "url.path", "url.query",
+     "http.response.status_code", "http.response.body.size", "network.protocol.version",
+     "client.address", "user_agent.original", "http.request.header.referer",
+     "http.server.request.duration", "http.route")
+)  # fmt: skip
 
 
 def _otel_method(method: str) -> str:
@@ -332,8 +401,8 @@ OTEL_FIELDS: list[_Field] = [
     ('{"timestamp":"', _stamps),
     ('","severity_text":', lambda b: map(_OTEL_SEVERITIES.__getitem__, b.severities)),
     (',"body":', lambda b: b.messages_json),
-    # Trace ids, once records carry them: trace_id and span_id, fields of the log
-    # record in the data model, not attributes.
+    # Fields of the log record in the data model, not attributes.
+    ("", lambda b: b.traces_text(',"trace_id":"%s","span_id":"%s"')),
     (',"attributes":{"http.request.method":', lambda b: _per_value(b.methods, _otel_method)),
     (',"url.path":', lambda b: b.paths_json),
     ("", lambda b: _optional('"url.query":%s', _present(b.queries))),
@@ -346,13 +415,15 @@ OTEL_FIELDS: list[_Field] = [
     ("", lambda b: _each(b.referers, _OTEL_REFERER)),
     (',"http.server.request.duration":',
      lambda b: _or_null(_scaled(b.durations, 1.0, "%.6f"))),
+    ("", lambda b: _optional('"http.route":%s', b.routes())),
+    ("", lambda b: b.notes_text(_OTEL_KEYS)),
 ]  # fmt: skip
 
-#: Each preset's fields and the text that ends its line.
-_PRESETS: dict[str, tuple[list[_Field], str]] = {
-    "ecs": (ECS_FIELDS, "}\n"),
-    "gcp": (GCP_FIELDS, "}}\n"),
-    "otel": (OTEL_FIELDS, "}}\n"),
+#: Each preset's fields, the text that ends its line, and what it reads of extras.
+_PRESETS: dict[str, tuple[list[_Field], str, frozenset[str]]] = {
+    "ecs": (ECS_FIELDS, "}\n", frozenset({"trace"})),
+    "gcp": (GCP_FIELDS, "}\n", frozenset({"trace"})),
+    "otel": (OTEL_FIELDS, "}}\n", frozenset({"route", "trace"})),
 }
 #: The preset names, in the order ``FORMATS`` lists them.
 SCHEMAS = tuple(_PRESETS)

@@ -1,0 +1,113 @@
+/* Trace context, as _trace.trace_ids reads it: the span's ids, else the W3C
+ * traceparent header's.  Both give lower-case hex, 32 and 16 digits. */
+#include "trace.h"
+
+#include <string.h>
+
+static const char HEX[] = "0123456789abcdef";
+
+/* Writes the 16 hex digits of `number` into `out`. */
+static void
+write_hex(unsigned long long number, char *out)
+{
+    for (int i = 15; i >= 0; i--) {
+        out[i] = HEX[number & 0xf];
+        number >>= 4;
+    }
+}
+
+/* An exact int of 64 bits or fewer, not negative, as *number: 1, else 0 (no exception). */
+static int
+unsigned_64(PyObject *value, unsigned long long *number)
+{
+    *number = PyLong_AsUnsignedLongLong(value); /* OverflowError when negative or larger */
+    if (*number == (unsigned long long)-1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    return 1;
+}
+
+int
+trace_ids_from_span(PyObject *trace, TraceIds *ids)
+{
+    if (!PyTuple_CheckExact(trace) || PyTuple_GET_SIZE(trace) != 2) {
+        return 0;
+    }
+    PyObject *trace_id = PyTuple_GET_ITEM(trace, 0), *span_id = PyTuple_GET_ITEM(trace, 1);
+    if (!PyLong_CheckExact(trace_id) || !PyLong_CheckExact(span_id)) {
+        return 0;
+    }
+    unsigned long long span, high, low;
+    if (!unsigned_64(span_id, &span) || span == 0) {
+        return 0;
+    }
+    /* A trace id is 128 bits: its high 64 (trace_id >> 64, negative for a negative id)
+     * and its low 64. */
+    PyObject *shift = PyLong_FromLong(64);
+    PyObject *upper = shift == NULL ? NULL : PyNumber_Rshift(trace_id, shift);
+    Py_XDECREF(shift);
+    if (upper == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    int fits = unsigned_64(upper, &high);
+    Py_DECREF(upper);
+    low = PyLong_AsUnsignedLongLongMask(trace_id); /* an exact int: cannot fail */
+    if (!fits || (high == 0 && low == 0)) {
+        return 0;
+    }
+    write_hex(high, ids->trace_id);
+    write_hex(low, ids->trace_id + 16);
+    write_hex(span, ids->span_id);
+    return 1;
+}
+
+static int
+is_lower_hex(const char *text, Py_ssize_t size)
+{
+    for (Py_ssize_t i = 0; i < size; i++) {
+        if (!((text[i] >= '0' && text[i] <= '9') || (text[i] >= 'a' && text[i] <= 'f'))) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static int
+all_zeros(const char *text, Py_ssize_t size)
+{
+    for (Py_ssize_t i = 0; i < size; i++) {
+        if (text[i] != '0') {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* version "-" trace-id "-" parent-id "-" flags: 2 + 1 + 32 + 1 + 16 + 1 + 2. */
+#define TRACEPARENT_SIZE 55
+
+int
+trace_ids_from_header(const char *value, Py_ssize_t size, TraceIds *ids)
+{
+    if (size < TRACEPARENT_SIZE || value[2] != '-' || value[35] != '-' || value[52] != '-'
+        || !is_lower_hex(value, 2) || !is_lower_hex(value + 3, 32)
+        || !is_lower_hex(value + 36, 16) || !is_lower_hex(value + 53, 2)) {
+        return 0;
+    }
+    if (memcmp(value, "ff", 2) == 0) {
+        return 0;
+    }
+    /* Version 00 has nothing after the flags; a later one may have "-" and more. */
+    if (size > TRACEPARENT_SIZE
+        && (memcmp(value, "00", 2) == 0 || value[TRACEPARENT_SIZE] != '-')) {
+        return 0;
+    }
+    if (all_zeros(value + 3, 32) || all_zeros(value + 36, 16)) {
+        return 0;
+    }
+    memcpy(ids->trace_id, value + 3, 32);
+    memcpy(ids->span_id, value + 36, 16);
+    return 1;
+}

@@ -1,0 +1,22 @@
+/* Trace context: the trace and span ids a line shows (_trace.trace_ids). */
+#ifndef BOUNDLOG_TRACE_H
+#define BOUNDLOG_TRACE_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+/* Lower-case hex digits of a trace id and a span id. */
+typedef struct {
+    char trace_id[32];
+    char span_id[16];
+} TraceIds;
+
+/* The ids of a record's extras.trace, when it is an exact tuple of two exact ints in
+ * range (not 0, below 2**128 and 2**64): 1 with *ids set, else 0.  No exception. */
+int trace_ids_from_span(PyObject *trace, TraceIds *ids);
+
+/* The ids of a traceparent header's value, by the rule of _trace's docstring: 1 with
+ * *ids set, else 0. */
+int trace_ids_from_header(const char *value, Py_ssize_t size, TraceIds *ids);
+
+#endif
