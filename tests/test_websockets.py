@@ -1,6 +1,6 @@
 """Websocket sessions: one record each, made when the session ends.
 
-End to end, uvicorn (with each of its websocket implementations) serves
+End to end, uvicorn (with each of its websocket implementations) and hypercorn serve
 tests/apps/websocket_app.py and the ``websockets`` client talks to it; in process, the
 middleware is called with receive and send coroutines of the test's own, for the cases
 no server lets a client bring about.
@@ -11,7 +11,8 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -41,23 +42,43 @@ USER_AGENT = "boundlog-test/1"
 SESSION_FIELDS = "session-fields"
 
 
-def uvicorn(
-    tmp_path: Path,
-    implementation: str,
-    log_format: str = SESSION_FIELDS,
-    options: dict[str, Any] | None = None,
-) -> AbstractContextManager[Server]:
-    def command(port: int) -> list[str]:
-        return [
-            PYTHON, "-m", "uvicorn", "tests.apps.websocket_app:app", "--no-access-log",
-            "--host", LOOPBACK, "--port", str(port), "--lifespan", "on", "--loop", "uvloop",
-            "--http", "httptools", "--ws", implementation, "--log-level", "critical",
-        ]  # fmt: skip
+# The servers, by the name a test gives: the command that starts each on a port, and the
+# exit statuses of its graceful stop.
+SERVERS: dict[str, tuple[Callable[[int], list[str]], Sequence[int]]] = {
+    **{
+        f"uvicorn-{implementation}": (
+            lambda port, implementation=implementation: [
+                PYTHON, "-m", "uvicorn", "tests.apps.websocket_app:app", "--no-access-log",
+                "--host", LOOPBACK, "--port", str(port), "--lifespan", "on", "--loop",
+                "uvloop", "--http", "httptools", "--ws", implementation, "--log-level",
+                "critical",
+            ],
+            UVICORN_CLEAN_EXITS,
+        )
+        for implementation in ("websockets-sansio", "wsproto")
+    },
+    "hypercorn": (
+        lambda port: [
+            PYTHON, "-m", "hypercorn", "--bind", f"{LOOPBACK}:{port}", "--workers", "1",
+            "--log-level", "critical", "tests.apps.websocket_app:app",
+        ],
+        (0,),
+    ),
+}  # fmt: skip
 
+
+@contextmanager
+def serving(
+    tmp_path: Path, name: str, log_format: str = SESSION_FIELDS, **options: Any
+) -> Iterator[Server]:
+    """Server ``name`` running the websocket app until the block ends, then stopped
+    gracefully (its log drained)."""
+    command, clean_exits = SERVERS[name]
     environment = server_environment(tmp_path / "access.log", log_format, "0.01")
-    if options is not None:
-        environment[OPTIONS_VARIABLE] = json.dumps(options)
-    return running_server(command, environment, tmp_path / "uvicorn.out")
+    environment[OPTIONS_VARIABLE] = json.dumps(options)
+    with running_server(command, environment, tmp_path / "server.out") as server:
+        yield server
+        stop_gracefully(server, clean_exits)
 
 
 def session(server: Server, target: str) -> ClientConnection:
@@ -84,12 +105,12 @@ def logged_by_path(path: Path) -> dict[str, dict[str, Any]]:
     return by_path
 
 
-@pytest.mark.parametrize("implementation", ["websockets-sansio", "wsproto"])
-def test_each_session_is_logged_once_when_it_ends(tmp_path: Path, implementation: str) -> None:
+@pytest.mark.parametrize("name", sorted(SERVERS))
+def test_each_session_is_logged_once_when_it_ends(tmp_path: Path, name: str) -> None:
     """Closed by the server, closed by the client, refused, denied, failing before and
     after the accept: one record each, with the status the client saw, the bytes of the
     frames, the duration of the whole session and the close code."""
-    with uvicorn(tmp_path, implementation) as server:
+    with serving(tmp_path, name) as server:
         with session(server, "/server-closes/4000?q=1") as client:
             began = time.monotonic()
             for text in ("one", "two"):
@@ -112,15 +133,19 @@ def test_each_session_is_logged_once_when_it_ends(tmp_path: Path, implementation
             client.send("boom")
             with pytest.raises(ConnectionClosed):
                 client.recv(CLIENT_TIMEOUT)
-        stop_gracefully(server, UVICORN_CLEAN_EXITS)
     logged = logged_by_path(tmp_path / "access.log")
     durations = {path: fields.pop("duration") for path, fields in logged.items()}
     handshake = {"method": "GET", "protocol": "HTTP/1.1", "user_agent": USER_AGENT}
+    # The client's close code as the application was told it: hypercorn (0.18) tells it
+    # 1006, abnormal closure, whatever the client's close frame said.
+    client_close = 1006 if name == "hypercorn" else 4001
     assert logged == {
         "/server-closes/4000": {
             **handshake, "query": "q=1", "status": 101, "bytes_sent": 3 + 3 + 2, "close_code": 4000,
         },
-        "/client-closes": {**handshake, "query": "", "status": 101, "bytes_sent": 5, "close_code": 4001},
+        "/client-closes": {
+            **handshake, "query": "", "status": 101, "bytes_sent": 5, "close_code": client_close,
+        },
         "/refuse": {**handshake, "query": "", "status": 403, "bytes_sent": 0, "close_code": None},
         "/deny": {**handshake, "query": "", "status": 401, "bytes_sent": 6, "close_code": None},
         "/raise-before-accept": {
@@ -137,7 +162,7 @@ def test_each_session_is_logged_once_when_it_ends(tmp_path: Path, implementation
 
 def test_websockets_false_logs_no_session(tmp_path: Path) -> None:
     """``websockets=False``: the session goes through unrecorded, requests are logged."""
-    with uvicorn(tmp_path, "websockets-sansio", "combined", {"websockets": False}) as server:
+    with serving(tmp_path, "uvicorn-websockets-sansio", "combined", websockets=False) as server:
         with session(server, "/client-closes") as client:
             assert client.recv(CLIENT_TIMEOUT) == b"hello"
         with session(server, "/raise-after-accept"):
@@ -145,7 +170,6 @@ def test_websockets_false_logs_no_session(tmp_path: Path) -> None:
         assert refused_status(server, "/refuse")[0] == 403
         # The HTTP request after the sessions: its line is the only one.
         assert httpx.get(server.base_url + "/after", timeout=CLIENT_TIMEOUT).status_code == 200
-        stop_gracefully(server, UVICORN_CLEAN_EXITS)
     [line] = read_log_lines(tmp_path / "access.log")
     assert b'"GET /after HTTP/1.1" 200 2' in line
 
