@@ -75,12 +75,13 @@ record_is_head(PyObject *method)
 }
 
 /* The body bytes servers really send (_columns._bytes_on_the_wire): none for a HEAD,
- * 1xx, 204 or 304 response, whatever the application handed over. */
+ * 204, 304 or 1xx response but 101 (a websocket session's frames), whatever the
+ * application handed over. */
 static inline long long
 record_bytes_on_the_wire(PyObject *method, long long status, long long sent)
 {
     if (record_is_head(method) || status == 204 || status == 304
-        || (status >= 100 && status < 200)) {
+        || (status >= 100 && status < 200 && status != 101)) {
         return 0;
     }
     return sent;

@@ -154,14 +154,15 @@ def test_trailers_finish_the_response_not_the_last_body(tmp_path: Path) -> None:
     assert json_lines(path)[0]["bytes_sent"] == 2
 
 
-def test_websocket_scopes_reach_the_app_untouched(tmp_path: Path) -> None:
-    """A websocket scope goes through with the same scope and receive, no record."""
+def test_scopes_of_other_types_reach_the_app_untouched(tmp_path: Path) -> None:
+    """A scope of a type the middleware does not log goes through with the same scope
+    and receive, no record (websocket sessions: tests/test_websockets.py)."""
     seen: list[Any] = []
 
     async def app(scope: Any, receive: Any, send: Any) -> None:
         seen.append((scope, receive))
 
-    scope = {"type": "websocket"}
+    scope = {"type": "webtransport"}
 
     async def receive() -> Message:
         return {}

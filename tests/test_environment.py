@@ -53,6 +53,7 @@ def test_every_variable_becomes_its_option() -> None:
             "BOUNDLOG_SKIP_PATHS": "/healthz,/static/*",
             "BOUNDLOG_METRICS": "0",
             "BOUNDLOG_REPORT_LOSS": "off",
+            "BOUNDLOG_WEBSOCKETS": "no",
             "BOUNDLOG_NO_EXTENSIONS": "1",
             "BOUNDLOG_CI_CACHE": "/var/cache/boundlog-ci",
             "PATH": "/usr/bin",
@@ -66,6 +67,7 @@ def test_every_variable_becomes_its_option() -> None:
         "skip_paths": ["/healthz", "/static/*"],
         "metrics": False,
         "report_loss": False,
+        "websockets": False,
     }
 
 

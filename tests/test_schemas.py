@@ -292,7 +292,9 @@ def check_against_record(name: str, entry: dict[str, Any], record: Record) -> No
     path, query = record.path, record.query
     sent = (
         0
-        if record.method == "HEAD" or record.status in (204, 304) or 100 <= record.status < 200
+        if record.method == "HEAD"
+        or record.status in (204, 304)
+        or (100 <= record.status < 200 and record.status != 101)
         else record.bytes_sent
     )
     agent = dict((k, v) for k, v in record.request_headers).get(b"user-agent")

@@ -112,15 +112,20 @@ def _escaped_column(values: Sequence[bytes]) -> Sequence[bytes]:
 def _bytes_on_the_wire(
     methods: tuple[str, ...], statuses: tuple[int, ...], sents: tuple[int, ...]
 ) -> tuple[int, ...]:
-    """The body bytes servers really send: none for HEAD, 1xx, 204 and 304 responses.
+    """The body bytes servers really send: none for HEAD, 204, 304 and 1xx responses
+    other than 101.
 
     An application may hand a body to the server for those (a HEAD handler reusing its
-    GET code does); the server discards it, so Apache and nginx would log 0 bytes.
+    GET code does); the server discards it, so Apache and nginx would log 0 bytes.  A 101
+    is followed by the protocol it switched to: its bytes are a websocket session's
+    frames, which nginx counts too.
     """
     if "HEAD" not in methods and _BODILESS.isdisjoint(statuses) and min(statuses) >= 200:
         return sents
     return tuple(
-        0 if method == "HEAD" or status in _BODILESS or 100 <= status < 200 else sent
+        0
+        if method == "HEAD" or status in _BODILESS or (100 <= status < 200 and status != 101)
+        else sent
         for method, status, sent in zip(methods, statuses, sents, strict=True)
     )
 

@@ -59,6 +59,7 @@ PROXY_HEADER_VARIABLE = "BOUNDLOG_PROXY_HEADER"
 REDACT_QUERY_VARIABLE = "BOUNDLOG_REDACT_QUERY"
 METRICS_VARIABLE = "BOUNDLOG_METRICS"
 REPORT_LOSS_VARIABLE = "BOUNDLOG_REPORT_LOSS"
+WEBSOCKETS_VARIABLE = "BOUNDLOG_WEBSOCKETS"
 
 
 def _metrics(variable: str, text: str) -> bool | str:
@@ -125,6 +126,7 @@ _VARIABLES: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     REDACT_QUERY_VARIABLE: _selection("redact_query", "token,password"),
     METRICS_VARIABLE: ("metrics", _metrics),
     REPORT_LOSS_VARIABLE: ("report_loss", switch_in_environment),
+    WEBSOCKETS_VARIABLE: ("websockets", switch_in_environment),
 }
 # The BOUNDLOG_* variables that are not settings: `boundlog bench` hands its gunicorn
 # servers their logger through these, BOUNDLOG_NO_EXTENSIONS picks the core (_core),

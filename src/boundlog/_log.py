@@ -63,7 +63,9 @@ class AccessLog:
     records (counted in ``stats().filtered``), ``trusted_proxies`` logs the client a
     trusted proxy forwarded for (in its ``proxy_header``: ``"x-forwarded-for"`` or
     ``"forwarded"``, and only that one), and ``redact_query`` hides credentials in query
-    strings (see ``_filters``, ``_proxies`` and ``_redaction``).
+    strings (see ``_filters``, ``_proxies`` and ``_redaction``).  The one exception,
+    ``websockets=False``, costs less where it is: the ASGI middleware then makes no
+    record of a websocket session at all (nothing is submitted, nothing counted).
 
     A record keeps at most ``max_record_bytes`` of what the client sent (path, query
     and header fields, see ``_budget``): a bigger request's record keeps only the
@@ -112,6 +114,7 @@ class AccessLog:
         min_duration: float = 0.0,
         sample: float = 1.0,
         keep: Callable[[Record], object] | None = None,
+        websockets: bool = True,
         redact_query: Iterable[str] = DEFAULT_REDACTED_QUERY,
         trusted_proxies: Iterable[str] = (),
         proxy_header: str = "x-forwarded-for",
@@ -146,6 +149,8 @@ class AccessLog:
             reopen_on = ReopenSignal(reopen_number, self.request_reopen)
         self._reopen_on = reopen_on
         watch = flag("watch", watch)
+        # Read by the ASGI middleware, which makes no record of a session when it is False.
+        self.websockets: bool = flag("websockets", websockets)
         fmt = make_format(format, utc=flag("utc", utc))
         select = make_select(
             skip_paths=skip_paths,

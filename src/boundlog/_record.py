@@ -96,8 +96,9 @@ class _Fields(NamedTuple):
 
     #: Wall-clock time (seconds since the epoch) when the request was received.
     time: float
-    #: Seconds from receiving the request to handing over the last body byte, measured
-    #: with a monotonic clock: never negative, whatever the wall clock does meanwhile.
+    #: Seconds from receiving the request to handing over the last body byte (for a
+    #: websocket session, to its end), measured with a monotonic clock: never negative,
+    #: whatever the wall clock does meanwhile.
     duration: float
     #: The client's address (IP or socket path) as the server reported it, or None.
     client: str | None
@@ -110,9 +111,11 @@ class _Fields(NamedTuple):
     #: The protocol, e.g. ``"HTTP/1.1"``.
     protocol: str
     #: The response status code; 500 when the application raised before responding.
+    #: A websocket session's is its handshake's: 101 when accepted, 403 when refused.
     status: int
-    #: Response body bytes handed to the server.  Lines show 0 for HEAD, 1xx, 204 and
-    #: 304 responses, whose bodies servers discard.
+    #: Response body bytes handed to the server; a websocket session's frames' payload
+    #: bytes.  Lines show 0 for HEAD, 204, 304 and 1xx responses (101 aside), whose
+    #: bodies servers discard.
     bytes_sent: int
     #: The request's header fields (Referer and User-Agent for the combined format).
     request_headers: Headers = ()

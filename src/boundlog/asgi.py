@@ -13,12 +13,17 @@ A record is completed at the first of:
 * the application raising: status 500 if no response had started, else the status that
   was sent, with the bytes sent so far; the exception propagates unchanged.
 
-Lifespan and websocket scopes go to the application, with no record, but the middleware
-watches the lifespan shutdown: before the server hears that shutdown is complete, an
-owned log is closed and a borrowed one flushed (see ``_draining_on_shutdown``).  An
-application that refuses the lifespan scope (it raises, or returns, before receiving
-its first message: Django's handler does) gets the middleware's own answer instead, so
-that its log is drained too; see ``_lifespan``.
+A websocket session gets one record too, when the application returns or raises: its
+handshake's status (101, 403 for a refusal, 500 when the application answered nothing),
+its duration, the bytes of its frames and, for a log that reads it, its close code (see
+``_websocket``); the log's ``websockets=False`` lets sessions through unrecorded.
+
+Lifespan scopes go to the application, with no record, but the middleware watches the
+lifespan shutdown: before the server hears that shutdown is complete, an owned log is
+closed and a borrowed one flushed (see ``_draining_on_shutdown``).  An application that
+refuses the lifespan scope (it raises, or returns, before receiving its first message:
+Django's handler does) gets the middleware's own answer instead, so that its log is
+drained too; see ``_lifespan``.
 
 A log that cannot be built (a missing directory, a misspelt format) raises at once when
 the middleware is made at import time.  Frameworks that build their middleware lazily
@@ -52,6 +57,7 @@ from ._extras import learner
 from ._log import AccessLog
 from ._notes import NOTES, snapshot
 from ._record import Extras, Record, new_record
+from ._websocket import Session
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -69,7 +75,7 @@ _FINISHED: Message = {}
 
 
 class AccessLogMiddleware:
-    """Log every HTTP request that passes through ``app``.
+    """Log every HTTP request and websocket session that passes through ``app``.
 
     Give it an :class:`~boundlog.AccessLog` as ``log``, or the options of one (``sink``,
     ``format``, ``policy``, ...) to let the middleware build and own its log.
@@ -106,11 +112,16 @@ class AccessLogMiddleware:
         # What the log's format reads of a record's extras, learnt when the response
         # ends (see _extras); None for a log that reads none.
         self._extras = learner(self.log.reads_extras)
+        self._logs_websockets = self.log.websockets
+        # Learning a close code means watching every message the application receives.
+        self._reads_close_code = "close_code" in self.log.reads_extras
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             if scope["type"] == "lifespan":
                 await self._lifespan(scope, receive, self._draining_on_shutdown(send))
+            elif scope["type"] == "websocket" and self._logs_websockets:
+                await self._websocket(scope, receive, send)
             else:
                 await self.app(scope, receive, send)
             return
@@ -193,6 +204,50 @@ class AccessLogMiddleware:
         # and waiting requests would pile up without bound.
         await self._submit_async(entry)
         await send(message)
+
+    async def _websocket(self, scope: Scope, receive: Receive, send: Send) -> None:
+        started = perf_counter()
+        notes: dict[str, Any] | None = None
+        if self._notes_var is not None:
+            notes = {}
+            self._notes_var.set(notes)
+        session = Session()
+
+        def watching_send(message: Message) -> Awaitable[None]:
+            session.sending(message)
+            return send(message)
+
+        async def watching_receive() -> Message:
+            message = await receive()
+            session.received(message)
+            return message
+
+        returned = False
+        try:
+            await self.app(
+                scope, watching_receive if self._reads_close_code else receive, watching_send
+            )
+            returned = True
+        finally:
+            # A session is complete when the application returned rather than raised.
+            learn = self._extras
+            extras = None if learn is None else learn(scope, returned)
+            if self._reads_close_code:
+                extras = (extras or Extras())._replace(close_code=session.close_code)
+            entry = _record(
+                # The handshake was a GET (RFC 6455 4.1); a websocket scope says neither
+                # that nor, at times, its HTTP version, whose default the ASGI spec gives.
+                {"method": "GET", "http_version": "1.1", **scope},
+                started,
+                session.status or 500,
+                session.sent,
+                session.response,
+                self._keeps_response_headers,
+                self._budget,
+                notes,
+                extras,
+            )
+            await self._submit_async(entry)
 
     async def _lifespan(self, scope: Scope, receive: Receive, send: Send) -> None:
         # An application that ends its lifespan call without ever calling ``receive``
