@@ -17,27 +17,50 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ._record import Extras
+from ._routes import asgi_route, environ_route
 
-#: ``learn(scope, completed)``: the extras of the exchange a scope (or a WSGI environ)
-#: describes, whose response did or did not complete.
+#: ``learn(scope, completed)``: the extras of the exchange an ASGI scope describes,
+#: whose response did or did not complete.
 Learn = Callable[[Mapping[str, Any], bool], Extras]
 
+#: ``learn(environ)``: the extras of the exchange a WSGI environ describes.
+WsgiLearn = Callable[[Mapping[str, Any]], Extras]
+
 #: The fields ``learner`` knows how to learn, of those a format may read.
-LEARNED = frozenset({"trace", "completed"})
+LEARNED = frozenset({"route", "trace", "completed"})
+
+#: The fields ``wsgi_learner`` knows how to learn: what the application left in the
+#: environ.
+WSGI_LEARNED = frozenset({"route"})
 
 
 def learner(reads: frozenset[str]) -> Learn | None:
     """A function learning the extras ``reads`` names, or None when there are none."""
     if not reads & LEARNED:
         return None
+    reads_route = "route" in reads
     current_trace = trace_reader() if "trace" in reads else None
     reads_completed = "completed" in reads
 
     def learn(scope: Mapping[str, Any], completed: bool) -> Extras:
         return Extras(
+            # The router has run by now: the scope holds what it matched (_routes).
+            route=asgi_route(scope) if reads_route else None,
             trace=current_trace() if current_trace is not None else None,
             completed=completed if reads_completed else None,
         )
+
+    return learn
+
+
+def wsgi_learner(reads: frozenset[str]) -> WsgiLearn | None:
+    """A function learning the extras ``reads`` names from a WSGI environ once the
+    response has ended, or None when there are none to learn."""
+    if not reads & WSGI_LEARNED:
+        return None
+
+    def learn(environ: Mapping[str, Any]) -> Extras:
+        return Extras(route=environ_route(environ))
 
     return learn
 
