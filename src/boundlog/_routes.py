@@ -64,10 +64,14 @@ def _starlette_template(scope: Mapping[str, Any], route: Any) -> str | None:
     if app_root is None:
         return template
     prefix: str = scope.get("root_path", "")[len(app_root) :]
-    if template.endswith("/{path}") and hasattr(route, "routes"):
-        # The route matched last is a Mount itself (a mounted application that routes
-        # no further, StaticFiles say): the prefix ends with what it matched.  That is
-        # its own path when the path has no parameters; else the prefix is left as sent.
+    mounted = getattr(route, "routes", None)
+    if mounted is not None:
+        # The route matched last is a Mount itself.  With routes of its own, its router
+        # matched none of them (a 404): unknown.  Without (a mounted application that
+        # routes no further, StaticFiles say), the prefix ends with what the Mount
+        # matched: its own path, when that has no parameters; else as sent.
+        if mounted:
+            return None
         own = getattr(route, "path", None)
         if type(own) is str and prefix.endswith(own):
             return prefix[: len(prefix) - len(own)] + template
