@@ -14,6 +14,7 @@ from opentelemetry.trace import get_current_span
 import boundlog
 from boundlog import AccessLog, ConfigurationError, Extras, Record, _core
 from boundlog.asgi import AccessLogMiddleware
+from boundlog.wsgi import AccessLogMiddleware as WsgiMiddleware
 
 
 class ReadsRoute:
@@ -199,3 +200,64 @@ def test_an_extras_function_that_raises_fails_the_request_not_the_log(
     asyncio.run(logged(http_scope(), receive, send))
     log.close()
     assert [record.extras for record in fmt.records][-1] == Extras(completed=True)
+
+
+class ReferenceWsgiMiddleware(WsgiMiddleware):
+    """A subclass keeps the pure-Python request path (wsgi.py), whatever the core."""
+
+
+WSGI_MIDDLEWARES = [
+    pytest.param(ReferenceWsgiMiddleware, id="python"),
+    pytest.param(
+        WsgiMiddleware,
+        id="c",
+        marks=pytest.mark.skipif(_core.wsgi_middleware is None, reason="no C core"),
+    ),
+]
+
+
+def wsgi_served(middleware: Any, fmt: Capture, route: object) -> list[Record]:
+    """The records of one request through ``middleware``, whose application leaves
+    ``route`` under boundlog's environ key (nothing for None)."""
+
+    def app(environ: dict[str, Any], start_response: Any) -> list[bytes]:
+        if route is not None:
+            environ["boundlog.route"] = route
+        start_response("200 OK", [])
+        return [b"done"]
+
+    log = AccessLog(sink="/dev/null", format=fmt, report_loss=False)  # type: ignore[arg-type]
+    environ = {"REQUEST_METHOD": "GET", "PATH_INFO": "/items/7", "SERVER_PROTOCOL": "HTTP/1.1"}
+    body = middleware(app, log=log)(environ, lambda status, headers, exc_info=None: None)
+    list(body)
+    body.close()
+    log.close()
+    return fmt.records
+
+
+@pytest.mark.parametrize("middleware", WSGI_MIDDLEWARES)
+@pytest.mark.parametrize(
+    ("route", "learnt"), [("/items/{item_id}", "/items/{item_id}"), (None, None), (7, None)]
+)
+def test_the_wsgi_middleware_learns_the_route_the_application_left(
+    middleware: Any, route: object, learnt: str | None
+) -> None:
+    [record] = wsgi_served(middleware, Capture(frozenset({"route"})), route)
+    assert record.extras == Extras(route=learnt)
+
+
+@pytest.mark.parametrize("middleware", WSGI_MIDDLEWARES)
+def test_a_wsgi_log_reading_no_route_gets_no_extras(middleware: Any) -> None:
+    [record] = wsgi_served(middleware, Capture(frozenset({"trace"})), "/items/{item_id}")
+    assert record.extras is None
+
+
+@pytest.mark.parametrize("middleware", MIDDLEWARES)
+def test_the_route_an_asgi_application_left_comes_first(middleware: Any) -> None:
+    async def leaving_a_route(scope: Any, receive: Any, send: Any) -> None:
+        scope["route"] = object()  # not a Starlette route: no template
+        scope["boundlog.route"] = "items/<int:item_id>/"
+        await finishing(scope, receive, send)
+
+    [record] = served(middleware, leaving_a_route, Capture(frozenset({"route"})), False)
+    assert record.extras == Extras(route="items/<int:item_id>/")
