@@ -84,18 +84,19 @@ class Capture:
         return b"x\n" * len(records)
 
 
-class ReferenceMiddleware(AccessLogMiddleware):
-    """A subclass keeps the pure-Python request path (asgi.py), whatever the core."""
+def request_paths(middleware: type, compiled: object) -> list[Any]:
+    """``middleware`` on each request path: the pure-Python one (a subclass keeps it,
+    whatever the core) and the C one, when the core has it (``compiled``)."""
+    reference = type("Reference" + middleware.__name__, (middleware,), {})
+    return [
+        pytest.param(reference, id="python"),
+        pytest.param(
+            middleware, id="c", marks=pytest.mark.skipif(compiled is None, reason="no C core")
+        ),
+    ]
 
 
-MIDDLEWARES = [
-    pytest.param(ReferenceMiddleware, id="python"),
-    pytest.param(
-        AccessLogMiddleware,
-        id="c",
-        marks=pytest.mark.skipif(_core.asgi_middleware is None, reason="no C core"),
-    ),
-]
+MIDDLEWARES = request_paths(AccessLogMiddleware, _core.asgi_middleware)
 
 
 def http_scope() -> dict[str, Any]:
@@ -202,18 +203,7 @@ def test_an_extras_function_that_raises_fails_the_request_not_the_log(
     assert [record.extras for record in fmt.records][-1] == Extras(completed=True)
 
 
-class ReferenceWsgiMiddleware(WsgiMiddleware):
-    """A subclass keeps the pure-Python request path (wsgi.py), whatever the core."""
-
-
-WSGI_MIDDLEWARES = [
-    pytest.param(ReferenceWsgiMiddleware, id="python"),
-    pytest.param(
-        WsgiMiddleware,
-        id="c",
-        marks=pytest.mark.skipif(_core.wsgi_middleware is None, reason="no C core"),
-    ),
-]
+WSGI_MIDDLEWARES = request_paths(WsgiMiddleware, _core.wsgi_middleware)
 
 
 def wsgi_served(middleware: Any, fmt: Capture, route: object) -> list[Record]:

@@ -13,7 +13,8 @@ template the framework matched, null where it matched none.
   middleware and with the logger class, and under uvicorn with the ASGI middleware;
 * Flask under gunicorn with the documented ``before_request`` hook.
 
-The WSGI tests run both cores: the route goes through the C request path too.
+The Django and Flask tests run both cores: the route goes through the C request paths
+too (the WSGI one hands it on from C).
 """
 
 from __future__ import annotations
@@ -84,65 +85,65 @@ def gunicorn(app: str, *options: str) -> Callable[[int], list[str]]:
     return command
 
 
-@pytest.mark.needs("fastapi")
-def test_fastapi_routes_under_uvicorn(tmp_path: Path) -> None:
-    check_routes(
-        tmp_path,
-        uvicorn("tests.apps.routes_fastapi:app"),
-        [
-            ("GET", "/items/7", 200, "/items/{item_id}"),
-            ("GET", "/items/7?verbose=1", 200, "/items/{item_id}"),
-            # Matched, then refused: the route is known.
-            ("GET", "/items/seven", 422, "/items/{item_id}"),
-            ("POST", "/items/7", 405, "/items/{item_id}"),
-            ("GET", "/boom", 500, "/boom"),
-            ("GET", "/api/users/3", 200, "/api/users/{user_id}"),
-            ("GET", "/sub/things/blue", 200, "/sub/things/{name}"),
-            ("GET", "/legacy/pages/2", 200, "/legacy/pages/{number}"),
-            ("GET", "/missing", 404, None),
-            ("GET", "/sub/missing", 404, None),
-            ("GET", "/legacy/missing", 404, None),
-        ],
-        UVICORN_CLEAN_EXITS,
-    )
+FASTAPI: list[Expected] = [
+    ("GET", "/items/7", 200, "/items/{item_id}"),
+    ("GET", "/items/7?verbose=1", 200, "/items/{item_id}"),
+    # Matched, then refused: the route is known.
+    ("GET", "/items/seven", 422, "/items/{item_id}"),
+    ("POST", "/items/7", 405, "/items/{item_id}"),
+    ("GET", "/boom", 500, "/boom"),
+    ("GET", "/api/users/3", 200, "/api/users/{user_id}"),
+    ("GET", "/sub/things/blue", 200, "/sub/things/{name}"),
+    ("GET", "/legacy/pages/2", 200, "/legacy/pages/{number}"),
+    ("GET", "/missing", 404, None),
+    ("GET", "/sub/missing", 404, None),
+    ("GET", "/legacy/missing", 404, None),
+]
+STARLETTE: list[Expected] = [
+    ("GET", "/users/5", 200, "/users/{user_id}"),
+    ("GET", "/v1/orders/a-1", 200, "/v1/orders/{order_id}"),
+    # A Mount's parameters show as sent: Starlette keeps no trace of the mounts a
+    # request went through, only the path they matched (root_path).
+    ("GET", "/tenants/acme/reports/2024", 200, "/tenants/acme/reports/{year}"),
+    ("GET", "/files/a/b.txt", 200, "/files/{path}"),
+    ("GET", "/users/five", 404, None),
+    ("GET", "/v1/missing", 404, None),
+]
+LITESTAR: list[Expected] = [
+    ("GET", "/items/3", 200, "/items/{item_id}"),
+    ("GET", "/api/users/bob", 200, "/api/users/{name}"),
+    ("GET", "/missing", 404, None),
+]
 
 
-def test_starlette_routes_under_uvicorn(tmp_path: Path) -> None:
-    check_routes(
-        tmp_path,
-        uvicorn("tests.apps.routes_starlette:app"),
-        [
-            ("GET", "/users/5", 200, "/users/{user_id}"),
-            ("GET", "/v1/orders/a-1", 200, "/v1/orders/{order_id}"),
-            # A Mount's parameters show as sent: Starlette keeps no trace of the mounts
-            # a request went through, only the path they matched (root_path).
-            ("GET", "/tenants/acme/reports/2024", 200, "/tenants/acme/reports/{year}"),
-            ("GET", "/files/a/b.txt", 200, "/files/{path}"),
-            ("GET", "/users/five", 404, None),
-            ("GET", "/v1/missing", 404, None),
-        ],
-        UVICORN_CLEAN_EXITS,
-    )
-
-
-@pytest.mark.needs("litestar")
-def test_litestar_routes_under_uvicorn(tmp_path: Path) -> None:
-    check_routes(
-        tmp_path,
-        uvicorn("tests.apps.routes_litestar:app"),
-        [
-            ("GET", "/items/3", 200, "/items/{item_id}"),
-            ("GET", "/api/users/bob", 200, "/api/users/{name}"),
-            ("GET", "/missing", 404, None),
-        ],
-        UVICORN_CLEAN_EXITS,
-    )
+@pytest.mark.parametrize(
+    ("app", "expected"),
+    [
+        pytest.param(
+            "tests.apps.routes_fastapi:app",
+            FASTAPI,
+            id="fastapi",
+            marks=pytest.mark.needs("fastapi"),
+        ),
+        pytest.param("tests.apps.routes_starlette:app", STARLETTE, id="starlette"),
+        pytest.param(
+            "tests.apps.routes_litestar:app",
+            LITESTAR,
+            id="litestar",
+            marks=pytest.mark.needs("litestar"),
+        ),
+    ],
+)
+def test_asgi_framework_routes_under_uvicorn(
+    tmp_path: Path, app: str, expected: list[Expected]
+) -> None:
+    check_routes(tmp_path, uvicorn(app), expected, UVICORN_CLEAN_EXITS)
 
 
 #: Django's patterns, as Django writes them (tests/apps/django_site/urls.py).  A page
 #: Django does not have is its 404, and ``/hello`` its redirect (APPEND_SLASH): neither
 #: matched a pattern.
-DJANGO = [
+DJANGO: list[Expected] = [
     ("GET", "/hello/", 200, "hello/"),
     ("GET", "/bytes/10/", 200, "bytes/<int:size>/"),
     ("GET", "/api/things/blue/", 200, "api/things/<slug:slug>/"),
@@ -150,42 +151,50 @@ DJANGO = [
     ("GET", "/missing/", 404, None),
     ("GET", "/hello", 301, None),
 ]
+FLASK: list[Expected] = [
+    ("GET", "/items/3", 200, "/items/<int:item_id>"),
+    ("GET", "/boom", 500, "/boom"),
+    # Flask matched no rule: a 404, and a 405 (url_rule is None for both).
+    ("GET", "/items/three", 404, None),
+    ("POST", "/items/3", 405, None),
+]
 
 
-@CORES
-def test_django_routes_under_gunicorn_with_the_wsgi_middleware(tmp_path: Path, core: str) -> None:
-    command = gunicorn("tests.apps.django_site.route_wsgi:application")
-    check_routes(tmp_path, command, DJANGO, core=core)
-
-
-@CORES
-def test_django_routes_under_gunicorn_with_the_logger_class(tmp_path: Path, core: str) -> None:
-    command = gunicorn(
+def django_logger_class(log_path: Path) -> Callable[[int], list[str]]:
+    return gunicorn(
         "tests.apps.django_site.plain_wsgi:application",
         "--logger-class", "tests.apps.route_lines_gunicorn_logger.RouteLinesLogger",
-        "--access-logfile", str(tmp_path / "access.log"),
+        "--access-logfile", str(log_path),
     )  # fmt: skip
-    check_routes(tmp_path, command, DJANGO, core=core)
+
+
+#: Each server and integration: its command, given the log's path (which only the
+#: logger class is told: the applications read it from the environment), its clean
+#: exit statuses, and what it must log.
+SERVED: dict[
+    str, tuple[Callable[[Path], Callable[[int], list[str]]], tuple[int, ...], list[Expected]]
+] = {
+    "django-gunicorn-wsgi-middleware": (
+        lambda _: gunicorn("tests.apps.django_site.route_wsgi:application"),
+        (0,),
+        DJANGO,
+    ),
+    "django-gunicorn-logger-class": (django_logger_class, (0,), DJANGO),
+    "django-uvicorn-asgi-middleware": (
+        lambda _: uvicorn("tests.apps.django_site.route_asgi:application"),
+        UVICORN_CLEAN_EXITS,
+        DJANGO,
+    ),
+    "flask-gunicorn-wsgi-middleware": (
+        lambda _: gunicorn("tests.apps.routes_flask:app"),
+        (0,),
+        FLASK,
+    ),
+}
 
 
 @CORES
-def test_django_routes_under_uvicorn_with_the_asgi_middleware(tmp_path: Path, core: str) -> None:
-    command = uvicorn("tests.apps.django_site.route_asgi:application")
-    check_routes(tmp_path, command, DJANGO, UVICORN_CLEAN_EXITS, core)
-
-
-@CORES
-def test_flask_routes_under_gunicorn(tmp_path: Path, core: str) -> None:
-    command = gunicorn("tests.apps.routes_flask:app")
-    check_routes(
-        tmp_path,
-        command,
-        [
-            ("GET", "/items/3", 200, "/items/<int:item_id>"),
-            ("GET", "/boom", 500, "/boom"),
-            # Flask matched no rule: a 404, and a 405 (url_rule is None for both).
-            ("GET", "/items/three", 404, None),
-            ("POST", "/items/3", 405, None),
-        ],
-        core=core,
-    )
+@pytest.mark.parametrize("served", SERVED)
+def test_django_and_flask_routes(tmp_path: Path, served: str, core: str) -> None:
+    command, clean_exits, expected = SERVED[served]
+    check_routes(tmp_path, command(tmp_path / "access.log"), expected, clean_exits, core)
