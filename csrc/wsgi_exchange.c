@@ -230,16 +230,17 @@ exchange_record(Exchange *exchange)
     PyObject *notes = exchange->notes != NULL && PyDict_Size(exchange->notes) > 0
                       ? PyDict_Copy(exchange->notes) : Py_NewRef(Py_None);
     /* What the log's extras function learns from the environ (wsgi._Exchange._record):
-     * the application has run, and left there what it knows. */
+     * the application has run, and left there what it knows.  Called only when nothing
+     * above failed: Python code must not run with an exception set. */
     PyObject *extras = NULL;
-    if (notes != NULL) {
+    if (received != NULL && elapsed != NULL && sent_object != NULL && limit != NULL
+        && response_headers != NULL && notes != NULL) {
         extras = middleware->extras == Py_None
                  ? Py_NewRef(Py_None)
                  : PyObject_CallOneArg(middleware->extras, exchange->environ);
     }
     PyObject *record = NULL;
-    if (received != NULL && elapsed != NULL && sent_object != NULL && limit != NULL
-        && response_headers != NULL && notes != NULL && extras != NULL) {
+    if (extras != NULL) {
         PyObject *args[12] = {middleware->record_type, exchange->environ, received, elapsed,
                               status, sent_object, headers, response_headers,
                               middleware->bound, limit, notes, extras};

@@ -218,10 +218,12 @@ def wsgi_served(middleware: Any, fmt: Capture, route: object) -> list[Record]:
 
     log = AccessLog(sink="/dev/null", format=fmt, report_loss=False)  # type: ignore[arg-type]
     environ = {"REQUEST_METHOD": "GET", "PATH_INFO": "/items/7", "SERVER_PROTOCOL": "HTTP/1.1"}
-    body = middleware(app, log=log)(environ, lambda status, headers, exc_info=None: None)
-    list(body)
-    body.close()
-    log.close()
+    try:
+        body = middleware(app, log=log)(environ, lambda status, headers, exc_info=None: None)
+        list(body)
+        body.close()
+    finally:
+        log.close()
     return fmt.records
 
 
@@ -251,3 +253,26 @@ def test_the_route_an_asgi_application_left_comes_first(middleware: Any) -> None
 
     [record] = served(middleware, leaving_a_route, Capture(frozenset({"route"})), False)
     assert record.extras == Extras(route="items/<int:item_id>/")
+
+
+@pytest.mark.parametrize("middleware", WSGI_MIDDLEWARES)
+def test_a_wsgi_extras_function_that_raises_fails_the_close_not_the_log(
+    middleware: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What learning raises reaches the server from ``close()``, as an error of the
+    body's own close would, and the next request is logged."""
+    failures = iter([LookupError("no route")])
+
+    def wsgi_learner(reads: frozenset[str]) -> Any:
+        def learn(environ: Any) -> Extras:
+            for failure in failures:
+                raise failure
+            return Extras(route="/again")
+
+        return learn
+
+    monkeypatch.setattr(boundlog.wsgi, "wsgi_learner", wsgi_learner)
+    fmt = Capture(frozenset({"route"}))
+    with pytest.raises(LookupError):
+        wsgi_served(middleware, fmt, None)
+    assert wsgi_served(middleware, fmt, None)[-1].extras == Extras(route="/again")
