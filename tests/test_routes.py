@@ -51,6 +51,7 @@ def check_routes(
     expected: Sequence[Expected],
     clean_exits: Sequence[int] = (0,),
     core: str = "c",
+    root_path: str = "",
 ) -> None:
     """Send each request of ``expected`` twice, stop the server, and check that each got
     its status and left a line with its route.  A connection each: uvicorn closes the
@@ -66,13 +67,16 @@ def check_routes(
             assert response.status_code == status, (method, target, response.text)
         stop_gracefully(server, clean_exits)
     lines = Counter(tuple(json.loads(line)) for line in read_log_lines(log_path))
-    # A line's path is the target without its query.
-    paths = [(method, target.partition("?")[0], *rest) for method, target, *rest in expected]
+    # A line's path is the target without its query, after the server's root path: the
+    # server puts it in front of the path it hands the application (raw_path too).
+    paths = [
+        (method, root_path + target.partition("?")[0], *rest) for method, target, *rest in expected
+    ]
     assert lines == Counter(2 * paths)
 
 
-def uvicorn(app: str) -> Callable[[int], list[str]]:
-    return lambda port: uvicorn_app_command(port, app)
+def uvicorn(app: str, *options: str) -> Callable[[int], list[str]]:
+    return lambda port: [*uvicorn_app_command(port, app), *options]
 
 
 def gunicorn(app: str, *options: str) -> Callable[[int], list[str]]:
@@ -117,27 +121,35 @@ LITESTAR: list[Expected] = [
 
 
 @pytest.mark.parametrize(
-    ("app", "expected"),
+    ("app", "expected", "root_path"),
     [
         pytest.param(
             "tests.apps.routes_fastapi:app",
             FASTAPI,
+            "",
             id="fastapi",
             marks=pytest.mark.needs("fastapi"),
         ),
-        pytest.param("tests.apps.routes_starlette:app", STARLETTE, id="starlette"),
+        pytest.param("tests.apps.routes_starlette:app", STARLETTE, "", id="starlette"),
+        # The server's root path is no part of the template.
+        pytest.param(
+            "tests.apps.routes_starlette:app", STARLETTE, "/prefix", id="starlette-root-path"
+        ),
         pytest.param(
             "tests.apps.routes_litestar:app",
             LITESTAR,
+            "",
             id="litestar",
             marks=pytest.mark.needs("litestar"),
         ),
     ],
 )
 def test_asgi_framework_routes_under_uvicorn(
-    tmp_path: Path, app: str, expected: list[Expected]
+    tmp_path: Path, app: str, expected: list[Expected], root_path: str
 ) -> None:
-    check_routes(tmp_path, uvicorn(app), expected, UVICORN_CLEAN_EXITS)
+    options = ("--root-path", root_path) if root_path else ()
+    command = uvicorn(app, *options)
+    check_routes(tmp_path, command, expected, UVICORN_CLEAN_EXITS, root_path=root_path)
 
 
 #: Django's patterns, as Django writes them (tests/apps/django_site/urls.py).  A page

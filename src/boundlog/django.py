@@ -9,8 +9,9 @@ as Django writes it, without a leading slash) where boundlog's WSGI middleware, 
 ASGI middleware and its gunicorn logger class read a record's ``route``
 (``_routes.ROUTE_KEY``): the server's own environ under WSGI (``request.environ``), the
 server's own scope under ASGI (``request.scope``).  A request that matched no pattern
-(a 404) leaves none, and its route is unknown.  It costs one dict store per request,
-whatever the log reads, and nothing of Django's own handling changes.
+(a 404) leaves none, and its route is unknown.  It costs a method call and a dict
+store per request, whatever the log reads, and nothing of Django's own handling
+changes.
 """
 
 from __future__ import annotations
