@@ -35,6 +35,7 @@ typedef struct {
     PyObject *wall_clock;
     PyObject *keeps_response_headers; /* bool */
     PyObject *notes;          /* _notes.NOTES when the log reads notes, else None */
+    PyObject *extras;         /* (environ) -> Extras when the log reads extras, else None */
     PyObject *module;         /* boundlog._speedups, whose state environ_record reads */
     PyObject *close_name;     /* "close", interned */
     PyTypeObject *exchange_type;

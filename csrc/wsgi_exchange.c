@@ -229,22 +229,32 @@ exchange_record(Exchange *exchange)
     /* _notes.snapshot: a copy of the request's notes, None when there are none. */
     PyObject *notes = exchange->notes != NULL && PyDict_Size(exchange->notes) > 0
                       ? PyDict_Copy(exchange->notes) : Py_NewRef(Py_None);
-    PyObject *record = NULL;
+    /* What the log's extras function learns from the environ (wsgi._Exchange._record):
+     * the application has run, and left there what it knows.  Called only when nothing
+     * above failed: Python code must not run with an exception set. */
+    PyObject *extras = NULL;
     if (received != NULL && elapsed != NULL && sent_object != NULL && limit != NULL
         && response_headers != NULL && notes != NULL) {
+        extras = middleware->extras == Py_None
+                 ? Py_NewRef(Py_None)
+                 : PyObject_CallOneArg(middleware->extras, exchange->environ);
+    }
+    PyObject *record = NULL;
+    if (extras != NULL) {
         PyObject *args[12] = {middleware->record_type, exchange->environ, received, elapsed,
                               status, sent_object, headers, response_headers,
-                              middleware->bound, limit, notes, Py_None};
+                              middleware->bound, limit, notes, extras};
         record = environ_record(middleware->module, args, 12);
         if (record == Py_None) {
             /* An environ environ.c does not read: the reference makes the record. */
             Py_DECREF(record);
-            PyObject *python_args[9] = {exchange->environ, received, elapsed, status,
-                                        sent_object, headers, response_headers,
-                                        middleware->bound, notes};
-            record = PyObject_Vectorcall(middleware->python_record, python_args, 9, NULL);
+            PyObject *python_args[10] = {exchange->environ, received, elapsed, status,
+                                         sent_object, headers, response_headers,
+                                         middleware->bound, notes, extras};
+            record = PyObject_Vectorcall(middleware->python_record, python_args, 10, NULL);
         }
     }
+    Py_XDECREF(extras);
     Py_XDECREF(notes);
     Py_DECREF(headers);
     Py_DECREF(status);

@@ -15,7 +15,7 @@
 static const char *const bind_keywords[] = {
     "reference_call", "handoff", "submit", "status_code", "status_codes", "picked_keys",
     "bound", "python_record", "record_type", "perf_counter", "wall_clock",
-    "keeps_response_headers", "notes", "limit",
+    "keeps_response_headers", "notes", "extras", "limit",
 };
 #define BIND_ARGUMENTS (sizeof(bind_keywords) / sizeof(bind_keywords[0]))
 #define BOUND_FIELDS (BIND_ARGUMENTS - 1)
@@ -28,7 +28,7 @@ bound_field(WsgiMiddleware *middleware, size_t i)
         &middleware->status_code, &middleware->status_codes, &middleware->picked_keys,
         &middleware->bound, &middleware->python_record, &middleware->record_type,
         &middleware->perf_counter, &middleware->wall_clock,
-        &middleware->keeps_response_headers, &middleware->notes,
+        &middleware->keeps_response_headers, &middleware->notes, &middleware->extras,
     };
     return fields[i];
 }
@@ -63,7 +63,11 @@ wsgi_middleware_bind(PyObject *self, PyTypeObject *defining_class, PyObject *con
         PyErr_SetString(PyExc_TypeError, "bind(): notes must be a ContextVar or None");
         return NULL;
     }
-    Py_ssize_t limit = PyLong_AsSsize_t(values[13]);
+    if (values[13] != Py_None && !PyCallable_Check(values[13])) {
+        PyErr_SetString(PyExc_TypeError, "bind(): extras must be callable or None");
+        return NULL;
+    }
+    Py_ssize_t limit = PyLong_AsSsize_t(values[14]);
     if (limit == -1 && PyErr_Occurred()) {
         return NULL;
     }

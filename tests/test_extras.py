@@ -14,6 +14,7 @@ from opentelemetry.trace import get_current_span
 import boundlog
 from boundlog import AccessLog, ConfigurationError, Extras, Record, _core
 from boundlog.asgi import AccessLogMiddleware
+from boundlog.wsgi import AccessLogMiddleware as WsgiMiddleware
 
 
 class ReadsRoute:
@@ -83,18 +84,19 @@ class Capture:
         return b"x\n" * len(records)
 
 
-class ReferenceMiddleware(AccessLogMiddleware):
-    """A subclass keeps the pure-Python request path (asgi.py), whatever the core."""
+def request_paths(middleware: type, compiled: object) -> list[Any]:
+    """``middleware`` on each request path: the pure-Python one (a subclass keeps it,
+    whatever the core) and the C one, when the core has it (``compiled``)."""
+    reference = type("Reference" + middleware.__name__, (middleware,), {})
+    return [
+        pytest.param(reference, id="python"),
+        pytest.param(
+            middleware, id="c", marks=pytest.mark.skipif(compiled is None, reason="no C core")
+        ),
+    ]
 
 
-MIDDLEWARES = [
-    pytest.param(ReferenceMiddleware, id="python"),
-    pytest.param(
-        AccessLogMiddleware,
-        id="c",
-        marks=pytest.mark.skipif(_core.asgi_middleware is None, reason="no C core"),
-    ),
-]
+MIDDLEWARES = request_paths(AccessLogMiddleware, _core.asgi_middleware)
 
 
 def http_scope() -> dict[str, Any]:
@@ -199,3 +201,78 @@ def test_an_extras_function_that_raises_fails_the_request_not_the_log(
     asyncio.run(logged(http_scope(), receive, send))
     log.close()
     assert [record.extras for record in fmt.records][-1] == Extras(completed=True)
+
+
+WSGI_MIDDLEWARES = request_paths(WsgiMiddleware, _core.wsgi_middleware)
+
+
+def wsgi_served(middleware: Any, fmt: Capture, route: object) -> list[Record]:
+    """The records of one request through ``middleware``, whose application leaves
+    ``route`` under boundlog's environ key (nothing for None)."""
+
+    def app(environ: dict[str, Any], start_response: Any) -> list[bytes]:
+        if route is not None:
+            environ["boundlog.route"] = route
+        start_response("200 OK", [])
+        return [b"done"]
+
+    log = AccessLog(sink="/dev/null", format=fmt, report_loss=False)  # type: ignore[arg-type]
+    environ = {"REQUEST_METHOD": "GET", "PATH_INFO": "/items/7", "SERVER_PROTOCOL": "HTTP/1.1"}
+    try:
+        body = middleware(app, log=log)(environ, lambda status, headers, exc_info=None: None)
+        list(body)
+        body.close()
+    finally:
+        log.close()
+    return fmt.records
+
+
+@pytest.mark.parametrize("middleware", WSGI_MIDDLEWARES)
+@pytest.mark.parametrize(
+    ("route", "learnt"), [("/items/{item_id}", "/items/{item_id}"), (None, None), (7, None)]
+)
+def test_the_wsgi_middleware_learns_the_route_the_application_left(
+    middleware: Any, route: object, learnt: str | None
+) -> None:
+    [record] = wsgi_served(middleware, Capture(frozenset({"route"})), route)
+    assert record.extras == Extras(route=learnt)
+
+
+@pytest.mark.parametrize("middleware", WSGI_MIDDLEWARES)
+def test_a_wsgi_log_reading_no_route_gets_no_extras(middleware: Any) -> None:
+    [record] = wsgi_served(middleware, Capture(frozenset({"trace"})), "/items/{item_id}")
+    assert record.extras is None
+
+
+@pytest.mark.parametrize("middleware", MIDDLEWARES)
+def test_the_route_an_asgi_application_left_comes_first(middleware: Any) -> None:
+    async def leaving_a_route(scope: Any, receive: Any, send: Any) -> None:
+        scope["route"] = object()  # not a Starlette route: no template
+        scope["boundlog.route"] = "items/<int:item_id>/"
+        await finishing(scope, receive, send)
+
+    [record] = served(middleware, leaving_a_route, Capture(frozenset({"route"})), False)
+    assert record.extras == Extras(route="items/<int:item_id>/")
+
+
+@pytest.mark.parametrize("middleware", WSGI_MIDDLEWARES)
+def test_a_wsgi_extras_function_that_raises_fails_the_close_not_the_log(
+    middleware: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What learning raises reaches the server from ``close()``, as an error of the
+    body's own close would, and the next request is logged."""
+    failures = iter([LookupError("no route")])
+
+    def wsgi_learner(reads: frozenset[str]) -> Any:
+        def learn(environ: Any) -> Extras:
+            for failure in failures:
+                raise failure
+            return Extras(route="/again")
+
+        return learn
+
+    monkeypatch.setattr(boundlog.wsgi, "wsgi_learner", wsgi_learner)
+    fmt = Capture(frozenset({"route"}))
+    with pytest.raises(LookupError):
+        wsgi_served(middleware, fmt, None)
+    assert wsgi_served(middleware, fmt, None)[-1].extras == Extras(route="/again")

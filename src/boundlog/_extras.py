@@ -17,26 +17,49 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ._record import Extras, new_extras
+from ._routes import asgi_route, environ_route
 
-#: ``learn(scope, completed)``: the extras of the exchange a scope (or a WSGI environ)
-#: describes, whose response did or did not complete.
+#: ``learn(scope, completed)``: the extras of the exchange an ASGI scope describes,
+#: whose response did or did not complete.
 Learn = Callable[[Mapping[str, Any], bool], Extras]
+
+#: ``learn(environ)``: the extras of the exchange a WSGI environ describes.
+WsgiLearn = Callable[[Mapping[str, Any]], Extras]
+
+#: The fields ``wsgi_learner`` knows how to learn: what the application left in the
+#: environ.
+WSGI_LEARNED = frozenset({"route"})
 
 
 def learner(reads: frozenset[str]) -> Learn | None:
     """A function learning the extras ``reads`` names, or None when there are none."""
+    reads_route = "route" in reads
     current_trace = trace_reader() if "trace" in reads else None
     reads_completed = "completed" in reads
-    if current_trace is None and not reads_completed:
+    if not reads_route and current_trace is None and not reads_completed:
         # Nothing to learn (no OpenTelemetry API to ask for a span): no call at all.
         return None
 
     def learn(scope: Mapping[str, Any], completed: bool) -> Extras:
-        # By position: Extras(...) with keywords costs a Python-level call more.
+        # By position: Extras(...) with keywords costs a Python-level call more.  The
+        # router has run by now: the scope holds what it matched (_routes).
         return new_extras(Extras, (
-            None, current_trace() if current_trace is not None else None,
+            asgi_route(scope) if reads_route else None,
+            current_trace() if current_trace is not None else None,
             completed if reads_completed else None, None, None, None,
         ))  # fmt: skip
+
+    return learn
+
+
+def wsgi_learner(reads: frozenset[str]) -> WsgiLearn | None:
+    """A function learning the extras ``reads`` names from a WSGI environ once the
+    response has ended, or None when there are none to learn."""
+    if not reads & WSGI_LEARNED:
+        return None
+
+    def learn(environ: Mapping[str, Any]) -> Extras:
+        return new_extras(Extras, (environ_route(environ), None, None, None, None, None))
 
     return learn
 

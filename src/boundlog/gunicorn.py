@@ -61,6 +61,7 @@ from ._environ import compiled as _compiled_environ_record
 from ._environ import environ_record
 from ._environment import options_from_environment
 from ._errors import AccessLogError, ConfigurationError
+from ._extras import WsgiLearn, wsgi_learner
 from ._formats import FORMATS
 from ._log import (
     AccessLog,
@@ -90,6 +91,9 @@ class Logger(GunicornLogger):  # type: ignore[misc]
 
     #: The log ``--access-logfile`` names; None when gunicorn's access log is off.
     boundlog: AccessLog | None = None
+    #: What that log's format reads of a record's extras, learnt from the environ
+    #: (see _extras); None for a log that reads none.
+    _extras: WsgiLearn | None = None
 
     def __new__(cls, cfg: Any) -> Logger:
         """The logger gunicorn asks for, with its statsd metrics when ``--statsd-host`` is set.
@@ -117,6 +121,7 @@ class Logger(GunicornLogger):  # type: ignore[misc]
                     self.access_log.removeHandler(handler)
                     handler.close()
             replaced, self.boundlog = self.boundlog, self._open(cfg)
+        self._extras = None if self.boundlog is None else wsgi_learner(self.boundlog.reads_extras)
         if replaced is not None:
             replaced.close()
 
@@ -187,14 +192,18 @@ class Logger(GunicornLogger):  # type: ignore[misc]
         request_headers = getattr(req, "headers", req)
         response_headers = getattr(resp, "headers", ()) if log.reads_response_headers else ()
         budget = log.record_budget
+        # gunicorn logs once the response is sent: the application's environ holds what
+        # it left there (the route, see _routes).
+        learn = self._extras
+        extras = None if learn is None else learn(environ)
         record = None if _compiled_environ_record is None else _compiled_environ_record(
             Record, environ, received, duration, status, sent, request_headers,
-            response_headers, budget.bounded, budget.limit, None, None,
+            response_headers, budget.bounded, budget.limit, None, extras,
         )  # fmt: skip
         if record is None:
             record = environ_record(
                 environ, received, duration, status, sent, request_headers,
-                response_headers, budget.bounded,
+                response_headers, budget.bounded, None, extras,
             )  # fmt: skip
         # The lock-free offer first: submit applies the policy when the queue is full.
         if not log._offer(record):

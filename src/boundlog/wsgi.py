@@ -31,6 +31,7 @@ from . import _core
 from ._environ import compiled as _compiled_environ_record
 from ._environ import environ_record
 from ._environment import log_for_middleware
+from ._extras import wsgi_learner
 from ._headers import environ_key
 from ._log import AccessLog
 from ._notes import NOTES, snapshot
@@ -77,6 +78,9 @@ class AccessLogMiddleware:
         self._budget = self.log.record_budget
         # Set for each request only when the log reads notes (see _notes).
         self._notes_var = NOTES if self.log.reads_notes else None
+        # What the log's format reads of a record's extras, learnt from the environ when
+        # the response ends (see _extras); None for a log that reads none.
+        self._extras = wsgi_learner(self.log.reads_extras)
 
     def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
         exchange = _Exchange(environ, start_response, self)
@@ -201,14 +205,17 @@ class _Exchange:
         # and calls it only when over; a whole environ is measured by it (limit -1).
         limit = -1 if pick_headers is None else budget.limit
         notes = snapshot(self._notes)
+        # The application has run: what it left in the environ is there to learn.
+        learn = self._middleware._extras
+        extras = None if learn is None else learn(environ)
         record = None if _compiled_environ_record is None else _compiled_environ_record(
             Record, environ, received, duration, self._status, self._sent, headers,
-            self._response_headers, bound, limit, notes, None,
+            self._response_headers, bound, limit, notes, extras,
         )  # fmt: skip
         if record is None:
             record = environ_record(
                 environ, received, duration, self._status, self._sent, headers,
-                self._response_headers, bound, notes,
+                self._response_headers, bound, notes, extras,
             )  # fmt: skip
         return record
 
@@ -264,6 +271,7 @@ if _core.wsgi_middleware is not None:
                 wall_clock=time,
                 keeps_response_headers=self._keeps_response_headers,
                 notes=self._notes_var,
+                extras=self._extras,
                 # The C code measures picked fields against the budget; a whole environ
                 # is measured by bounded_environ (limit -1), as in _Exchange._record.
                 limit=-1 if picked is None else self._budget.limit,

@@ -1,4 +1,4 @@
-from django.urls import path
+from django.urls import include, path
 
 from . import views
 
@@ -6,4 +6,5 @@ urlpatterns = [
     path("hello/", views.hello),
     path("bytes/<int:size>/", views.sized),
     path("boom/", views.boom),
+    path("api/", include([path("things/<slug:slug>/", views.thing)])),
 ]

@@ -11,3 +11,7 @@ def sized(request: HttpRequest, size: int) -> HttpResponse:
 
 def boom(request: HttpRequest) -> HttpResponse:
     raise RuntimeError("a view that raises: Django answers 500")
+
+
+def thing(request: HttpRequest, slug: str) -> HttpResponse:
+    return HttpResponse(f"thing {slug}\n".encode(), content_type="text/plain")

@@ -1,0 +1,14 @@
+"""wsgi.py with the tests' route format (tests/test_routes.py): the records carry the
+URL pattern settings.py's ``boundlog.django.RouteMiddleware`` left in the environ."""
+
+import os
+
+from django.core.wsgi import get_wsgi_application
+
+from boundlog.wsgi import AccessLogMiddleware
+
+from ..route_lines import route_log_options
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.apps.django_site.settings")
+
+application = AccessLogMiddleware(get_wsgi_application(), **route_log_options())
