@@ -1,0 +1,411 @@
+"""The stdlib logging bridge: ``LoggingSink(name)`` emits one ``LogRecord`` per record.
+
+People who already route everything through :mod:`logging` (dictConfig handlers,
+python-json-logger, structlog's ``ProcessorFormatter``, a server's ``--log-config``)
+keep their handlers and formatters: the writer thread hands each record to the named
+logger, and the request path still only appends to the queue.
+
+Design.  The writer thread knows formats (records to bytes) and destinations (bytes
+to a sink), and must not learn about logging.  A ``LoggingSink`` is a destination like
+:class:`~boundlog.NetworkSink`, and it brings its own format step: the log replaces
+its format with :meth:`LoggingSink.messages`, whose ``format_batch`` builds, for each
+record, the ``msg``, ``args`` and attributes of its ``LogRecord``, keeps them for the
+sink, and returns each record's message as a line.  ``write`` then emits what that step
+kept, in order, and returns how far into those lines it got, so the writer counts
+written and failed records exactly as it does for a file, with no code of its own for
+logging.  (Emitting inside ``format_batch`` instead would make the writer's retry of a
+failed batch, record by record, emit some records twice.)
+
+The message has the shape the target logger's formatters expect:
+
+* ``"uvicorn"`` (the default for ``uvicorn.access``): uvicorn's
+  ``'%s - "%s %s HTTP/%s" %d'`` with uvicorn's args (client, method, path with query,
+  HTTP version, status), which ``uvicorn.logging.AccessFormatter`` unpacks.  A record
+  holds the client's host, not its port: the client is the host alone.
+* ``"gunicorn"`` (the default for ``gunicorn.access``): the log's gunicorn template
+  (``--access-logformat``) or gunicorn's default one, with a dict of gunicorn's atoms
+  as the only arg, as ``glogging.Logger.access`` logs.
+* ``"line"`` (any other logger): the line the log's format makes, without args.
+
+Whatever the shape, the record's fields are attributes of the ``LogRecord`` too
+(:data:`ATTRIBUTES`, all ``http_``-prefixed, so none clashes with ``LogRecord``'s own),
+for formatters that write attributes (python-json-logger, structlog).
+
+Counting.  A record is written once ``logger.handle`` returned for it (the logger's
+level and filters may still discard it: that is the logger's choice), and failed when
+building its ``LogRecord`` or ``logger.handle`` raised: a filter that raises, or a
+handler whose ``handleError`` re-raises.  A handler that fails inside ``emit`` reports
+on stderr by itself (``Handler.handleError``) and its record counts as written, because
+logging swallows that error before boundlog can see it.  ``bytes_written`` counts each
+written record's message in UTF-8 plus a newline, what a ``%(message)s`` handler writes.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+import urllib.parse
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from ._errors import ConfigurationError, describe
+from ._escape import escape
+from ._formats import Format
+from ._headers import HeaderReader
+from ._record import Headers, Record
+from ._templates import _user
+
+#: The scheme of ``sink="logging:NAME"``.
+SCHEME = "logging:"
+
+#: The shapes of message, by name (see the module docstring).
+SHAPES = ("uvicorn", "gunicorn", "line")
+_SHAPE_OF_LOGGER = {"uvicorn.access": "uvicorn", "gunicorn.access": "gunicorn"}
+
+#: gunicorn's default ``access_log_format``.
+GUNICORN_DEFAULT = '%(h)s %(l)s %(u)s %(t)s "%(r)s" %(s)s %(b)s "%(f)s" "%(a)s"'
+_UVICORN_MESSAGE = '%s - "%s %s HTTP/%s" %d'
+
+#: The attributes every ``LogRecord`` gets, and what each holds.
+ATTRIBUTES = {
+    "http_client": "the client's address, or None",
+    "http_method": "the request method",
+    "http_path": "the path as sent (latin-1 text)",
+    "http_query": "the query string without '?' (latin-1 text), '' if none",
+    "http_protocol": "e.g. 'HTTP/1.1'",
+    "http_status": "the response status (int)",
+    "http_bytes_sent": "response body bytes (int)",
+    "http_duration": "seconds from request to response end (float)",
+    "http_referer": "the Referer field, or None",
+    "http_user_agent": "the User-Agent field, or None",
+    "http_fields": "the fields of boundlog.add_fields(), or None",
+}
+_REFERER_AND_AGENT = HeaderReader(("referer", "user-agent"))
+_AUTHORIZATION = HeaderReader(("authorization",), allow=("authorization",))
+
+# One entry of a batch: what write() hands to the logger for a record.
+_Entry = tuple[str, Any, dict[str, Any], float]
+
+
+class LoggingSink:
+    """A sink that hands each record to ``logging.getLogger(logger_name)``, at ``level``.
+
+    ``sink="logging:NAME"`` (and ``BOUNDLOG_SINK=logging:NAME``) makes one with the
+    defaults.  ``message`` chooses the shape of the ``LogRecord``'s msg and args:
+    ``"uvicorn"``, ``"gunicorn"`` or ``"line"``; by default ``uvicorn`` for the
+    ``uvicorn.access`` logger, ``gunicorn`` for ``gunicorn.access``, ``line`` for any
+    other.  One sink serves one log.
+    """
+
+    #: No file to reopen.
+    path: str | None = None
+    #: Nothing is retried inside write().
+    retries = 0
+
+    def __init__(
+        self, logger_name: str, level: int | str = logging.INFO, *, message: str | None = None
+    ) -> None:
+        if not isinstance(logger_name, str) or not logger_name.strip():
+            raise ConfigurationError(
+                f"LoggingSink needs a logger name, not {logger_name!r}: e.g. "
+                "LoggingSink('uvicorn.access') or sink='logging:uvicorn.access'"
+            )
+        self.logger = logging.getLogger(logger_name)
+        self.level = _level(level)
+        if message is None:
+            message = _SHAPE_OF_LOGGER.get(logger_name, "line")
+        if message not in SHAPES:
+            raise ConfigurationError(
+                f"unknown message {message!r}: choose one of {', '.join(SHAPES)}"
+            )
+        self.shape = message
+        self.name = SCHEME + logger_name
+        self.delivered = 0
+        self.stopped = False
+        # What the format step built for the batch under way, for write() to emit.
+        self._pending: list[_Entry] = []
+
+    @classmethod
+    def from_spec(cls, spec: str) -> LoggingSink:
+        """The sink ``"logging:NAME"`` names."""
+        return cls(spec.removeprefix(SCHEME))
+
+    def messages(self, fmt: Format) -> Format:
+        """The format step of a log writing to this sink; ``fmt`` is the log's format."""
+        wanted = frozenset(_REFERER_AND_AGENT.names)
+        if self.shape == "uvicorn":
+            return _Messages(self._pending, _uvicorn_entry, None, wanted, frozenset())
+        if self.shape == "gunicorn":
+            template = getattr(fmt, "template", None)
+            if not isinstance(template, str) or "%(" not in template:
+                template = GUNICORN_DEFAULT
+            # Its %({name}i)s and %({name}o)s atoms may name any field.
+            return _Messages(self._pending, _gunicorn_entry(template), None, None, None)
+        read = getattr(fmt, "request_header_names", None)
+        return _Messages(
+            self._pending,
+            _line_entry,
+            fmt,
+            None if read is None else wanted | frozenset(read),
+            getattr(fmt, "response_header_names", None),
+        )
+
+    def write(self, data: bytes) -> tuple[int, OSError | None]:
+        """Emit the batch's records; return the bytes of the lines before the first failure.
+
+        ``data`` holds one line per pending record.  Every record is emitted, failed
+        or not; the count of those that failed makes the writer count as many lines
+        as failed (which ones does not matter to the counters).
+        """
+        pending, self._pending[:] = self._pending[:], []
+        logger = self.logger
+        level = self.level
+        end = 0
+        failed = 0
+        first: BaseException | None = None
+        for msg, args, extra, created in pending:
+            if self.stopped:
+                break
+            try:
+                if logger.isEnabledFor(level):
+                    record = logger.makeRecord(
+                        logger.name, level, __file__, 0, msg, args, None, None, extra
+                    )
+                    # When the response ended, as the server's own record says, not when
+                    # the writer got to it.
+                    record.created = created
+                    record.msecs = int((created - int(created)) * 1000) + 0.0
+                    logger.handle(record)
+            except BaseException as error:  # a filter or handler is user code
+                failed += 1
+                first = first or error
+            else:
+                end = data.index(b"\n", end) + 1
+                self.delivered = end
+        if first is None:
+            return end, None
+        return end, OSError(f"{failed} record(s) raised in logger.handle: {describe(first)}")
+
+    def isatty(self) -> bool:
+        """A logger is no terminal."""
+        return False
+
+    def reopen(self) -> OSError | None:
+        """The handlers reopen their own files."""
+        return None
+
+    def identity(self) -> tuple[int, int] | None:
+        """No file of boundlog's."""
+        return None
+
+    def replaced(self) -> bool:
+        """No path to watch."""
+        return False
+
+    def watch_backlog(self, waiting: Callable[[], int]) -> None:
+        """The writer reports a slow handler, as it does a slow file."""
+
+    def hurry(self) -> None:
+        """Nothing waits to be retried."""
+
+    def after_fork(self) -> None:
+        """logging itself resets its locks in a forked child."""
+
+    def close(self) -> None:
+        """The handlers are the application's: they stay open."""
+
+    def __repr__(self) -> str:
+        return f"<LoggingSink {self.logger.name} {logging.getLevelName(self.level)} {self.shape}>"
+
+
+class _Messages:
+    """The format step of a :class:`LoggingSink`: keeps each record's entry, returns lines."""
+
+    __slots__ = (
+        "_entry", "_lines", "_pending", "request_header_names", "response_header_names"
+    )  # fmt: skip
+
+    #: Notes become the ``http_fields`` attribute.
+    reads_notes = True
+
+    def __init__(
+        self,
+        pending: list[_Entry],
+        entry: Callable[[Record, str | None], _Entry],
+        lines: Format | None,
+        request_names: frozenset[bytes] | None,
+        response_names: frozenset[bytes] | None,
+    ) -> None:
+        self._pending = pending
+        self._entry = entry
+        # The log's format, whose lines are the messages of the "line" shape.
+        self._lines = lines
+        # The fields the attributes and the message read (None: any), as Format says.
+        self.request_header_names = request_names
+        self.response_header_names = response_names
+
+    def format_batch(self, records: Sequence[Record]) -> bytes:
+        texts: Sequence[str | None] = [None] * len(records)
+        if self._lines is not None:
+            data = self._lines.format_batch(records)
+            texts = data.decode("utf-8", "replace").split("\n")[:-1]
+            if len(texts) != len(records):
+                raise ValueError(
+                    f"the log's format made {len(texts)} line(s) of {len(records)} record(s)"
+                )
+        entries = list(map(self._entry, records, texts))
+        # Kept only once the whole batch is built: the writer retries a batch that
+        # raised record by record, and no record may be kept twice.
+        self._pending.extend(entries)
+        return b"".join(
+            _message(msg, args).encode("utf-8", "replace").replace(b"\n", b" ") + b"\n"
+            for msg, args, _, _ in entries
+        )
+
+
+def _message(msg: str, args: Any) -> str:
+    # LogRecord.getMessage's rule: a lone mapping is the args themselves.
+    if not args:
+        return msg
+    if len(args) == 1 and isinstance(args[0], Mapping):
+        args = args[0]
+    return str(msg % args)
+
+
+def _attributes(record: Record) -> dict[str, Any]:
+    referer, agent = _REFERER_AND_AGENT.values(record.request_headers)
+    return {
+        "http_client": record.client,
+        "http_method": record.method,
+        "http_path": record.path.decode("latin-1"),
+        "http_query": record.query.decode("latin-1"),
+        "http_protocol": record.protocol,
+        "http_status": record.status,
+        "http_bytes_sent": record.bytes_sent,
+        "http_duration": record.duration,
+        "http_referer": None if referer is None else referer.decode("latin-1"),
+        "http_user_agent": None if agent is None else agent.decode("latin-1"),
+        "http_fields": None if record.notes is None else dict(record.notes),
+    }
+
+
+def _line_entry(record: Record, line: str | None) -> _Entry:
+    return line or "", (), _attributes(record), record.time + record.duration
+
+
+def _uvicorn_entry(record: Record, _: str | None) -> _Entry:
+    # uvicorn's get_path_with_query_string: its path is the decoded path, quoted again.
+    path = urllib.parse.quote(urllib.parse.unquote(record.path.decode("latin-1")))
+    if record.query:
+        path += "?" + escape(record.query).decode("ascii")
+    args = (
+        record.client or "",
+        record.method,
+        path,
+        record.protocol.removeprefix("HTTP/"),
+        record.status,
+    )
+    return _UVICORN_MESSAGE, args, _attributes(record), record.time + record.duration
+
+
+def _gunicorn_entry(template: str) -> Callable[[Record, str | None], _Entry]:
+    try:
+        template % SafeAtoms({})
+    except (TypeError, ValueError, KeyError) as error:
+        raise ConfigurationError(
+            f"{template!r} is not a template of gunicorn atoms: {describe(error)}"
+        ) from None
+    pid = f"<{os.getpid()}>"
+
+    def entry(record: Record, _: str | None) -> _Entry:
+        ended = record.time + record.duration
+        atoms = SafeAtoms(_atoms(record, ended, pid))
+        # A dict as the only arg, as gunicorn logs: LogRecord takes it as the args.
+        return template, (atoms,), _attributes(record), ended
+
+    return entry
+
+
+def _atoms(record: Record, ended: float, pid: str) -> dict[str, Any]:
+    """gunicorn's ``glogging.Logger.atoms`` of a record, with gunicorn's meanings."""
+    micros = round(record.duration * 1_000_000)
+    seconds, micro = divmod(micros, 1_000_000)
+    path = record.path.decode("latin-1")
+    query = record.query.decode("latin-1")
+    uri = f"{path}?{query}" if query else path
+    (authorization,) = _AUTHORIZATION.values(record.request_headers)
+    user = _user(authorization).decode("latin-1")
+    atoms: dict[str, Any] = {
+        "h": record.client or "-",
+        "l": "-",
+        "u": user,
+        "t": time.strftime("[%d/%b/%Y:%H:%M:%S %z]", time.localtime(ended)),
+        "r": f"{record.method} {uri} {record.protocol}",
+        "s": str(record.status),
+        "m": record.method,
+        "U": urllib.parse.unquote(path, "latin-1"),
+        "q": query,
+        "H": record.protocol,
+        "b": str(record.bytes_sent),
+        "B": record.bytes_sent,
+        "f": "-",
+        "a": "-",
+        "T": seconds,
+        "D": micros,
+        "M": micros // 1000,
+        "L": "%d.%06d" % (seconds, micro),
+        "p": pid,
+    }
+    for kind, headers in (("i", record.request_headers), ("o", record.response_headers)):
+        for name, value in _pairs(headers):
+            atoms["{%s}%s" % (name.lower(), kind)] = value
+    atoms["f"] = atoms.get("{referer}i", "-")
+    atoms["a"] = atoms.get("{user-agent}i", "-")
+    return atoms
+
+
+def _pairs(headers: Headers) -> list[tuple[str, str]]:
+    """A record's header fields as (name, value) text, from pairs or a WSGI environ."""
+    if isinstance(headers, dict):
+        return [
+            (key[5:].replace("_", "-"), str(value))
+            for key, value in headers.items()
+            if key.startswith("HTTP_")
+        ]
+    items = headers.items() if isinstance(headers, Mapping) else headers
+    return [
+        (
+            name.decode("latin-1") if isinstance(name, bytes) else name,
+            value.decode("latin-1") if isinstance(value, bytes) else value,
+        )
+        for name, value in items
+    ]
+
+
+class SafeAtoms(dict[str, Any]):
+    """gunicorn's ``glogging.SafeAtoms``: quotes escaped, header atoms in any case, a
+    dash for any atom it lacks.  Its own copy, so that the shape needs no gunicorn."""
+
+    def __init__(self, atoms: Mapping[str, Any]) -> None:
+        super().__init__(
+            (key, value.replace('"', '\\"') if isinstance(value, str) else value)
+            for key, value in atoms.items()
+        )
+
+    def __getitem__(self, key: str) -> Any:
+        if key.startswith("{"):
+            key = key.lower()
+        return super().__getitem__(key) if key in self else "-"
+
+
+def _level(level: object) -> int:
+    if isinstance(level, str):
+        number = logging.getLevelNamesMapping().get(level.upper())
+        if number is not None:
+            return number
+    elif isinstance(level, int) and not isinstance(level, bool) and level > 0:
+        return level
+    raise ConfigurationError(
+        f"level must be a logging level, e.g. level=logging.INFO or level='INFO', not {level!r}"
+    )
