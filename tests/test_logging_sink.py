@@ -7,6 +7,7 @@ they get, and what ``stats()`` counts when a filter raises or a handler blocks.
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 import logging
@@ -321,3 +322,12 @@ def test_timestamps_are_the_records_own(logger: logging.Logger) -> None:
     now = time.time()
     write(LoggingSink(logger.name), [record()._replace(time=now, duration=0.0)])
     assert handler.records[0].created == now
+
+
+def test_the_gunicorn_user_atom_is_the_basic_auth_user(logger: logging.Logger) -> None:
+    handler = collected(logger)
+    authorized = record()._replace(
+        request_headers=[(b"Authorization", b"Basic " + base64.b64encode(b"ada:secret"))]
+    )
+    write(LoggingSink(logger.name, message="gunicorn"), [authorized, record()])
+    assert [item.args["u"] for item in handler.records] == ["ada", "-"]  # type: ignore[call-overload]

@@ -42,18 +42,20 @@ written record's message in UTF-8 plus a newline, what a ``%(message)s`` handler
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import time
 import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
+from itertools import repeat
 from typing import Any
 
 from ._errors import ConfigurationError, describe
 from ._escape import escape
 from ._formats import Format
 from ._headers import HeaderReader
-from ._record import Headers, Record
+from ._record import Record
 from ._templates import _user
 
 #: The scheme of ``sink="logging:NAME"``.
@@ -82,7 +84,6 @@ ATTRIBUTES = {
     "http_fields": "the fields of boundlog.add_fields(), or None",
 }
 _REFERER_AND_AGENT = HeaderReader(("referer", "user-agent"))
-_AUTHORIZATION = HeaderReader(("authorization",), allow=("authorization",))
 
 # One entry of a batch: what write() hands to the logger for a record.
 _Entry = tuple[str, Any, dict[str, Any], float]
@@ -161,6 +162,10 @@ class LoggingSink:
         pending, self._pending[:] = self._pending[:], []
         logger = self.logger
         level = self.level
+        # The factory, as Logger.makeRecord calls it (logging.setLogRecordFactory is how
+        # libraries add attributes), without makeRecord's check of each extra key: none
+        # of ATTRIBUTES can clash with a LogRecord's own.
+        factory = logging.getLogRecordFactory()
         end = 0
         failed = 0
         first: BaseException | None = None
@@ -169,9 +174,8 @@ class LoggingSink:
                 break
             try:
                 if logger.isEnabledFor(level):
-                    record = logger.makeRecord(
-                        logger.name, level, __file__, 0, msg, args, None, None, extra
-                    )
+                    record = factory(logger.name, level, __file__, 0, msg, args, None)
+                    record.__dict__.update(extra)
                     # When the response ended, as the server's own record says, not when
                     # the writer got to it.
                     record.created = created
@@ -246,22 +250,25 @@ class _Messages:
         self.response_header_names = response_names
 
     def format_batch(self, records: Sequence[Record]) -> bytes:
-        texts: Sequence[str | None] = [None] * len(records)
-        if self._lines is not None:
+        if self._lines is None:
+            entries = list(map(self._entry, records, repeat(None)))
+            # One line per record whatever a message holds, or the counts would be off.
+            data = "".join(
+                _message(msg, args).replace("\n", " ") + "\n" for msg, args, _, _ in entries
+            ).encode("utf-8", "replace")
+        else:
+            # The messages are the format's lines: its bytes are already what to count.
             data = self._lines.format_batch(records)
             texts = data.decode("utf-8", "replace").split("\n")[:-1]
             if len(texts) != len(records):
                 raise ValueError(
                     f"the log's format made {len(texts)} line(s) of {len(records)} record(s)"
                 )
-        entries = list(map(self._entry, records, texts))
+            entries = list(map(self._entry, records, texts))
         # Kept only once the whole batch is built: the writer retries a batch that
         # raised record by record, and no record may be kept twice.
         self._pending.extend(entries)
-        return b"".join(
-            _message(msg, args).encode("utf-8", "replace").replace(b"\n", b" ") + b"\n"
-            for msg, args, _, _ in entries
-        )
+        return data
 
 
 def _message(msg: str, args: Any) -> str:
@@ -320,78 +327,76 @@ def _gunicorn_entry(template: str) -> Callable[[Record, str | None], _Entry]:
 
     def entry(record: Record, _: str | None) -> _Entry:
         ended = record.time + record.duration
-        atoms = SafeAtoms(_atoms(record, ended, pid))
+        atoms = _atoms(record, ended, pid)
         # A dict as the only arg, as gunicorn logs: LogRecord takes it as the args.
         return template, (atoms,), _attributes(record), ended
 
     return entry
 
 
-def _atoms(record: Record, ended: float, pid: str) -> dict[str, Any]:
-    """gunicorn's ``glogging.Logger.atoms`` of a record, with gunicorn's meanings."""
+def _atoms(record: Record, ended: float, pid: str) -> SafeAtoms:
+    """gunicorn's ``glogging.Logger.atoms`` of a record, with gunicorn's meanings, as
+    its ``SafeAtoms`` holds them: every text value with its quotes escaped."""
     micros = round(record.duration * 1_000_000)
     seconds, micro = divmod(micros, 1_000_000)
     path = record.path.decode("latin-1")
     query = record.query.decode("latin-1")
     uri = f"{path}?{query}" if query else path
-    (authorization,) = _AUTHORIZATION.values(record.request_headers)
-    user = _user(authorization).decode("latin-1")
-    atoms: dict[str, Any] = {
-        "h": record.client or "-",
-        "l": "-",
-        "u": user,
-        "t": time.strftime("[%d/%b/%Y:%H:%M:%S %z]", time.localtime(ended)),
-        "r": f"{record.method} {uri} {record.protocol}",
-        "s": str(record.status),
-        "m": record.method,
-        "U": urllib.parse.unquote(path, "latin-1"),
-        "q": query,
-        "H": record.protocol,
-        "b": str(record.bytes_sent),
-        "B": record.bytes_sent,
-        "f": "-",
-        "a": "-",
-        "T": seconds,
-        "D": micros,
-        "M": micros // 1000,
-        "L": "%d.%06d" % (seconds, micro),
-        "p": pid,
-    }
-    for kind, headers in (("i", record.request_headers), ("o", record.response_headers)):
-        for name, value in _pairs(headers):
-            atoms["{%s}%s" % (name.lower(), kind)] = value
+    method = record.method.replace('"', '\\"')
+    protocol = record.protocol.replace('"', '\\"')
+    atoms = SafeAtoms(
+        h=(record.client or "-").replace('"', '\\"'),
+        l="-",
+        u="-",
+        t=_clf_time(int(ended)),
+        r=f"{record.method} {uri} {record.protocol}".replace('"', '\\"'),
+        s=str(record.status),
+        m=method,
+        U=urllib.parse.unquote(path, "latin-1").replace('"', '\\"'),
+        q=query.replace('"', '\\"'),
+        H=protocol,
+        b=str(record.bytes_sent),
+        B=record.bytes_sent,
+        T=seconds,
+        D=micros,
+        M=micros // 1000,
+        L="%d.%06d" % (seconds, micro),
+        p=pid,
+    )
+    for kind, headers in (("}i", record.request_headers), ("}o", record.response_headers)):
+        if isinstance(headers, dict):
+            # A WSGI environ: its HTTP_* variables are the request's fields.
+            pairs: Any = [
+                (key[5:].replace("_", "-"), str(value))
+                for key, value in headers.items()
+                if key.startswith("HTTP_")
+            ]
+        else:
+            pairs = headers.items() if isinstance(headers, Mapping) else headers
+        for name, value in pairs:
+            if type(name) is bytes:
+                name = name.decode("latin-1")
+            if type(value) is bytes:
+                value = value.decode("latin-1")
+            atoms["{" + name.lower() + kind] = value.replace('"', '\\"')
     atoms["f"] = atoms.get("{referer}i", "-")
     atoms["a"] = atoms.get("{user-agent}i", "-")
+    authorization = atoms.get("{authorization}i")
+    if authorization is not None:
+        atoms["u"] = _user(authorization.encode("latin-1")).decode("latin-1")
     return atoms
 
 
-def _pairs(headers: Headers) -> list[tuple[str, str]]:
-    """A record's header fields as (name, value) text, from pairs or a WSGI environ."""
-    if isinstance(headers, dict):
-        return [
-            (key[5:].replace("_", "-"), str(value))
-            for key, value in headers.items()
-            if key.startswith("HTTP_")
-        ]
-    items = headers.items() if isinstance(headers, Mapping) else headers
-    return [
-        (
-            name.decode("latin-1") if isinstance(name, bytes) else name,
-            value.decode("latin-1") if isinstance(value, bytes) else value,
-        )
-        for name, value in items
-    ]
+@functools.lru_cache(maxsize=4)
+def _clf_time(second: int) -> str:
+    """gunicorn's %(t)s: the local time in Apache's format (records of one second share it)."""
+    return time.strftime("[%d/%b/%Y:%H:%M:%S %z]", time.localtime(second))
 
 
 class SafeAtoms(dict[str, Any]):
-    """gunicorn's ``glogging.SafeAtoms``: quotes escaped, header atoms in any case, a
-    dash for any atom it lacks.  Its own copy, so that the shape needs no gunicorn."""
-
-    def __init__(self, atoms: Mapping[str, Any]) -> None:
-        super().__init__(
-            (key, value.replace('"', '\\"') if isinstance(value, str) else value)
-            for key, value in atoms.items()
-        )
+    """What gunicorn's ``glogging.SafeAtoms`` is to a format: header atoms in any case,
+    a dash for any atom it lacks.  Its own copy, so that the shape needs no gunicorn;
+    the values come escaped (see _atoms), as gunicorn's are."""
 
     def __getitem__(self, key: str) -> Any:
         if key.startswith("{"):
