@@ -9,13 +9,13 @@ time.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
+import yaml
 
 from _servers import (
     CLIENT_TIMEOUT,
@@ -97,8 +97,11 @@ def test_uvicorn_access_formatter_writes_the_lines_uvicorn_writes(tmp_path: Path
         ("uvicorn", "tests.apps.asgi_app:application", "uvicorn.access", ()),
         ("boundlog", "tests.apps.logging_app:app", "app.access", ("--no-access-log",)),
     ]:
-        config = tmp_path / f"{name}.json"
-        config.write_text(json.dumps(dict_config(tmp_path / f"{name}.log", formatter, [logger])))
+        # YAML, as docs/integrations.md shows it.
+        config = tmp_path / f"{name}.yaml"
+        config.write_text(
+            yaml.safe_dump(dict_config(tmp_path / f"{name}.log", formatter, [logger]))
+        )
         environment = {**UNUSED_SINK, "TESTAPP_LOGGER": logger, "TESTAPP_MESSAGE": "uvicorn"}
         command = uvicorn_command(app, config, *own_log)
         lines[name] = served_lines(tmp_path, name, command, environment, UVICORN_CLEAN_EXITS)
