@@ -331,3 +331,9 @@ def test_the_gunicorn_user_atom_is_the_basic_auth_user(logger: logging.Logger) -
     )
     write(LoggingSink(logger.name, message="gunicorn"), [authorized, record()])
     assert [item.args["u"] for item in handler.records] == ["ada", "-"]  # type: ignore[call-overload]
+
+
+def test_a_sink_serves_one_log(logger: logging.Logger) -> None:
+    sink = LoggingSink(logger.name)
+    with AccessLog(sink), pytest.raises(ConfigurationError, match="already serves a log"):
+        AccessLog(sink)

@@ -55,6 +55,7 @@ from ._errors import ConfigurationError, describe
 from ._escape import escape
 from ._formats import Format
 from ._headers import HeaderReader
+from ._pathless import Pathless
 from ._record import Record
 from ._templates import _user
 
@@ -69,27 +70,18 @@ _SHAPE_OF_LOGGER = {"uvicorn.access": "uvicorn", "gunicorn.access": "gunicorn"}
 GUNICORN_DEFAULT = '%(h)s %(l)s %(u)s %(t)s "%(r)s" %(s)s %(b)s "%(f)s" "%(a)s"'
 _UVICORN_MESSAGE = '%s - "%s %s HTTP/%s" %d'
 
-#: The attributes every ``LogRecord`` gets, and what each holds.
-ATTRIBUTES = {
-    "http_client": "the client's address, or None",
-    "http_method": "the request method",
-    "http_path": "the path as sent (latin-1 text)",
-    "http_query": "the query string without '?' (latin-1 text), '' if none",
-    "http_protocol": "e.g. 'HTTP/1.1'",
-    "http_status": "the response status (int)",
-    "http_bytes_sent": "response body bytes (int)",
-    "http_duration": "seconds from request to response end (float)",
-    "http_referer": "the Referer field, or None",
-    "http_user_agent": "the User-Agent field, or None",
-    "http_fields": "the fields of boundlog.add_fields(), or None",
-}
+#: The attributes every ``LogRecord`` gets (docs/configuration.md says what each holds).
+ATTRIBUTES = (
+    "http_client", "http_method", "http_path", "http_query", "http_protocol", "http_status",
+    "http_bytes_sent", "http_duration", "http_referer", "http_user_agent", "http_fields",
+)  # fmt: skip
 _REFERER_AND_AGENT = HeaderReader(("referer", "user-agent"))
 
 # One entry of a batch: what write() hands to the logger for a record.
 _Entry = tuple[str, Any, dict[str, Any], float]
 
 
-class LoggingSink:
+class LoggingSink(Pathless):
     """A sink that hands each record to ``logging.getLogger(logger_name)``, at ``level``.
 
     ``sink="logging:NAME"`` (and ``BOUNDLOG_SINK=logging:NAME``) makes one with the
@@ -99,8 +91,6 @@ class LoggingSink:
     other.  One sink serves one log.
     """
 
-    #: No file to reopen.
-    path: str | None = None
     #: Nothing is retried inside write().
     retries = 0
 
@@ -126,6 +116,8 @@ class LoggingSink:
         self.stopped = False
         # What the format step built for the batch under way, for write() to emit.
         self._pending: list[_Entry] = []
+        # Set once a log took the sink: two logs' batches would mix in _pending.
+        self._taken = False
 
     @classmethod
     def from_spec(cls, spec: str) -> LoggingSink:
@@ -134,6 +126,11 @@ class LoggingSink:
 
     def messages(self, fmt: Format) -> Format:
         """The format step of a log writing to this sink; ``fmt`` is the log's format."""
+        if self._taken:
+            raise ConfigurationError(
+                f"{self!r} already serves a log: give each log a LoggingSink of its own"
+            )
+        self._taken = True
         wanted = frozenset(_REFERER_AND_AGENT.names)
         if self.shape == "uvicorn":
             return _Messages(self._pending, _uvicorn_entry, None, wanted, frozenset())
@@ -190,22 +187,6 @@ class LoggingSink:
         if first is None:
             return end, None
         return end, OSError(f"{failed} record(s) raised in logger.handle: {describe(first)}")
-
-    def isatty(self) -> bool:
-        """A logger is no terminal."""
-        return False
-
-    def reopen(self) -> OSError | None:
-        """The handlers reopen their own files."""
-        return None
-
-    def identity(self) -> tuple[int, int] | None:
-        """No file of boundlog's."""
-        return None
-
-    def replaced(self) -> bool:
-        """No path to watch."""
-        return False
 
     def watch_backlog(self, waiting: Callable[[], int]) -> None:
         """The writer reports a slow handler, as it does a slow file."""
