@@ -1,7 +1,7 @@
 """LoggingSink: one LogRecord per record, in the shape the target logger's formatters expect.
 
 Each test attaches real handlers (a collecting one, a StreamHandler, uvicorn's
-AccessFormatter, structlog's ProcessorFormatter) to a logger of its own and checks what
+AccessFormatter, python-json-logger's JsonFormatter, structlog's ProcessorFormatter) to a logger of its own and checks what
 they get, and what ``stats()`` counts when a filter raises or a handler blocks.
 """
 
@@ -18,6 +18,7 @@ from collections.abc import Iterator
 
 import pytest
 import structlog
+from pythonjsonlogger.json import JsonFormatter
 from uvicorn.logging import AccessFormatter
 
 from boundlog import AccessLog, ConfigurationError, LoggingSink, Record, Template
@@ -197,6 +198,22 @@ def test_formatters_that_write_attributes_see_the_fields(logger: logging.Logger)
     assert line["http_status"] == 201
     assert line["http_fields"] == {"user": "ada"}
     assert line["event"].startswith("10.0.0.1 - - [")
+
+
+def test_python_json_logger_writes_the_attributes_as_keys(logger: logging.Logger) -> None:
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(JsonFormatter("{levelname}{message}", style="{"))
+    logger.addHandler(handler)
+    write(LoggingSink(logger.name, message="uvicorn"), [record(404)])
+    line = json.loads(stream.getvalue())
+    assert line["message"] == '10.0.0.1 - "GET /items/7?page=2 HTTP/1.1" 404'
+    assert line["levelname"] == "INFO"
+    assert {key: line[key] for key in ("http_status", "http_path", "http_user_agent")} == {
+        "http_status": 404,
+        "http_path": "/items/7",
+        "http_user_agent": "curl/8.5",
+    }
 
 
 def test_a_filter_that_raises_fails_its_records_only(logger: logging.Logger) -> None:
