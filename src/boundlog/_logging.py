@@ -34,10 +34,14 @@ for formatters that write attributes (python-json-logger, structlog).
 Counting.  A record is written once ``logger.handle`` returned for it (the logger's
 level and filters may still discard it: that is the logger's choice), and failed when
 building its ``LogRecord`` or ``logger.handle`` raised: a filter that raises, or a
-handler whose ``handleError`` re-raises.  A handler that fails inside ``emit`` reports
-on stderr by itself (``Handler.handleError``) and its record counts as written, because
-logging swallows that error before boundlog can see it.  ``bytes_written`` counts each
-written record's message in UTF-8 plus a newline, what a ``%(message)s`` handler writes.
+handler whose ``emit`` lets an error out.  The stdlib's handlers catch their own errors
+and report them on stderr (``Handler.handleError``): such a record counts as written,
+because logging swallows the error before boundlog can see it.  The other records of a
+batch are emitted whatever one of them did; the writer is told how many failed (the
+offset of as many whole lines as were written), which it counts as for a failed write.
+``bytes_written`` counts the messages in UTF-8 plus a newline each, what a
+``%(message)s`` handler writes: exact when a batch loses nothing, otherwise the bytes
+of as many of the batch's first messages as records were written.
 """
 
 from __future__ import annotations
