@@ -354,3 +354,14 @@ def test_a_sink_serves_one_log(logger: logging.Logger) -> None:
     sink = LoggingSink(logger.name)
     with AccessLog(sink), pytest.raises(ConfigurationError, match="already serves a log"):
         AccessLog(sink)
+
+
+def test_a_forked_child_emits_none_of_the_parents_batch(logger: logging.Logger) -> None:
+    """What the format step kept for a batch under way in the parent is not the child's."""
+    handler = collected(logger)
+    sink = LoggingSink(logger.name)
+    step = sink.messages(Template("%s"))
+    step.format_batch([record(500)])
+    sink.after_fork()
+    sink.write(step.format_batch([record(201)]))
+    assert [item.getMessage() for item in handler.records] == ["201"]

@@ -199,7 +199,11 @@ class LoggingSink(Pathless):
         """Nothing waits to be retried."""
 
     def after_fork(self) -> None:
-        """logging itself resets its locks in a forked child."""
+        """Forget a batch the parent's writer was building: the child's records are its own.
+
+        (logging resets its own locks in a forked child.)
+        """
+        self._pending.clear()
 
     def close(self) -> None:
         """The handlers are the application's: they stay open."""
