@@ -11,6 +11,7 @@ import base64
 import io
 import json
 import logging
+import os
 import threading
 import time
 import uuid
@@ -365,3 +366,13 @@ def test_a_forked_child_emits_none_of_the_parents_batch(logger: logging.Logger) 
     sink.after_fork()
     sink.write(step.format_batch([record(201)]))
     assert [item.getMessage() for item in handler.records] == ["201"]
+
+
+def test_the_gunicorn_atoms_of_a_wsgi_environ(logger: logging.Logger) -> None:
+    """The WSGI middleware's records hold the environ's fields: CONTENT_TYPE is one."""
+    handler = collected(logger)
+    environ = {"HTTP_USER_AGENT": "curl/8.5", "CONTENT_TYPE": "text/plain", "PATH_INFO": "/"}
+    from_wsgi = record()._replace(request_headers=environ)
+    template = '"%(a)s" %({content-type}i)s %({path-info}i)s %(p)s'
+    write(LoggingSink(logger.name, message="gunicorn"), [from_wsgi], format=Template(template))
+    assert handler.records[0].getMessage() == f'"curl/8.5" text/plain - <{os.getpid()}>'

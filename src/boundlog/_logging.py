@@ -312,11 +312,11 @@ def _gunicorn_entry(template: str) -> Callable[[Record, str | None], _Entry]:
         raise ConfigurationError(
             f"{template!r} is not a template of gunicorn atoms: {describe(error)}"
         ) from None
-    pid = f"<{os.getpid()}>"
 
     def entry(record: Record, _: str | None) -> _Entry:
         ended = record.time + record.duration
-        atoms = _atoms(record, ended, pid)
+        # Read here, not once: gunicorn's master builds the log its workers fork.
+        atoms = _atoms(record, ended, f"<{os.getpid()}>")
         # A dict as the only arg, as gunicorn logs: LogRecord takes it as the args.
         return template, (atoms,), _attributes(record), ended
 
@@ -354,11 +354,11 @@ def _atoms(record: Record, ended: float, pid: str) -> SafeAtoms:
     )
     for kind, headers in (("}i", record.request_headers), ("}o", record.response_headers)):
         if isinstance(headers, dict):
-            # A WSGI environ: its HTTP_* variables are the request's fields.
+            # A WSGI environ: its HTTP_* variables (and two more) are the request's fields.
             pairs: Any = [
-                (key[5:].replace("_", "-"), str(value))
+                (key.removeprefix("HTTP_").replace("_", "-"), str(value))
                 for key, value in headers.items()
-                if key.startswith("HTTP_")
+                if key.startswith("HTTP_") or key in _CONTENT_VARIABLES
             ]
         else:
             pairs = headers.items() if isinstance(headers, Mapping) else headers
@@ -374,6 +374,10 @@ def _atoms(record: Record, ended: float, pid: str) -> SafeAtoms:
     if authorization is not None:
         atoms["u"] = _user(authorization.encode("latin-1")).decode("latin-1")
     return atoms
+
+
+# The request's fields a WSGI environ holds without the HTTP_ prefix (PEP 3333).
+_CONTENT_VARIABLES = frozenset(("CONTENT_TYPE", "CONTENT_LENGTH"))
 
 
 @functools.lru_cache(maxsize=4)
