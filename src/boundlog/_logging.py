@@ -81,7 +81,8 @@ ATTRIBUTES = (
 )  # fmt: skip
 _REFERER_AND_AGENT = HeaderReader(("referer", "user-agent"))
 
-# One entry of a batch: what write() hands to the logger for a record.
+# A record's msg, args and time; and with its attributes, what write() hands over.
+_Message = tuple[str, Any, float]
 _Entry = tuple[str, Any, dict[str, Any], float]
 
 
@@ -225,7 +226,7 @@ class _Messages:
     def __init__(
         self,
         pending: list[_Entry],
-        entry: Callable[[Record, str | None], _Entry],
+        entry: Callable[[Record, str | None], _Message],
         lines: Format | None,
         request_names: frozenset[bytes] | None,
         response_names: frozenset[bytes] | None,
@@ -240,10 +241,10 @@ class _Messages:
 
     def format_batch(self, records: Sequence[Record]) -> bytes:
         if self._lines is None:
-            entries = list(map(self._entry, records, repeat(None)))
+            messages = list(map(self._entry, records, repeat(None)))
             # One line per record whatever a message holds, or the counts would be off.
             data = "".join(
-                _message(msg, args).replace("\n", " ") + "\n" for msg, args, _, _ in entries
+                _message(msg, args).replace("\n", " ") + "\n" for msg, args, _ in messages
             ).encode("utf-8", "replace")
         else:
             # The messages are the format's lines: its bytes are already what to count.
@@ -253,7 +254,17 @@ class _Messages:
                 raise ValueError(
                     f"the log's format made {len(texts)} line(s) of {len(records)} record(s)"
                 )
-            entries = list(map(self._entry, records, texts))
+            messages = list(map(self._entry, records, texts))
+        # A column at a time, as the formats read header fields.
+        referers, agents = _REFERER_AND_AGENT.columns(
+            [record.request_headers for record in records]
+        )
+        entries = [
+            (msg, args, _attributes(record, referer, agent), created)
+            for (msg, args, created), record, referer, agent in zip(
+                messages, records, referers, agents, strict=True
+            )
+        ]
         # Kept only once the whole batch is built: the writer retries a batch that
         # raised record by record, and no record may be kept twice.
         self._pending.extend(entries)
@@ -269,8 +280,7 @@ def _message(msg: str, args: Any) -> str:
     return str(msg % args)
 
 
-def _attributes(record: Record) -> dict[str, Any]:
-    referer, agent = _REFERER_AND_AGENT.values(record.request_headers)
+def _attributes(record: Record, referer: bytes | None, agent: bytes | None) -> dict[str, Any]:
     return {
         "http_client": record.client,
         "http_method": record.method,
@@ -286,11 +296,11 @@ def _attributes(record: Record) -> dict[str, Any]:
     }
 
 
-def _line_entry(record: Record, line: str | None) -> _Entry:
-    return line or "", (), _attributes(record), record.time + record.duration
+def _line_entry(record: Record, line: str | None) -> _Message:
+    return line or "", (), record.time + record.duration
 
 
-def _uvicorn_entry(record: Record, _: str | None) -> _Entry:
+def _uvicorn_entry(record: Record, _: str | None) -> _Message:
     # uvicorn's get_path_with_query_string: its path is the decoded path, quoted again.
     path = urllib.parse.quote(urllib.parse.unquote(record.path.decode("latin-1")))
     if record.query:
@@ -302,10 +312,10 @@ def _uvicorn_entry(record: Record, _: str | None) -> _Entry:
         record.protocol.removeprefix("HTTP/"),
         record.status,
     )
-    return _UVICORN_MESSAGE, args, _attributes(record), record.time + record.duration
+    return _UVICORN_MESSAGE, args, record.time + record.duration
 
 
-def _gunicorn_entry(template: str) -> Callable[[Record, str | None], _Entry]:
+def _gunicorn_entry(template: str) -> Callable[[Record, str | None], _Message]:
     try:
         template % SafeAtoms({})
     except (TypeError, ValueError, KeyError) as error:
@@ -313,12 +323,12 @@ def _gunicorn_entry(template: str) -> Callable[[Record, str | None], _Entry]:
             f"{template!r} is not a template of gunicorn atoms: {describe(error)}"
         ) from None
 
-    def entry(record: Record, _: str | None) -> _Entry:
+    def entry(record: Record, _: str | None) -> _Message:
         ended = record.time + record.duration
         # Read here, not once: gunicorn's master builds the log its workers fork.
         atoms = _atoms(record, ended, f"<{os.getpid()}>")
         # A dict as the only arg, as gunicorn logs: LogRecord takes it as the args.
-        return template, (atoms,), _attributes(record), ended
+        return template, (atoms,), ended
 
     return entry
 
