@@ -155,11 +155,12 @@ class LoggingSink(Pathless):
         )
 
     def write(self, data: bytes) -> tuple[int, OSError | None]:
-        """Emit the batch's records; return the bytes of the lines before the first failure.
+        """Emit the batch's records; return how far into ``data`` as many lines go as
+        records were handed over, and an error if any failed.
 
-        ``data`` holds one line per pending record.  Every record is emitted, failed
-        or not; the count of those that failed makes the writer count as many lines
-        as failed (which ones does not matter to the counters).
+        ``data`` holds one line per pending record.  Every record is emitted whatever
+        another one did, so the offset counts the records handed over, not which: the
+        writer counts that many written and the rest failed, as for a write cut short.
         """
         pending, self._pending[:] = self._pending[:], []
         logger = self.logger
@@ -173,6 +174,7 @@ class LoggingSink(Pathless):
         first: BaseException | None = None
         for msg, args, extra, created in pending:
             if self.stopped:
+                # close() gave up on this batch and counted what was not delivered.
                 break
             try:
                 if logger.isEnabledFor(level):
