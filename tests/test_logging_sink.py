@@ -376,3 +376,25 @@ def test_the_gunicorn_atoms_of_a_wsgi_environ(logger: logging.Logger) -> None:
     template = '"%(a)s" %({content-type}i)s %({path-info}i)s %(p)s'
     write(LoggingSink(logger.name, message="gunicorn"), [from_wsgi], format=Template(template))
     assert handler.records[0].getMessage() == f'"curl/8.5" text/plain - <{os.getpid()}>'
+
+
+def test_close_gives_up_on_a_blocked_handler_and_counts_the_rest(logger: logging.Logger) -> None:
+    entered, release = threading.Event(), threading.Event()
+
+    class Blocking(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            entered.set()
+            release.wait()
+
+    logger.addHandler(Blocking())
+    log = AccessLog(LoggingSink(logger.name), batch_size=4, report_loss=False)
+    try:
+        assert log.submit(record())
+        assert entered.wait(10)
+        for _ in range(5):
+            assert log.submit(record())
+        stats = log.close(timeout=0)
+    finally:
+        release.set()
+    # The blocked record and the five behind it: none delivered, all counted.
+    assert (stats.submitted, stats.written, stats.failed) == (6, 0, 6)
