@@ -13,7 +13,8 @@ benchmark, ``boundlog`` with the ``drop`` policy and the combined format; on req
 ``boundlog-fields``, the same with an application that calls ``boundlog.add_fields``
 with two fields per request; both apps run under the same small wrapper;
 ``boundlog-json-no-extras``, the JSON log whose format reads no extras, so that its
-middleware asks OpenTelemetry for no span), uvicorn
+middleware asks OpenTelemetry for no span; and ``boundlog-logging``, a ``LoggingSink``
+in uvicorn's shape to uvicorn's ``AccessFormatter`` on /dev/null), uvicorn
 (httptools, uvloop, one process) runs under callgrind with each thread counted apart;
 wrk warms it up, the counters are zeroed, wrk runs for ``--seconds``, and the counters
 are dumped.  Printed: instructions per request of the
@@ -49,7 +50,9 @@ from typing import Any
 #: ``default`` is uvicorn's own access log, to standard output (here /dev/null).
 LOGGERS = ("none", "default", "capture-only", "boundlog")
 #: Measured when named in ``--loggers`` (issue 16's fields).
-OPTIONAL_LOGGERS = ("boundlog-json", "boundlog-fields", "boundlog-json-no-extras")
+OPTIONAL_LOGGERS = (
+    "boundlog-json", "boundlog-fields", "boundlog-json-no-extras", "boundlog-logging",
+)  # fmt: skip
 _LOGGER_ENV = "BENCHMARK_INSTRUCTIONS_LOGGER"
 _FLUSH_ENV = "BENCHMARK_INSTRUCTIONS_FLUSH_INTERVAL"
 _HERE = Path(__file__).resolve().parent
@@ -67,6 +70,10 @@ def create_app() -> Any:
     if logger == "capture-only":
         return CaptureOnlyMiddleware(app)
     flush_interval = float(os.environ[_FLUSH_ENV])
+    if logger == "boundlog-logging":
+        return AccessLogMiddleware(
+            app, sink=_uvicorn_formatted_logger(), flush_interval=flush_interval
+        )
     if logger in OPTIONAL_LOGGERS:
         inner = _adding_fields(app, logger == "boundlog-fields")
         return AccessLogMiddleware(
@@ -88,6 +95,25 @@ def _json_without_extras() -> Any:
         reads_extras = frozenset()
 
     return JsonWithoutExtras()
+
+
+def _uvicorn_formatted_logger() -> Any:
+    """A LoggingSink in uvicorn's shape, to uvicorn's AccessFormatter on /dev/null."""
+    import logging
+
+    from uvicorn.logging import AccessFormatter
+
+    from boundlog import LoggingSink
+
+    handler = logging.StreamHandler(open(os.devnull, "w"))  # noqa: SIM115 - lives as long as uvicorn
+    handler.setFormatter(
+        AccessFormatter('%(levelprefix)s %(client_addr)s - "%(request_line)s" %(status_code)s')
+    )
+    logger = logging.getLogger("bench.access")
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    return LoggingSink(logger.name, message="uvicorn")
 
 
 def _adding_fields(app: Any, fields: bool) -> Any:

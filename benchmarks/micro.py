@@ -13,7 +13,9 @@
    gunicorn's default template (``GUNICORN_DEFAULT``) and one of each schema preset
    (``ecs``, ``gcp``, ``otel``), and writing it to /dev/null, in
    µs per line, with the core ``boundlog --version`` names
-   (``BOUNDLOG_NO_EXTENSIONS=1`` for the pure-Python one).
+   (``BOUNDLOG_NO_EXTENSIONS=1`` for the pure-Python one).  With ``--logging``, the
+   writer's work for a ``LoggingSink`` of each message shape (building and emitting a
+   ``LogRecord`` per line), to a NullHandler and to a StreamHandler on /dev/null.
 
 Times are CPU time of the measuring thread (``time.thread_time``), which other load on
 a shared machine disturbs far less than wall-clock time.  Each figure is the median of
@@ -24,13 +26,16 @@ alike.  Run: ``python benchmarks/micro.py``.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import statistics
 import time
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
-from boundlog import AccessLog, Record, add_fields
+from uvicorn.logging import AccessFormatter
+
+from boundlog import AccessLog, LoggingSink, Record, add_fields
 from boundlog._core import description as core_description
 from boundlog._formats import make_format
 from boundlog._schemas import SCHEMAS
@@ -39,6 +44,8 @@ from boundlog.wsgi import AccessLogMiddleware as WsgiAccessLogMiddleware
 
 # gunicorn's default access_log_format, a template boundlog compiles (_templates).
 GUNICORN_DEFAULT = '%(h)s %(l)s %(u)s %(t)s "%(r)s" %(s)s %(b)s "%(f)s" "%(a)s"'
+# uvicorn's default access format (uvicorn.config.LOGGING_CONFIG).
+UVICORN_ACCESS_FORMAT = '%(levelprefix)s %(client_addr)s - "%(request_line)s" %(status_code)s'
 BODY = b"x" * 1024
 START = {
     "type": "http.response.start",
@@ -173,16 +180,20 @@ def request_path(
     return plain, with_log, with_log - plain
 
 
-def writer_per_line(rounds: int, batch: int, format_name: str) -> float:
-    fmt = make_format(format_name, utc=False)
+def _records(batch: int) -> list[Record]:
     now = time.time()
-    records = [
+    return [
         Record(now + i / batch, 0.0004, "127.0.0.1", "GET", b"/hello", b"name=world",
                "HTTP/1.1", 200, 1024,
                [(b"host", b"127.0.0.1:8000"), (b"referer", b"http://127.0.0.1:8000/"),
                 (b"user-agent", b"wrk/4.2.0")], [])
         for i in range(batch)
     ]  # fmt: skip
+
+
+def writer_per_line(rounds: int, batch: int, format_name: str) -> float:
+    fmt = make_format(format_name, utc=False)
+    records = _records(batch)
     fd = os.open(os.devnull, os.O_WRONLY)
     times = []
     try:
@@ -196,6 +207,32 @@ def writer_per_line(rounds: int, batch: int, format_name: str) -> float:
     return statistics.median(times)
 
 
+def logging_per_line(rounds: int, batch: int, shape: str, handler: logging.Handler) -> float:
+    """The writer's work for a LoggingSink: the messages step, then write() emitting a
+    LogRecord per line to a logger whose one handler is ``handler``."""
+    logger = logging.getLogger(f"micro.{shape}.{type(handler).__name__}")
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    logger.handlers[:] = [handler]
+    sink = LoggingSink(logger.name, message=shape)
+    fmt = sink.messages(make_format("combined", utc=False))
+    records = _records(batch)
+    times = []
+    for _ in range(rounds):
+        began = time.thread_time()
+        for _ in range(20):
+            sink.write(fmt.format_batch(records))
+        times.append((time.thread_time() - began) / (20 * batch) * 1e6)
+    handler.close()
+    return statistics.median(times)
+
+
+def _devnull_handler(formatter: logging.Formatter) -> logging.Handler:
+    handler = logging.StreamHandler(open(os.devnull, "w"))  # noqa: SIM115 - closed by close()
+    handler.setFormatter(formatter)
+    return handler
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=7)
@@ -203,6 +240,9 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=512, help="lines per writer batch")
     parser.add_argument(
         "--fields", action="store_true", help="also a JSON log, without and with add_fields"
+    )
+    parser.add_argument(
+        "--logging", action="store_true", help="also LoggingSink's writer, per shape and handler"
     )
     args = parser.parse_args()
     plain, wrapped, extra = request_path(args.rounds, args.requests, wsgi=False)
@@ -224,6 +264,8 @@ def main() -> None:
     print(f"writer, gunicorn template: {template_line:6.2f} µs/line")
     for name, cost in schema_lines.items():
         print(f"writer, {name + '->devnull:':<19}{cost:6.2f} µs/line      (pure Python)")
+    if args.logging:
+        print_logging(args.rounds, args.batch)
     if not args.fields:
         return
     for wsgi in (False, True):
@@ -232,6 +274,21 @@ def main() -> None:
         _, _, fields_extra = request_path(args.rounds, args.requests, wsgi, "json", fields=True)
         print(f"{name} cost, json log:         {json_extra:6.2f} µs/request")
         print(f"{name} cost, json + 2 fields:  {fields_extra:6.2f} µs/request")
+
+
+def print_logging(rounds: int, batch: int) -> None:
+    plain = logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s")
+    uvicorn = AccessFormatter(UVICORN_ACCESS_FORMAT, use_colors=False)
+    for shape, handler, what in [
+        ("line", logging.NullHandler(), "NullHandler"),
+        ("line", _devnull_handler(plain), "StreamHandler, %(asctime)s ... %(message)s"),
+        ("uvicorn", logging.NullHandler(), "NullHandler"),
+        ("uvicorn", _devnull_handler(uvicorn), "StreamHandler, uvicorn's AccessFormatter"),
+        ("gunicorn", logging.NullHandler(), "NullHandler"),
+        ("gunicorn", _devnull_handler(plain), "StreamHandler, %(asctime)s ... %(message)s"),
+    ]:
+        cost = logging_per_line(rounds, batch, shape, handler)
+        print(f"writer, logging {shape + ',':<9} {cost:6.2f} µs/line      ({what})")
 
 
 if __name__ == "__main__":

@@ -63,6 +63,14 @@ def test_a_custom_format_is_a_public_protocol() -> None:
     assert custom.format_batch([make_record(status=404, path=b"/x")]) == b"404 /x\n"
 
 
+def test_the_logging_bridge_is_a_public_sink() -> None:
+    """``boundlog.LoggingSink`` is what ``AccessLog(sink=...)`` takes for a stdlib logger."""
+    assert "LoggingSink" in boundlog.__all__
+    with boundlog.AccessLog(boundlog.LoggingSink("test.api.access")) as log:
+        assert log.submit(make_record())
+    assert log.stats().written == 1
+
+
 def test_an_access_log_offers_no_way_to_refuse_uncounted(tmp_path: Path) -> None:
     """Every public way to hand a record over counts a refusal; the integrations' lock-free
     offer, which leaves the counting to submit, is private."""

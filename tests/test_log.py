@@ -342,7 +342,7 @@ def test_exit_gives_each_stuck_log_its_own_close_timeout() -> None:
     [
         ({"format": "common"}, set()),
         ({"format": "combined"}, {b"referer", b"user-agent"}),
-        ({"format": "json"}, {b"referer", b"user-agent", b"x-request-id"}),
+        ({"format": "json"}, {b"referer", b"user-agent", b"x-request-id", b"traceparent"}),
         ({"format": "dev"}, set()),
         ({"format": '%h "%{X-Trace}i" %u'}, {b"x-trace", b"authorization"}),
         ({"format": "common", "trusted_proxies": ["10.0.0.0/8"]}, {b"x-forwarded-for"}),

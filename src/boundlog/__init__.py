@@ -15,6 +15,7 @@ from ._escape import escape, unescape
 from ._formats import FORMATS, Format
 from ._json import JsonFormat
 from ._log import AccessLog
+from ._logging import LoggingSink
 from ._network import NetworkSink
 from ._notes import add_fields
 from ._queue import POLICIES
@@ -34,6 +35,7 @@ __all__ = [
     "FORMATS",
     "Format",
     "JsonFormat",
+    "LoggingSink",
     "NetworkSink",
     "POLICIES",
     "Record",

@@ -17,6 +17,7 @@ from ._errors import ConfigurationError, report_on_stderr
 from ._filters import make_select
 from ._formats import Format, make_format
 from ._health import FINAL_REPORT_WAIT, LossReport, monitor
+from ._logging import LoggingSink
 from ._metrics import PrometheusMetrics
 from ._metrics import require_client as require_metrics_client
 from ._options import flag, one_of, seconds, seconds_to_wait, signal_to_catch, whole_number
@@ -170,6 +171,10 @@ class AccessLog:
         self._sink = open_sink(sink)
         if isinstance(fmt, DevFormat):
             fmt = fmt.for_sink(is_terminal=self._sink.isatty())
+        if isinstance(self._sink, LoggingSink):
+            # The writer formats and writes as for any sink; the sink's own format
+            # step builds the LogRecords' messages that its write() emits.
+            fmt = self._sink.messages(fmt)
         format_names = getattr(fmt, "request_header_names", None)
         select_names = select.request_header_names if select is not None else frozenset()
         # The header fields (lower-case bytes) the log reads; None when it may read any

@@ -32,6 +32,7 @@ from collections.abc import Callable
 
 from ._errors import ConfigurationError, report_on_stderr
 from ._options import seconds, whole_number
+from ._pathless import Pathless
 from ._relp import RelpError, RelpSession, Stopped
 from ._syslog import (
     FACILITIES,
@@ -57,7 +58,7 @@ _LOOK_EVERY = 0.5
 _DATAGRAM_LIMITS = {"udp": 2048, "unix": 8192}
 
 
-class NetworkSink:
+class NetworkSink(Pathless):
     """A sink that sends lines to a collector: ``boundlog.NetworkSink("syslog://host:514")``.
 
     Pass it as ``AccessLog(sink=...)`` for options a URL cannot carry; a URL string as
@@ -70,9 +71,6 @@ class NetworkSink:
     ``max_datagram`` (syslog+udp, syslog+unix) is the longest message sent: a longer
     one is cut, counted in ``truncated`` and reported.
     """
-
-    #: Only a file sink has a path to reopen.
-    path: str | None = None
 
     def __init__(
         self,
@@ -185,22 +183,6 @@ class NetworkSink:
     def delivered(self, value: int) -> None:
         # The writer zeroes it before each batch; write() starts its own count.
         self._sent = value
-
-    def isatty(self) -> bool:
-        """A collector is no terminal."""
-        return False
-
-    def reopen(self) -> OSError | None:
-        """Nothing to reopen: a connection is remade when it fails."""
-        return None
-
-    def identity(self) -> tuple[int, int] | None:
-        """No file to tell apart."""
-        return None
-
-    def replaced(self) -> bool:
-        """A collector is never moved away."""
-        return False
 
     def watch_backlog(self, waiting: Callable[[], int]) -> None:
         """Learn how to count the records waiting behind this sink, for reports."""

@@ -1,4 +1,4 @@
-"""Where lines go: stdout, stderr, a file, a descriptor, a file object or a collector.
+"""Where lines go: stdout, stderr, a file, a descriptor, a file object, a collector or a logger.
 
 A sink is a file descriptor plus the knowledge of how to write a batch to it whole.
 Every write is a plain ``os.write`` on the descriptor, bypassing Python's buffered file
@@ -16,6 +16,8 @@ from collections.abc import Callable
 from typing import BinaryIO, Protocol
 
 from ._errors import ConfigurationError, SinkError
+from ._logging import SCHEME as LOGGING_SCHEME
+from ._logging import LoggingSink
 from ._network import NetworkSink
 from ._urls import looks_like_url
 
@@ -23,12 +25,13 @@ from ._urls import looks_like_url
 # pipe (gunicorn workers on one stdout) never interleave inside such a write.
 PIPE_BUF = select.PIPE_BUF
 
-SinkSpec = str | int | BinaryIO | NetworkSink
+SinkSpec = str | int | BinaryIO | NetworkSink | LoggingSink
 
 
 class Destination(Protocol):
-    """What the writer thread needs of a sink: a :class:`Sink` (a descriptor) or a
-    :class:`~boundlog.NetworkSink` (a connection it makes itself)."""
+    """What the writer thread needs of a sink: a :class:`Sink` (a descriptor), a
+    :class:`~boundlog.NetworkSink` (a connection it makes itself) or a
+    :class:`~boundlog.LoggingSink` (a logger)."""
 
     name: str
     path: str | None
@@ -209,8 +212,10 @@ def open_sink(spec: SinkSpec) -> Destination:
 
     A network sink only parses its URL here: it connects on the writer thread.
     """
-    if isinstance(spec, NetworkSink):
+    if isinstance(spec, NetworkSink | LoggingSink):
         return spec
+    if isinstance(spec, str) and spec.startswith(LOGGING_SCHEME):
+        return LoggingSink.from_spec(spec)
     if isinstance(spec, str) and looks_like_url(spec):
         return NetworkSink(spec)
     if spec == "stdout" or spec == "-":
@@ -260,5 +265,6 @@ def _is_pipe(fd: int) -> bool:
 _WHAT_A_SINK_IS = (
     "cannot log to %r: a sink is 'stdout' (or '-'), 'stderr', a file path, "
     "an integer file descriptor, a binary file object with fileno(), "
-    "or a network URL (tcp://HOST:PORT, syslog://HOST:PORT, ...) or NetworkSink"
+    "a network URL (tcp://HOST:PORT, syslog://HOST:PORT, ...) or NetworkSink, "
+    "or 'logging:LOGGER' or LoggingSink"
 )

@@ -66,6 +66,7 @@ from ._formats import FORMATS
 from ._log import (
     AccessLog,
 )
+from ._logging import SCHEME as LOGGING_SCHEME
 from ._record import Record
 from ._templates import Template
 from ._urls import looks_like_url
@@ -126,9 +127,14 @@ class Logger(GunicornLogger):  # type: ignore[misc]
             replaced.close()
 
     def _set_handler(self, log: Any, output: str | None, fmt: Any, stream: Any = None) -> None:
-        # gunicorn would open a URL (--access-logfile syslog://...) as a file; boundlog
-        # sends to it instead, so gunicorn only removes its previous handler.
-        if log is self.access_log and output is not None and looks_like_url(output):
+        # gunicorn would open a URL (--access-logfile syslog://...) or a logger
+        # (logging:gunicorn.access) as a file; boundlog sends to it instead, so gunicorn
+        # only removes its previous handler.
+        if (
+            log is self.access_log
+            and output is not None
+            and (looks_like_url(output) or output.startswith(LOGGING_SCHEME))
+        ):
             output = None
         super()._set_handler(log, output, fmt, stream)
 

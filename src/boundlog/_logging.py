@@ -1,0 +1,421 @@
+"""The stdlib logging bridge: ``LoggingSink(name)`` emits one ``LogRecord`` per record.
+
+People who already route everything through :mod:`logging` (dictConfig handlers,
+python-json-logger, structlog's ``ProcessorFormatter``, a server's ``--log-config``)
+keep their handlers and formatters: the writer thread hands each record to the named
+logger, and the request path still only appends to the queue.
+
+Design.  The writer thread knows formats (records to bytes) and destinations (bytes
+to a sink), and must not learn about logging.  A ``LoggingSink`` is a destination like
+:class:`~boundlog.NetworkSink`, and it brings its own format step: the log replaces
+its format with :meth:`LoggingSink.messages`, whose ``format_batch`` builds, for each
+record, the ``msg``, ``args`` and attributes of its ``LogRecord``, keeps them for the
+sink, and returns each record's message as a line.  ``write`` then emits what that step
+kept, in order, and returns how far into those lines it got, so the writer counts
+written and failed records exactly as it does for a file, with no code of its own for
+logging.  (Emitting inside ``format_batch`` instead would make the writer's retry of a
+failed batch, record by record, emit some records twice.)
+
+The message has the shape the target logger's formatters expect:
+
+* ``"uvicorn"`` (the default for ``uvicorn.access``): uvicorn's
+  ``'%s - "%s %s HTTP/%s" %d'`` with uvicorn's args (client, method, path with query,
+  HTTP version, status), which ``uvicorn.logging.AccessFormatter`` unpacks.  A record
+  holds the client's host, not its port: the client is the host alone.
+* ``"gunicorn"`` (the default for ``gunicorn.access``): the log's gunicorn template
+  (``--access-logformat``) or gunicorn's default one, with a dict of gunicorn's atoms
+  as the only arg, as ``glogging.Logger.access`` logs.
+* ``"line"`` (any other logger): the line the log's format makes, without args.
+
+Whatever the shape, the record's fields are attributes of the ``LogRecord`` too
+(:data:`ATTRIBUTES`, all ``http_``-prefixed, so none clashes with ``LogRecord``'s own),
+for formatters that write attributes (python-json-logger, structlog).
+
+Counting.  A record is written once ``logger.handle`` returned for it (the logger's
+level and filters may still discard it: that is the logger's choice), and failed when
+building its ``LogRecord`` or ``logger.handle`` raised: a filter that raises, or a
+handler whose ``emit`` lets an error out.  The stdlib's handlers catch their own errors
+and report them on stderr (``Handler.handleError``): such a record counts as written,
+because logging swallows the error before boundlog can see it.  The other records of a
+batch are emitted whatever one of them did; the writer is told how many failed (the
+offset of as many whole lines as were written), which it counts as for a failed write.
+``bytes_written`` counts the messages in UTF-8 plus a newline each, what a
+``%(message)s`` handler writes: exact when a batch loses nothing, otherwise the bytes
+of as many of the batch's first messages as records were written.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import time
+import urllib.parse
+from collections.abc import Callable, Mapping, Sequence
+from itertools import repeat
+from typing import Any
+
+from ._errors import ConfigurationError, describe
+from ._escape import escape
+from ._formats import Format
+from ._headers import HeaderReader
+from ._pathless import Pathless
+from ._record import Record
+from ._templates import _user
+
+#: The scheme of ``sink="logging:NAME"``.
+SCHEME = "logging:"
+
+#: The shapes of message, by name (see the module docstring).
+SHAPES = ("uvicorn", "gunicorn", "line")
+_SHAPE_OF_LOGGER = {"uvicorn.access": "uvicorn", "gunicorn.access": "gunicorn"}
+
+#: gunicorn's default ``access_log_format``.
+GUNICORN_DEFAULT = '%(h)s %(l)s %(u)s %(t)s "%(r)s" %(s)s %(b)s "%(f)s" "%(a)s"'
+_UVICORN_MESSAGE = '%s - "%s %s HTTP/%s" %d'
+
+#: The attributes every ``LogRecord`` gets (docs/configuration.md says what each holds).
+ATTRIBUTES = (
+    "http_client", "http_method", "http_path", "http_query", "http_protocol", "http_status",
+    "http_bytes_sent", "http_duration", "http_referer", "http_user_agent", "http_fields",
+)  # fmt: skip
+_REFERER_AND_AGENT = HeaderReader(("referer", "user-agent"))
+
+# A record's msg, args and time; and with its attributes, what write() hands over.
+_Message = tuple[str, Any, float]
+_Entry = tuple[str, Any, dict[str, Any], float]
+
+
+class LoggingSink(Pathless):
+    """A sink that hands each record to ``logging.getLogger(logger_name)``, at ``level``.
+
+    ``sink="logging:NAME"`` (and ``BOUNDLOG_SINK=logging:NAME``) makes one with the
+    defaults.  ``message`` chooses the shape of the ``LogRecord``'s msg and args:
+    ``"uvicorn"``, ``"gunicorn"`` or ``"line"``; by default ``uvicorn`` for the
+    ``uvicorn.access`` logger, ``gunicorn`` for ``gunicorn.access``, ``line`` for any
+    other.  One sink serves one log.
+    """
+
+    #: Nothing is retried inside write().
+    retries = 0
+
+    def __init__(
+        self, logger_name: str, level: int | str = logging.INFO, *, message: str | None = None
+    ) -> None:
+        if not isinstance(logger_name, str) or not logger_name.strip():
+            raise ConfigurationError(
+                f"LoggingSink needs a logger name, not {logger_name!r}: e.g. "
+                "LoggingSink('uvicorn.access') or sink='logging:uvicorn.access'"
+            )
+        self.logger = logging.getLogger(logger_name)
+        self.level = _level(level)
+        if message is None:
+            message = _SHAPE_OF_LOGGER.get(logger_name, "line")
+        if message not in SHAPES:
+            raise ConfigurationError(
+                f"unknown message {message!r}: choose one of {', '.join(SHAPES)}"
+            )
+        self.shape = message
+        self.name = SCHEME + logger_name
+        self.delivered = 0
+        self.stopped = False
+        # What the format step built for the batch under way, for write() to emit.
+        self._pending: list[_Entry] = []
+        # Set once a log took the sink: two logs' batches would mix in _pending.
+        self._taken = False
+
+    @classmethod
+    def from_spec(cls, spec: str) -> LoggingSink:
+        """The sink ``"logging:NAME"`` names."""
+        return cls(spec.removeprefix(SCHEME))
+
+    def messages(self, fmt: Format) -> Format:
+        """The format step of a log writing to this sink; ``fmt`` is the log's format."""
+        if self._taken:
+            raise ConfigurationError(
+                f"{self!r} already serves a log: give each log a LoggingSink of its own"
+            )
+        self._taken = True
+        wanted = frozenset(_REFERER_AND_AGENT.names)
+        if self.shape == "uvicorn":
+            return _Messages(self._pending, _uvicorn_entry, None, wanted, frozenset())
+        if self.shape == "gunicorn":
+            template = getattr(fmt, "template", None)
+            if not isinstance(template, str) or "%(" not in template:
+                template = GUNICORN_DEFAULT
+            # Its %({name}i)s and %({name}o)s atoms may name any field.
+            return _Messages(self._pending, _gunicorn_entry(template), None, None, None)
+        read = getattr(fmt, "request_header_names", None)
+        return _Messages(
+            self._pending,
+            _line_entry,
+            fmt,
+            None if read is None else wanted | frozenset(read),
+            getattr(fmt, "response_header_names", None),
+        )
+
+    def write(self, data: bytes) -> tuple[int, OSError | None]:
+        """Emit the batch's records; return how far into ``data`` as many lines go as
+        records were handed over, and an error if any failed.
+
+        ``data`` holds one line per pending record.  Every record is emitted whatever
+        another one did, so the offset counts the records handed over, not which: the
+        writer counts that many written and the rest failed, as for a write cut short.
+        """
+        pending, self._pending[:] = self._pending[:], []
+        logger = self.logger
+        level = self.level
+        # The factory, as Logger.makeRecord calls it (logging.setLogRecordFactory is how
+        # libraries add attributes), without makeRecord's check of each extra key: none
+        # of ATTRIBUTES can clash with a LogRecord's own.
+        factory = logging.getLogRecordFactory()
+        end = 0
+        failed = 0
+        first: BaseException | None = None
+        for msg, args, extra, created in pending:
+            if self.stopped:
+                # close() gave up on this batch and counted what was not delivered.
+                break
+            try:
+                if logger.isEnabledFor(level):
+                    record = factory(logger.name, level, __file__, 0, msg, args, None)
+                    record.__dict__.update(extra)
+                    # When the response ended, as the server's own record says, not when
+                    # the writer got to it.
+                    record.created = created
+                    record.msecs = int((created - int(created)) * 1000) + 0.0
+                    logger.handle(record)
+            except BaseException as error:  # a filter or handler is user code
+                failed += 1
+                first = first or error
+            else:
+                end = data.index(b"\n", end) + 1
+                self.delivered = end
+        if first is None:
+            return end, None
+        return end, OSError(f"{failed} record(s) raised in logger.handle: {describe(first)}")
+
+    def watch_backlog(self, waiting: Callable[[], int]) -> None:
+        """The writer reports a slow handler, as it does a slow file."""
+
+    def hurry(self) -> None:
+        """Nothing waits to be retried."""
+
+    def after_fork(self) -> None:
+        """Forget a batch the parent's writer was building: the child's records are its own.
+
+        (logging resets its own locks in a forked child.)
+        """
+        self._pending.clear()
+
+    def close(self) -> None:
+        """The handlers are the application's: they stay open."""
+
+    def __repr__(self) -> str:
+        return f"<LoggingSink {self.logger.name} {logging.getLevelName(self.level)} {self.shape}>"
+
+
+class _Messages:
+    """The format step of a :class:`LoggingSink`: keeps each record's entry, returns lines."""
+
+    __slots__ = (
+        "_entry", "_lines", "_pending", "request_header_names", "response_header_names"
+    )  # fmt: skip
+
+    #: Notes become the ``http_fields`` attribute.
+    reads_notes = True
+
+    def __init__(
+        self,
+        pending: list[_Entry],
+        entry: Callable[[Record, str | None], _Message],
+        lines: Format | None,
+        request_names: frozenset[bytes] | None,
+        response_names: frozenset[bytes] | None,
+    ) -> None:
+        self._pending = pending
+        self._entry = entry
+        # The log's format, whose lines are the messages of the "line" shape.
+        self._lines = lines
+        # The fields the attributes and the message read (None: any), as Format says.
+        self.request_header_names = request_names
+        self.response_header_names = response_names
+
+    def format_batch(self, records: Sequence[Record]) -> bytes:
+        if self._lines is None:
+            messages = list(map(self._entry, records, repeat(None)))
+            # One line per record whatever a message holds, or the counts would be off.
+            data = "".join(
+                _message(msg, args).replace("\n", " ") + "\n" for msg, args, _ in messages
+            ).encode("utf-8", "replace")
+        else:
+            # The messages are the format's lines: its bytes are already what to count.
+            data = self._lines.format_batch(records)
+            texts = data.decode("utf-8", "replace").split("\n")[:-1]
+            if len(texts) != len(records):
+                raise ValueError(
+                    f"the log's format made {len(texts)} line(s) of {len(records)} record(s)"
+                )
+            messages = list(map(self._entry, records, texts))
+        # A column at a time, as the formats read header fields.
+        referers, agents = _REFERER_AND_AGENT.columns(
+            [record.request_headers for record in records]
+        )
+        entries = [
+            (msg, args, _attributes(record, referer, agent), created)
+            for (msg, args, created), record, referer, agent in zip(
+                messages, records, referers, agents, strict=True
+            )
+        ]
+        # Kept only once the whole batch is built: the writer retries a batch that
+        # raised record by record, and no record may be kept twice.
+        self._pending.extend(entries)
+        return data
+
+
+def _message(msg: str, args: Any) -> str:
+    # LogRecord.getMessage's rule: a lone mapping is the args themselves.
+    if not args:
+        return msg
+    if len(args) == 1 and isinstance(args[0], Mapping):
+        args = args[0]
+    return str(msg % args)
+
+
+def _attributes(record: Record, referer: bytes | None, agent: bytes | None) -> dict[str, Any]:
+    return {
+        "http_client": record.client,
+        "http_method": record.method,
+        "http_path": record.path.decode("latin-1"),
+        "http_query": record.query.decode("latin-1"),
+        "http_protocol": record.protocol,
+        "http_status": record.status,
+        "http_bytes_sent": record.bytes_sent,
+        "http_duration": record.duration,
+        "http_referer": None if referer is None else referer.decode("latin-1"),
+        "http_user_agent": None if agent is None else agent.decode("latin-1"),
+        "http_fields": None if record.notes is None else dict(record.notes),
+    }
+
+
+def _line_entry(record: Record, line: str | None) -> _Message:
+    return line or "", (), record.time + record.duration
+
+
+def _uvicorn_entry(record: Record, _: str | None) -> _Message:
+    # uvicorn's get_path_with_query_string: its path is the decoded path, quoted again.
+    path = urllib.parse.quote(urllib.parse.unquote(record.path.decode("latin-1")))
+    if record.query:
+        path += "?" + escape(record.query).decode("ascii")
+    args = (
+        record.client or "",
+        record.method,
+        path,
+        record.protocol.removeprefix("HTTP/"),
+        record.status,
+    )
+    return _UVICORN_MESSAGE, args, record.time + record.duration
+
+
+def _gunicorn_entry(template: str) -> Callable[[Record, str | None], _Message]:
+    try:
+        template % SafeAtoms({})
+    except (TypeError, ValueError, KeyError) as error:
+        raise ConfigurationError(
+            f"{template!r} is not a template of gunicorn atoms: {describe(error)}"
+        ) from None
+
+    def entry(record: Record, _: str | None) -> _Message:
+        ended = record.time + record.duration
+        # Read here, not once: gunicorn's master builds the log its workers fork.
+        atoms = _atoms(record, ended, f"<{os.getpid()}>")
+        # A dict as the only arg, as gunicorn logs: LogRecord takes it as the args.
+        return template, (atoms,), ended
+
+    return entry
+
+
+def _atoms(record: Record, ended: float, pid: str) -> SafeAtoms:
+    """gunicorn's ``glogging.Logger.atoms`` of a record, with gunicorn's meanings, as
+    its ``SafeAtoms`` holds them: every text value with its quotes escaped."""
+    micros = round(record.duration * 1_000_000)
+    seconds, micro = divmod(micros, 1_000_000)
+    path = record.path.decode("latin-1")
+    query = record.query.decode("latin-1")
+    uri = f"{path}?{query}" if query else path
+    method = record.method.replace('"', '\\"')
+    protocol = record.protocol.replace('"', '\\"')
+    atoms = SafeAtoms(
+        h=(record.client or "-").replace('"', '\\"'),
+        l="-",
+        u="-",
+        t=_clf_time(int(ended)),
+        r=f"{record.method} {uri} {record.protocol}".replace('"', '\\"'),
+        s=str(record.status),
+        m=method,
+        U=urllib.parse.unquote(path, "latin-1").replace('"', '\\"'),
+        q=query.replace('"', '\\"'),
+        H=protocol,
+        b=str(record.bytes_sent),
+        B=record.bytes_sent,
+        T=seconds,
+        D=micros,
+        M=micros // 1000,
+        L="%d.%06d" % (seconds, micro),
+        p=pid,
+    )
+    for kind, headers in (("}i", record.request_headers), ("}o", record.response_headers)):
+        if isinstance(headers, dict):
+            # A WSGI environ: its HTTP_* variables (and two more) are the request's fields.
+            pairs: Any = [
+                (key.removeprefix("HTTP_").replace("_", "-"), str(value))
+                for key, value in headers.items()
+                if key.startswith("HTTP_") or key in _CONTENT_VARIABLES
+            ]
+        else:
+            pairs = headers.items() if isinstance(headers, Mapping) else headers
+        for name, value in pairs:
+            if type(name) is bytes:
+                name = name.decode("latin-1")
+            if type(value) is bytes:
+                value = value.decode("latin-1")
+            atoms["{" + name.lower() + kind] = value.replace('"', '\\"')
+    atoms["f"] = atoms.get("{referer}i", "-")
+    atoms["a"] = atoms.get("{user-agent}i", "-")
+    authorization = atoms.get("{authorization}i")
+    if authorization is not None:
+        atoms["u"] = _user(authorization.encode("latin-1")).decode("latin-1")
+    return atoms
+
+
+# The request's fields a WSGI environ holds without the HTTP_ prefix (PEP 3333).
+_CONTENT_VARIABLES = frozenset(("CONTENT_TYPE", "CONTENT_LENGTH"))
+
+
+@functools.lru_cache(maxsize=4)
+def _clf_time(second: int) -> str:
+    """gunicorn's %(t)s: the local time in Apache's format (records of one second share it)."""
+    return time.strftime("[%d/%b/%Y:%H:%M:%S %z]", time.localtime(second))
+
+
+class SafeAtoms(dict[str, Any]):
+    """What gunicorn's ``glogging.SafeAtoms`` is to a format: header atoms in any case,
+    a dash for any atom it lacks.  Its own copy, so that the shape needs no gunicorn;
+    the values come escaped (see _atoms), as gunicorn's are."""
+
+    def __getitem__(self, key: str) -> Any:
+        if key.startswith("{"):
+            key = key.lower()
+        return super().__getitem__(key) if key in self else "-"
+
+
+def _level(level: object) -> int:
+    if isinstance(level, str):
+        number = logging.getLevelNamesMapping().get(level.upper())
+        if number is not None:
+            return number
+    elif isinstance(level, int) and not isinstance(level, bool) and level > 0:
+        return level
+    raise ConfigurationError(
+        f"level must be a logging level, e.g. level=logging.INFO or level='INFO', not {level!r}"
+    )

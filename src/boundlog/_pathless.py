@@ -1,0 +1,30 @@
+"""What the writer asks of a sink that is no file: a collector or a logger.
+
+The writer reopens, watches and tells apart files by their path (see ``_sinks``); a sink
+without one answers those questions the same way, here once for all of them.
+"""
+
+from __future__ import annotations
+
+
+class Pathless:
+    """The file-only parts of ``_sinks.Destination`` for a sink that has no file."""
+
+    #: Only a file sink has a path to reopen.
+    path: str | None = None
+
+    def isatty(self) -> bool:
+        """No terminal: colours stay off."""
+        return False
+
+    def reopen(self) -> OSError | None:
+        """Nothing to reopen: what the sink reaches reconnects or reopens by itself."""
+        return None
+
+    def identity(self) -> tuple[int, int] | None:
+        """No file to tell apart."""
+        return None
+
+    def replaced(self) -> bool:
+        """No path that could name another file."""
+        return False
