@@ -276,3 +276,22 @@ def test_a_wsgi_extras_function_that_raises_fails_the_close_not_the_log(
     with pytest.raises(LookupError):
         wsgi_served(middleware, fmt, None)
     assert wsgi_served(middleware, fmt, None)[-1].extras == Extras(route="/again")
+
+
+class ReadsEnviron(SaysNothing):
+    environ_names = frozenset({"REMOTE_USER", "tenant"})
+
+
+def test_a_log_keeps_the_server_variables_its_format_names() -> None:
+    with AccessLog(sink="/dev/null", format=ReadsEnviron(), report_loss=False) as log:  # type: ignore[arg-type]
+        assert log.environ_names == frozenset({"REMOTE_USER", "tenant"})
+    with AccessLog(sink="/dev/null", format="combined", report_loss=False) as log:
+        assert log.environ_names == frozenset()
+
+
+def test_a_format_naming_variables_oddly_is_refused() -> None:
+    class Odd(SaysNothing):
+        environ_names = "REMOTE_USER"
+
+    with pytest.raises(ConfigurationError, match="environ_names must be a set of variable names"):
+        AccessLog(sink="/dev/null", format=Odd(), report_loss=False)

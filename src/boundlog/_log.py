@@ -23,7 +23,7 @@ from ._metrics import require_client as require_metrics_client
 from ._options import flag, one_of, seconds, seconds_to_wait, signal_to_catch, whole_number
 from ._otel import OpenTelemetryMetrics, metrics_option
 from ._queue import POLICIES, Admission, Policy
-from ._record import EXTRAS_FIELDS, Record, extras_read_by
+from ._record import EXTRAS_FIELDS, Record, environ_names_of, extras_read_by
 from ._redaction import DEFAULT_REDACTED_QUERY
 from ._signals import ReopenSignal
 from ._sinks import SinkSpec, open_sink
@@ -209,6 +209,9 @@ class AccessLog:
         self.reads_extras: frozenset[str] = (
             EXTRAS_FIELDS if select_names is None else extras_read_by(fmt)
         )
+        # The server variables (``%{NAME}e``) whose values the integrations keep in a
+        # record's ``extras.environ``: those the format names.
+        self.environ_names: frozenset[str] = environ_names_of(fmt)
         self._admission = Admission(max_queue=max_queue, batch_size=batch_size, policy=self._policy)
         self._metrics = PrometheusMetrics(self._sink.name, max_queue) if prometheus else None
         self._writer = Writer(

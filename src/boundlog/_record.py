@@ -91,6 +91,18 @@ def extras_read_by(fmt: object) -> frozenset[str]:
     return frozenset(names)
 
 
+def environ_names_of(fmt: object) -> frozenset[str]:
+    """The server variables a format says it reads (its ``environ_names``, a set of
+    str: WSGI environ keys, ASGI scope keys or names in the scope's ``state``); none if
+    it does not say."""
+    names = getattr(fmt, "environ_names", frozenset())
+    if isinstance(names, str) or not all(isinstance(name, str) for name in names):
+        raise ConfigurationError(
+            f"{type(fmt).__name__}.environ_names must be a set of variable names, not {names!r}"
+        )
+    return frozenset(names)
+
+
 class _Fields(NamedTuple):
     """The fields of a :class:`Record`, in order."""
 
