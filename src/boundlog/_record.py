@@ -95,12 +95,16 @@ def environ_names_of(fmt: object) -> frozenset[str]:
     """The server variables a format says it reads (its ``environ_names``, a set of
     str: WSGI environ keys, ASGI scope keys or names in the scope's ``state``); none if
     it does not say."""
-    names = getattr(fmt, "environ_names", frozenset())
-    if isinstance(names, str) or not all(isinstance(name, str) for name in names):
+    names: object = getattr(fmt, "environ_names", frozenset())
+    if (
+        isinstance(names, str)
+        or not isinstance(names, Iterable)
+        or not all(isinstance(name, str) for name in names)
+    ):
         raise ConfigurationError(
             f"{type(fmt).__name__}.environ_names must be a set of variable names, not {names!r}"
         )
-    return frozenset(names)
+    return frozenset(cast("Iterable[str]", names))
 
 
 class _Fields(NamedTuple):
