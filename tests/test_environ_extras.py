@@ -9,13 +9,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
+from aiohttp import web
 
 from _servers import (
+    CLIENT_TIMEOUT,
     LOOPBACK,
     PYTHON,
     SINK_VARIABLE,
@@ -28,6 +32,7 @@ from _servers import (
 )
 from boundlog import AccessLog, Extras, Record
 from boundlog._budget import MIN_RECORD_BYTES
+from boundlog.aiohttp import access_logger
 from test_extras import MIDDLEWARES, WSGI_MIDDLEWARES, http_scope, receive, send
 
 
@@ -250,3 +255,41 @@ def test_starlette_under_uvicorn_logs_the_request_state_and_scope_keys(
     assert environ_lines(tmp_path, command, UVICORN_CLEAN_EXITS, core) == [
         ["GET", "/whoami", {"user": "ada", "boundlog.tenant": "acme"}]
     ]
+
+
+def aiohttp_served(handler: Callable[[web.Request], Any], fmt: Capture) -> list[Record]:
+    """The records of one request to ``/whoami`` through a real aiohttp server."""
+
+    async def serve(log: AccessLog) -> None:
+        app = web.Application()
+        app.router.add_get("/whoami", handler)
+        runner = web.AppRunner(app, access_log_class=access_logger(log=log))
+        await runner.setup()
+        await web.TCPSite(runner, LOOPBACK, 0).start()
+        try:
+            async with httpx.AsyncClient(timeout=CLIENT_TIMEOUT) as client:
+                response = await client.get(f"http://{LOOPBACK}:{runner.addresses[0][1]}/whoami")
+            assert (response.status_code, response.text) == (200, "ok")
+        finally:
+            await runner.cleanup()
+
+    return captured(fmt, lambda log: asyncio.run(serve(log)))
+
+
+async def whoami(request: web.Request) -> web.Response:
+    # aiohttp asks for RequestKey objects; a format names str keys.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", web.NotAppKeyWarning)
+        request["user"] = "ada"
+    return web.Response(text="ok")
+
+
+def test_aiohttp_logs_the_items_a_handler_left_on_its_request() -> None:
+    """aiohttp's request is a mapping for a handler's data: the logger reads its items."""
+    [record] = aiohttp_served(whoami, Capture(frozenset({"user", "absent"})))
+    assert record.extras == Extras(environ={"user": "ada"})
+
+
+def test_an_aiohttp_log_naming_no_variables_keeps_none() -> None:
+    [record] = aiohttp_served(whoami, Capture(frozenset()))
+    assert record.extras is None
