@@ -34,6 +34,7 @@ from boundlog import AccessLog, Extras, Record
 from boundlog._budget import MIN_RECORD_BYTES
 from boundlog.aiohttp import access_logger
 from test_extras import MIDDLEWARES, WSGI_MIDDLEWARES, http_scope, receive, send
+from test_websockets import run_session, websocket_scope
 
 
 class Capture:
@@ -293,3 +294,15 @@ def test_aiohttp_logs_the_items_a_handler_left_on_its_request() -> None:
 def test_an_aiohttp_log_naming_no_variables_keeps_none() -> None:
     [record] = aiohttp_served(whoami, Capture(frozenset()))
     assert record.extras is None
+
+
+def test_a_websocket_session_record_carries_the_variables_too() -> None:
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        assert (await receive())["type"] == "websocket.connect"
+        scope.setdefault("state", {})["user"] = "ada"
+        await send({"type": "websocket.accept"})
+        await send({"type": "websocket.close", "code": 1000})
+
+    fmt = Capture(frozenset({"user", "path"}), frozenset({"environ", "close_code"}))
+    record = run_session(app, [], fmt, websocket_scope())
+    assert record.extras == Extras(close_code=1000, environ={"path": "/chat", "user": "ada"})

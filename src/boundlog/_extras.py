@@ -35,10 +35,6 @@ WsgiLearn = Callable[[Mapping[str, Any]], Extras]
 #: holds (a WSGI environ, an ASGI scope, an aiohttp request), by name.
 ReadEnviron = Callable[[Mapping[Any, Any]], dict[str, Any]]
 
-#: The fields ``wsgi_learner`` knows how to learn: what the application left in the
-#: environ.
-WSGI_LEARNED = frozenset({"route", "environ"})
-
 # What ends a str value cut to its bound; the number is the characters cut.
 _CUT_TEXT = CUT_MARKER.decode("ascii").replace("bytes", "characters")
 
@@ -113,6 +109,7 @@ def environ_reader(names: frozenset[str], limit: int) -> ReadEnviron | None:
     """
     if not names:
         return None
+    # In one order whatever the set's: a format iterating the dict writes every line alike.
     ordered = tuple(sorted(names))
 
     def read(variables: Mapping[Any, Any]) -> dict[str, Any]:
@@ -131,7 +128,7 @@ def scope_reader(names: frozenset[str], limit: int) -> ReadEnviron | None:
     are set in (and that ASGI servers fill from the lifespan's state)."""
     if not names:
         return None
-    ordered = tuple(sorted(names))
+    ordered = tuple(sorted(names))  # as in environ_reader
 
     def read(scope: Mapping[str, Any]) -> dict[str, Any]:
         found = {}
