@@ -122,7 +122,12 @@ class Logger(GunicornLogger):  # type: ignore[misc]
                     self.access_log.removeHandler(handler)
                     handler.close()
             replaced, self.boundlog = self.boundlog, self._open(cfg)
-        self._extras = None if self.boundlog is None else wsgi_learner(self.boundlog.reads_extras)
+        log = self.boundlog
+        self._extras = (
+            None
+            if log is None
+            else wsgi_learner(log.reads_extras, log.environ_names, log.record_budget.limit)
+        )
         if replaced is not None:
             replaced.close()
 
