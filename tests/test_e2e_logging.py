@@ -4,17 +4,20 @@ Each server runs twice with the same logging configuration (a file handler, the
 server's own access formatter): once writing its own access log, for reference, and
 once with boundlog writing through a LoggingSink instead.  The same requests must give
 the same lines, but for what a record cannot know (uvicorn's client port) and the
-time.
+time.  gunicorn is configured each way it can be: ``logconfig_dict``,
+``--log-config-json`` and ``--log-config`` (a ``logging.config.fileConfig`` file).
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 import yaml
 
 from _servers import (
@@ -112,19 +115,86 @@ def test_uvicorn_access_formatter_writes_the_lines_uvicorn_writes(tmp_path: Path
     assert reference[1] == 'INFO:     127.0.0.1 - "GET /bytes/3?page=2&sort=name HTTP/1.1" 200 OK'
 
 
-def gunicorn_command(config: Path, *logger: str) -> Callable[[int], list[str]]:
+# gunicorn's three ways to configure logging, each with the formatter on gunicorn.access.
+# The module tells whose record a line is: gunicorn's glogging or boundlog's _logging.
+GUNICORN_FORMAT = "%(module)s %(levelname)s %(name)s %(message)s"
+INI_CONFIG = """\
+[loggers]
+keys = root, access
+
+[handlers]
+keys = access
+
+[formatters]
+keys = access
+
+[logger_root]
+level = WARNING
+handlers =
+
+[logger_access]
+level = INFO
+handlers = access
+propagate = 0
+qualname = gunicorn.access
+
+[handler_access]
+class = FileHandler
+args = ({path!r},)
+formatter = access
+
+[formatter_access]
+format = {format}
+"""
+
+
+def gunicorn_log_config(kind: str, path: Path, log: Path) -> list[str]:
+    """gunicorn's options configuring logging by ``kind``, from files written next to ``path``."""
+    logconfig = dict_config(log, {"format": GUNICORN_FORMAT}, ["gunicorn.access"])
+    # gunicorn's defaults give the root logger a handler these replace.
+    logconfig["root"] = {"level": "WARNING", "handlers": []}
+    if kind == "logconfig_dict":
+        config = path.with_suffix(".conf.py")
+        config.write_text(f"logconfig_dict = {logconfig!r}\n")
+        return ["-c", str(config)]
+    if kind == "--log-config-json":
+        config = path.with_suffix(".json")
+        config.write_text(json.dumps(logconfig))
+        return ["--log-config-json", str(config)]
+    # A logging.config.fileConfig file.
+    config = path.with_suffix(".ini")
+    config.write_text(INI_CONFIG.format(path=str(log), format=GUNICORN_FORMAT))
+    return ["--log-config", str(config)]
+
+
+def gunicorn_command(*options: str) -> Callable[[int], list[str]]:
     def command(port: int) -> list[str]:
         return [
             PYTHON, "-m", "gunicorn", "-k", "gthread", "--threads", "2", "-w", "1",
-            "-b", f"{LOOPBACK}:{port}", "-c", str(config), *logger, "tests.apps.bare_wsgi:app",
+            "-b", f"{LOOPBACK}:{port}", *options, "tests.apps.bare_wsgi:app",
         ]  # fmt: skip
 
     return command
 
 
-def test_gunicorn_logconfig_dict_writes_the_lines_gunicorn_writes(tmp_path: Path) -> None:
-    """gunicorn's logconfig_dict on gunicorn.access, fed by boundlog's logger class."""
-    formatter = {"format": "%(levelname)s %(name)s %(message)s"}
+DEFAULT_LINE = '127.0.0.1 - - [time] "GET /bytes/3?page=2&sort=name HTTP/1.1" 200 3 "/from" "e2e/1"'
+ATOMS = "%(h)s %(m)s %(U)s %(q)s %(H)s %(s)s %(B)s %({user-agent}i)s %({x-missing}i)s"
+ATOMS_LINE = "127.0.0.1 GET /bytes/3 page=2&sort=name HTTP/1.1 200 3 e2e/1 -"
+
+
+@pytest.mark.parametrize(
+    ("kind", "log_format", "line"),
+    [
+        ("logconfig_dict", (), DEFAULT_LINE),
+        ("--log-config-json", (), DEFAULT_LINE),
+        ("--log-config", (), DEFAULT_LINE),
+        ("--log-config", ("--access-logformat", ATOMS), ATOMS_LINE),
+    ],
+)
+def test_gunicorn_logging_configuration_writes_the_lines_gunicorn_writes(
+    tmp_path: Path, kind: str, log_format: tuple[str, ...], line: str
+) -> None:
+    """gunicorn's logging configuration on gunicorn.access, fed by boundlog's logger class."""
     lines = {}
     for name, logger in [
         ("gunicorn", ()),
@@ -134,18 +204,17 @@ def test_gunicorn_logconfig_dict_writes_the_lines_gunicorn_writes(tmp_path: Path
              "--access-logfile", "logging:gunicorn.access"),
         ),
     ]:  # fmt: skip
-        config = tmp_path / f"{name}.conf.py"
-        logconfig = dict_config(tmp_path / f"{name}.log", formatter, ["gunicorn.access"])
-        # gunicorn's defaults give the root logger a handler this dict replaces.
-        logconfig["root"] = {"level": "WARNING", "handlers": []}
-        config.write_text(f"logconfig_dict = {logconfig!r}\n")
-        command = gunicorn_command(config, *logger)
-        lines[name] = served_lines(tmp_path, name, command, {}, (0,))
-    # Every field but the time, which differs between the two runs.
-    reference = [re.sub(r"\[[^]]+\]", "[time]", line) for line in lines["gunicorn"]]
+        options = gunicorn_log_config(kind, tmp_path / name, tmp_path / f"{name}.log")
+        command = gunicorn_command(*options, *log_format, *logger)
+        lines[name] = [
+            # Every field but the time, which differs between the two runs; and the
+            # module, apart, which tells whose record it is.
+            re.sub(r"\[[^]]+\]", "[time]", text).split(" ", 1)
+            for text in served_lines(tmp_path, name, command, {}, (0,))
+        ]
+    assert {module for module, _ in lines["gunicorn"]} == {"glogging"}
+    assert {module for module, _ in lines["boundlog"]} == {"_logging"}
+    reference = [rest for _, rest in lines["gunicorn"]]
     assert len(reference) == len(REQUESTS)
-    assert [re.sub(r"\[[^]]+\]", "[time]", line) for line in lines["boundlog"]] == reference
-    assert reference[1] == (
-        'INFO gunicorn.access 127.0.0.1 - - [time] "GET /bytes/3?page=2&sort=name HTTP/1.1" '
-        '200 3 "/from" "e2e/1"'
-    )
+    assert [rest for _, rest in lines["boundlog"]] == reference
+    assert reference[1] == "INFO gunicorn.access " + line
