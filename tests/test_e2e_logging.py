@@ -6,12 +6,17 @@ once with boundlog writing through a LoggingSink instead.  The same requests mus
 the same lines, but for what a record cannot know (uvicorn's client port) and the
 time.  gunicorn is configured each way it can be: ``logconfig_dict``,
 ``--log-config-json`` and ``--log-config`` (a ``logging.config.fileConfig`` file).
+
+docs/integrations.md's uvicorn recipe is run as written: its blocks are read out of the
+page (a main.py, a diff of the YAML config and a diff of the command line), and uvicorn
+runs the config and command before the change and after it.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import shlex
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -24,6 +29,7 @@ from _servers import (
     CLIENT_TIMEOUT,
     LOOPBACK,
     PYTHON,
+    REPO_ROOT,
     UVICORN_CLEAN_EXITS,
     Server,
     running_server,
@@ -109,6 +115,82 @@ def test_uvicorn_access_formatter_writes_the_lines_uvicorn_writes(tmp_path: Path
         command = uvicorn_command(app, config, *own_log)
         lines[name] = served_lines(tmp_path, name, command, environment, UVICORN_CLEAN_EXITS)
     # A record holds the client's host: uvicorn's line has its port too.
+    reference = [re.sub(r"^(INFO: +127\.0\.0\.1):\d+ ", r"\1 ", line) for line in lines["uvicorn"]]
+    assert len(reference) == len(REQUESTS)
+    assert lines["boundlog"] == reference
+    assert reference[1] == 'INFO:     127.0.0.1 - "GET /bytes/3?page=2&sort=name HTTP/1.1" 200 OK'
+
+
+INTEGRATIONS = REPO_ROOT / "docs" / "integrations.md"
+UVICORN_RECIPE = "### Through uvicorn's `--log-config`"
+FENCE = re.compile(r"^```(\w*)\n(.*?)^```$", re.MULTILINE | re.DOTALL)
+# What the recipe's main.py wraps: uvicorn serves it bare for the reference lines.
+BARE_APP = "from tests.apps.asgi_app import application as app\n"
+
+
+def recipe_blocks(heading: str) -> list[tuple[str, str]]:
+    """The (language, body) of each fenced block under ``heading`` in integrations.md."""
+    text = INTEGRATIONS.read_text()
+    section = text[text.index(heading) + len(heading) :]
+    return FENCE.findall(section[: section.index("\n### ")])
+
+
+def before_and_after(diff: str) -> tuple[str, str]:
+    """The two texts a unified diff's body compares."""
+    before, after = [], []
+    for line in diff.splitlines():
+        mark, text = line[:1] or " ", line[1:]
+        if mark in " -":
+            before.append(text)
+        if mark in " +":
+            after.append(text)
+    return "\n".join(before) + "\n", "\n".join(after) + "\n"
+
+
+def recipe_command(
+    command_line: str, directory: Path
+) -> tuple[Callable[[int], list[str]], dict[str, str]]:
+    """The command line of the recipe, run in ``directory``: its uvicorn, a free port."""
+    words = shlex.split(command_line)
+    environment = {}
+    while "=" in words[0]:
+        name, _, value = words.pop(0).partition("=")
+        environment[name] = value
+    assert words[0] == "uvicorn"
+    arguments = [str(directory / word) if word == "logging.yaml" else word for word in words[1:]]
+
+    def command(port: int) -> list[str]:
+        return [
+            PYTHON, "-m", "uvicorn", *arguments,
+            "--app-dir", str(directory), "--host", LOOPBACK, "--port", str(port),
+        ]  # fmt: skip
+
+    return command, environment
+
+
+def test_the_uvicorn_migration_recipe_keeps_uvicorns_lines(tmp_path: Path) -> None:
+    """The blocks of integrations.md's uvicorn recipe, run as written before and after."""
+    blocks = recipe_blocks(UVICORN_RECIPE)
+    [main] = [body for language, body in blocks if language == "python"]
+    config_diff, command_diff = [body for language, body in blocks if language == "diff"]
+    configs = before_and_after(config_diff)
+    command_lines = [text.strip() for text in before_and_after(command_diff)]
+    lines = {}
+    for name, config, command_line, app in zip(
+        ("uvicorn", "boundlog"), configs, command_lines, (BARE_APP, BARE_APP + main), strict=True
+    ):
+        directory = tmp_path / name
+        directory.mkdir()
+        (directory / "main.py").write_text(app)
+        logconfig = yaml.safe_load(config)
+        logconfig["handlers"]["access"]["filename"] = str(tmp_path / f"{name}.log")
+        (directory / "logging.yaml").write_text(yaml.safe_dump(logconfig))
+        command, environment = recipe_command(command_line, directory)
+        lines[name] = served_lines(
+            tmp_path, name, command, {**UNUSED_SINK, **environment}, UVICORN_CLEAN_EXITS
+        )
+    # After the change the sink comes from the environment, as the recipe says.
+    assert command_lines[1].startswith("BOUNDLOG_SINK=")
     reference = [re.sub(r"^(INFO: +127\.0\.0\.1):\d+ ", r"\1 ", line) for line in lines["uvicorn"]]
     assert len(reference) == len(REQUESTS)
     assert lines["boundlog"] == reference
