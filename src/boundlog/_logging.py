@@ -101,8 +101,9 @@ class LoggingSink(Pathless):
     """A sink that hands each record to ``logging.getLogger(logger_name)``, at ``level``.
 
     ``sink="logging:NAME"`` (and ``BOUNDLOG_SINK=logging:NAME``) makes one with the
-    defaults, ``"logging:NAME?message=SHAPE&level=LEVEL"`` with those.  ``message`` chooses the shape of the ``LogRecord``'s msg and args:
-    ``"uvicorn"``, ``"gunicorn"`` or ``"line"``; by default ``uvicorn`` for the
+    defaults, ``"logging:NAME?message=SHAPE&level=LEVEL"`` with those.  ``message``
+    chooses the shape of the ``LogRecord``'s msg and args: ``"uvicorn"``,
+    ``"gunicorn"`` or ``"line"``; by default ``uvicorn`` for the
     ``uvicorn.access`` logger, ``gunicorn`` for ``gunicorn.access``, ``line`` for any
     other.  One sink serves one log.
     """
@@ -125,7 +126,7 @@ class LoggingSink(Pathless):
 
     @classmethod
     def from_spec(cls, spec: str) -> LoggingSink:
-        """The sink ``"logging:NAME"`` (or ``"logging:NAME?message=SHAPE&level=LEVEL"``) names."""
+        """The sink ``"logging:NAME"``, or ``"logging:NAME?message=SHAPE&level=LEVEL"``, names."""
         try:
             name, options = parse_spec(spec)
             return cls(name, **options)
