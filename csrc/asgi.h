@@ -52,6 +52,8 @@ typedef struct {
     PyObject *keeps_response_headers; /* bool */
     PyObject *notes;          /* _notes.NOTES when the log reads notes, else None */
     PyObject *extras;         /* (scope, completed) -> Extras when the log reads extras, else None */
+    PyObject *request_ids;    /* _request_id.RequestIds, or None: not None sends every
+                               * request to reference_call */
     PyTypeObject *exchange_type;
     PyTypeObject *capture_type;
     Py_ssize_t budget_limit;

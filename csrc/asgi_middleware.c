@@ -39,6 +39,7 @@ static const char *const bind_keywords[] = {
     "reference_call", "handoff", "admit_then", "submit_unfinished",
     "submit_on_close", "python_record", "file_size", "record_type", "protocols",
     "budget", "perf_counter", "wall_clock", "keeps_response_headers", "notes", "extras",
+    "request_ids",
 };
 #define BIND_ARGUMENTS (sizeof(bind_keywords) / sizeof(bind_keywords[0]))
 
@@ -52,6 +53,7 @@ bound_field(Middleware *middleware, size_t i)
         &middleware->record_type, &middleware->protocols, &middleware->budget,
         &middleware->perf_counter, &middleware->wall_clock,
         &middleware->keeps_response_headers, &middleware->notes, &middleware->extras,
+        &middleware->request_ids,
     };
     return fields[i];
 }
@@ -151,8 +153,10 @@ middleware_call(PyObject *self, PyObject *args, PyObject *kwargs)
     if (http < 0) {
         return NULL;
     }
-    if (!http) {
-        /* Lifespan, websocket, or a scope of an odd type: the reference does it all. */
+    if (!http || middleware->request_ids != Py_None) {
+        /* Lifespan, websocket, or a scope of an odd type: the reference does it all; and
+         * every request of a middleware giving them ids, which the reference adds to the
+         * scope and the response. */
         return PyObject_Call(middleware->reference_call, args, NULL);
     }
     return exchange_new(middleware, scope, PyTuple_GET_ITEM(args, 1), PyTuple_GET_ITEM(args, 2));
