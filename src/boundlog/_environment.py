@@ -189,7 +189,7 @@ def options_from_environment(
             "the response: only boundlog.asgi's and boundlog.wsgi's AccessLogMiddleware "
             f"give requests ids; remove {REQUEST_ID_VARIABLE}"
         )
-    known = {*variables, REQUEST_ID_VARIABLE}
+    known = {*variables, REQUEST_ID_VARIABLE} if request_ids else set(variables)
     check_variable_names(environment, prefix="BOUNDLOG_", known=known, others=_NOT_SETTINGS)
     options: dict[str, Any] = {}
     for variable, (option, read) in variables.items():
