@@ -18,17 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-from _servers import (
-    LOOPBACK,
-    PYTHON,
-    UVICORN_CLEAN_EXITS,
-    http_client,
-    read_log_lines,
-    running_server,
-    server_environment,
-    stop_gracefully,
-    uvicorn_app_command,
-)
+import _servers
 from apps.request_id_app import OWN_ID
 from boundlog import AccessLog, ConfigurationError
 from boundlog._environment import options_from_environment
@@ -51,15 +41,11 @@ def _no_variables(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _gunicorn_command(port: int) -> list[str]:
-    return [
-        PYTHON, "-m", "gunicorn", "-k", "gthread", "--threads", "2", "-w", "1",
-        "-b", f"{LOOPBACK}:{port}", "--graceful-timeout", "10", "--log-level", "warning",
-        "tests.apps.request_id_app:wsgi",
-    ]  # fmt: skip
+    return _servers.gunicorn_app_command(port, "tests.apps.request_id_app:wsgi")
 
 
 def _uvicorn_command(port: int) -> list[str]:
-    return uvicorn_app_command(port, "tests.apps.request_id_app:asgi")
+    return _servers.uvicorn_app_command(port, "tests.apps.request_id_app:asgi")
 
 
 def _exchanges(
@@ -67,17 +53,18 @@ def _exchanges(
 ) -> tuple[list[httpx.Response], list[dict[str, Any]]]:
     """The responses to ``requests`` (path, headers) and the lines they logged."""
     log_path = tmp_path / "access.log"
-    environment = server_environment(log_path, "json", "0.01")
+    environment = _servers.server_environment(log_path, "json", "0.01")
     if setting is not None:
         environment["BOUNDLOG_REQUEST_ID"] = setting
     if core == "python":
         environment["BOUNDLOG_NO_EXTENSIONS"] = "1"
     command = _uvicorn_command if server == "uvicorn" else _gunicorn_command
-    with running_server(command, environment, tmp_path / f"{server}.out") as running:
-        with http_client(running.port) as client:
+    with _servers.running_server(command, environment, tmp_path / f"{server}.out") as running:
+        with _servers.http_client(running.port) as client:
             responses = [client.get(path, headers=headers) for path, headers in requests]
-        stop_gracefully(running, UVICORN_CLEAN_EXITS if server == "uvicorn" else (0,))
-    return responses, [json.loads(line) for line in read_log_lines(log_path)]
+        clean_exits = _servers.UVICORN_CLEAN_EXITS if server == "uvicorn" else (0,)
+        _servers.stop_gracefully(running, clean_exits)
+    return responses, [json.loads(line) for line in _servers.read_log_lines(log_path)]
 
 
 SERVERS = [
