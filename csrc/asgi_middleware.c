@@ -39,7 +39,7 @@ static const char *const bind_keywords[] = {
     "reference_call", "handoff", "admit_then", "submit_unfinished",
     "submit_on_close", "python_record", "file_size", "record_type", "protocols",
     "budget", "perf_counter", "wall_clock", "keeps_response_headers", "notes", "extras",
-    "request_ids",
+    "request_scope", "request_start",
 };
 #define BIND_ARGUMENTS (sizeof(bind_keywords) / sizeof(bind_keywords[0]))
 
@@ -53,7 +53,7 @@ bound_field(Middleware *middleware, size_t i)
         &middleware->record_type, &middleware->protocols, &middleware->budget,
         &middleware->perf_counter, &middleware->wall_clock,
         &middleware->keeps_response_headers, &middleware->notes, &middleware->extras,
-        &middleware->request_ids,
+        &middleware->request_scope, &middleware->request_start,
     };
     return fields[i];
 }
@@ -82,6 +82,12 @@ middleware_bind(PyObject *self, PyTypeObject *defining_class, PyObject *const *a
     }
     if (values[14] != Py_None && !PyCallable_Check(values[14])) {
         PyErr_SetString(PyExc_TypeError, "bind(): extras must be callable or None");
+        return NULL;
+    }
+    if ((values[15] == Py_None) != (values[16] == Py_None)
+        || (values[15] != Py_None && (!PyCallable_Check(values[15]) || !PyCallable_Check(values[16])))) {
+        PyErr_SetString(PyExc_TypeError, "bind(): request_scope and request_start must both "
+                                         "be callable, or both None");
         return NULL;
     }
     PyObject *limit = PyObject_GetAttrString(values[9], "limit");
@@ -153,10 +159,8 @@ middleware_call(PyObject *self, PyObject *args, PyObject *kwargs)
     if (http < 0) {
         return NULL;
     }
-    if (!http || middleware->request_ids != Py_None) {
-        /* Lifespan, websocket, or a scope of an odd type: the reference does it all; and
-         * every request of a middleware giving them ids, which the reference adds to the
-         * scope and the response. */
+    if (!http) {
+        /* Lifespan, websocket, or a scope of an odd type: the reference does it all. */
         return PyObject_Call(middleware->reference_call, args, NULL);
     }
     return exchange_new(middleware, scope, PyTuple_GET_ITEM(args, 1), PyTuple_GET_ITEM(args, 2));

@@ -64,8 +64,9 @@ wsgi_middleware_bind(PyObject *self, PyTypeObject *defining_class, PyObject *con
         PyErr_SetString(PyExc_TypeError, "bind(): notes must be a ContextVar or None");
         return NULL;
     }
-    if (values[13] != Py_None && !PyCallable_Check(values[13])) {
-        PyErr_SetString(PyExc_TypeError, "bind(): extras must be callable or None");
+    if ((values[13] != Py_None && !PyCallable_Check(values[13]))
+        || (values[14] != Py_None && !PyCallable_Check(values[14]))) {
+        PyErr_SetString(PyExc_TypeError, "bind(): extras and request_ids must be callable or None");
         return NULL;
     }
     Py_ssize_t limit = PyLong_AsSsize_t(values[15]);
@@ -101,9 +102,7 @@ wsgi_middleware_call(PyObject *self, PyObject *args, PyObject *kwargs)
                                          "not run");
         return NULL;
     }
-    /* Keywords, and every request of a middleware giving them ids, which the reference
-     * adds to the environ and the response: the reference does it all. */
-    if (kwargs != NULL || PyTuple_GET_SIZE(args) != 2 || middleware->request_ids != Py_None) {
+    if (kwargs != NULL || PyTuple_GET_SIZE(args) != 2) {
         return PyObject_Call(middleware->reference_call, args, kwargs);
     }
     return wsgi_exchange_run(middleware, PyTuple_GET_ITEM(args, 0), PyTuple_GET_ITEM(args, 1));

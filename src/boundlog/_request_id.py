@@ -97,23 +97,25 @@ class RequestIds:
         if len(found) == 1 and _USABLE_BYTES.fullmatch(found[0]):
             return scope, found[0]
         request_id = new_request_id().encode("ascii")
-        kept = [pair for pair in headers if pair[0].lower() != key]
+        kept = [pair for pair in headers if pair[0].lower() != key] if found else list(headers)
         kept.append((key, request_id))
         return {**scope, "headers": kept}, request_id
 
     def asgi_send(self, send: Send, request_id: bytes) -> Send:
         """``send`` with the id added to the response's start message."""
-        key = self._key
+        start = self.asgi_start
+        return lambda message: send(start(message, request_id))
 
-        def send_with_id(message: Message) -> Awaitable[None]:
-            if message["type"] == _START:
-                headers = list(message.get("headers", ()))
-                if not _has_field(headers, key):
-                    # A new message: the application may send its own again.
-                    message = {**message, "headers": [*headers, (key, request_id)]}
-            return send(message)
-
-        return send_with_id
+    def asgi_start(self, message: Message, request_id: bytes) -> Message:
+        """``message``, or for a start message without the field, a new one with it (the
+        application's is left as it was: it may send it again).  The C request path
+        calls this for every message of a request with an id."""
+        if message["type"] != _START:
+            return message
+        headers = list(message.get("headers", ()))
+        if _has_field(headers, self._key):
+            return message
+        return {**message, "headers": [*headers, (self._key, request_id)]}
 
     def wsgi(self, environ: dict[str, Any], start_response: StartResponse) -> StartResponse:
         """``start_response`` with the id added to the response's headers; the environ

@@ -41,7 +41,7 @@ request header, the client's or a new one, and its response carries it back (see
 With the C core (``_core``), ``AccessLogMiddleware(...)`` makes a
 ``_CompiledAccessLogMiddleware``, whose HTTP requests take the same path in C
 (csrc/asgi_*.c); this module stays its reference, and the C code calls back into it
-for everything rare.  A middleware with request ids hands every request to it.
+for everything rare, and into ``_request_id`` for the request ids.
 """
 
 from __future__ import annotations
@@ -455,6 +455,7 @@ if _core.asgi_middleware is not None:
                 return
             reference = MethodType(AccessLogMiddleware.__call__, self)
             self.__call__ = reference  # type: ignore[method-assign]
+            ids = self._request_ids
             self.bind(
                 reference_call=reference,
                 handoff=self.log._offer,
@@ -471,7 +472,8 @@ if _core.asgi_middleware is not None:
                 keeps_response_headers=self._keeps_response_headers,
                 notes=self._notes_var,
                 extras=self._extras,
-                request_ids=self._request_ids,
+                request_scope=None if ids is None else ids.asgi_scope,
+                request_start=None if ids is None else ids.asgi_start,
             )
 
         async def _submit_unfinished(self, entry: Record, error: BaseException | None) -> None:

@@ -18,8 +18,8 @@ header, the client's or a new one, and its response carries it back (see
 With the C core (``_core``), ``AccessLogMiddleware(...)`` makes a
 ``_CompiledAccessLogMiddleware``, whose requests take the same path in C
 (csrc/wsgi_*.c); this module stays its reference, and the C code calls back into it
-for an environ or a status line out of the ordinary.  A middleware with request ids
-hands every request to it.
+for an environ or a status line out of the ordinary, and into ``_request_id`` for the
+request ids.
 """
 
 from __future__ import annotations
@@ -297,7 +297,7 @@ if _core.wsgi_middleware is not None:
                 keeps_response_headers=self._keeps_response_headers,
                 notes=self._notes_var,
                 extras=self._extras,
-                request_ids=self._request_ids,
+                request_ids=None if self._request_ids is None else self._request_ids.wsgi,
                 # The C code measures picked fields against the budget; a whole environ
                 # is measured by bounded_environ (limit -1), as in _Exchange._record.
                 limit=-1 if picked is None else self._budget.limit,
