@@ -147,6 +147,28 @@ def test_a_bad_request_id_option_is_refused_before_a_log_is_built(
     assert not (tmp_path / "access.log").exists()
 
 
+def test_a_bad_option_in_a_lazily_built_middleware_fails_the_startup() -> None:
+    """Starlette builds the middleware inside the server's lifespan startup: the error
+    stops the server there, as a log that cannot be built does."""
+
+    async def start_up() -> list[dict[str, Any]]:
+        middleware = AccessLogMiddleware(_app, request_id="X Request ID")
+        sent: list[dict[str, Any]] = []
+
+        async def receive() -> dict[str, Any]:
+            return {"type": "lifespan.startup"}
+
+        async def send(message: Any) -> None:
+            sent.append(message)
+
+        await middleware({"type": "lifespan"}, receive, send)
+        return sent
+
+    [message] = asyncio.run(start_up())
+    assert message["type"] == "lifespan.startup.failed"
+    assert message["message"].startswith("boundlog: request_id='X Request ID': ")
+
+
 @pytest.mark.parametrize(
     ("text", "header"),
     [("1", "X-Request-ID"), ("on", "X-Request-ID"), ("0", None), (" X-Trace ", "X-Trace")],

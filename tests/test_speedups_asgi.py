@@ -388,11 +388,14 @@ def test_threads_sharing_a_middleware_lose_nothing() -> None:
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 @pytest.mark.parametrize("ending", ["finished", "raised", "closed"])
-def test_the_c_path_keeps_no_reference_to_what_it_was_given(ending: str) -> None:
+@pytest.mark.parametrize("request_id", [None, "X-Request-ID"])
+def test_the_c_path_keeps_no_reference_to_what_it_was_given(
+    ending: str, request_id: str | None
+) -> None:
     """A reference the C code took and never gave back shows in sys.getrefcount."""
     log = AccessLog("/dev/null", flush_interval=0, max_queue=100_000)
     try:
-        middleware = _middleware(log)
+        middleware = _middleware(log, request_id)
         scope = _scope_of({"http_version": "1.1", "raw_path": b"/r", "headers": [(b"a", b"b")]})
         start = {"type": "http.response.start", "status": 200, "headers": [(b"x", b"y")]}
         body = {"type": "http.response.body", "body": b"abc"}

@@ -347,11 +347,12 @@ def test_a_full_queue_goes_to_the_policy(policy: str) -> None:
     assert stats.written + stats.dropped == 2
 
 
-def test_the_c_path_keeps_no_reference_to_what_it_was_given() -> None:
+@pytest.mark.parametrize("request_id", [None, "X-Request-ID"])
+def test_the_c_path_keeps_no_reference_to_what_it_was_given(request_id: str | None) -> None:
     collecting = Collecting(True)
     log = AccessLog("/dev/null", collecting, flush_interval=0, max_queue=100_000)
     try:
-        middleware = _middleware(log)
+        middleware = _middleware(log, request_id)
         environ = {"REQUEST_METHOD": "GET", "PATH_INFO": "/p", "HTTP_USER_AGENT": "curl"}
         headers = [("Content-Type", "text/plain")]
         chunks = [b"x" * 10]
