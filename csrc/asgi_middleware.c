@@ -84,8 +84,9 @@ middleware_bind(PyObject *self, PyTypeObject *defining_class, PyObject *const *a
         PyErr_SetString(PyExc_TypeError, "bind(): extras must be callable or None");
         return NULL;
     }
-    if ((values[15] == Py_None) != (values[16] == Py_None)
-        || (values[15] != Py_None && (!PyCallable_Check(values[15]) || !PyCallable_Check(values[16])))) {
+    int ids_off = values[15] == Py_None;
+    if (ids_off != (values[16] == Py_None)
+        || (!ids_off && (!PyCallable_Check(values[15]) || !PyCallable_Check(values[16])))) {
         PyErr_SetString(PyExc_TypeError, "bind(): request_scope and request_start must both "
                                          "be callable, or both None");
         return NULL;
