@@ -39,6 +39,7 @@ static const char *const bind_keywords[] = {
     "reference_call", "handoff", "admit_then", "submit_unfinished",
     "submit_on_close", "python_record", "file_size", "record_type", "protocols",
     "budget", "perf_counter", "wall_clock", "keeps_response_headers", "notes", "extras",
+    "request_scope", "request_start",
 };
 #define BIND_ARGUMENTS (sizeof(bind_keywords) / sizeof(bind_keywords[0]))
 
@@ -52,6 +53,7 @@ bound_field(Middleware *middleware, size_t i)
         &middleware->record_type, &middleware->protocols, &middleware->budget,
         &middleware->perf_counter, &middleware->wall_clock,
         &middleware->keeps_response_headers, &middleware->notes, &middleware->extras,
+        &middleware->request_scope, &middleware->request_start,
     };
     return fields[i];
 }
@@ -80,6 +82,13 @@ middleware_bind(PyObject *self, PyTypeObject *defining_class, PyObject *const *a
     }
     if (values[14] != Py_None && !PyCallable_Check(values[14])) {
         PyErr_SetString(PyExc_TypeError, "bind(): extras must be callable or None");
+        return NULL;
+    }
+    int ids_off = values[15] == Py_None;
+    if (ids_off != (values[16] == Py_None)
+        || (!ids_off && (!PyCallable_Check(values[15]) || !PyCallable_Check(values[16])))) {
+        PyErr_SetString(PyExc_TypeError, "bind(): request_scope and request_start must both "
+                                         "be callable, or both None");
         return NULL;
     }
     PyObject *limit = PyObject_GetAttrString(values[9], "limit");

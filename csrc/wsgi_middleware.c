@@ -15,7 +15,7 @@
 static const char *const bind_keywords[] = {
     "reference_call", "handoff", "submit", "status_code", "status_codes", "picked_keys",
     "bound", "python_record", "record_type", "perf_counter", "wall_clock",
-    "keeps_response_headers", "notes", "extras", "limit",
+    "keeps_response_headers", "notes", "extras", "request_ids", "limit",
 };
 #define BIND_ARGUMENTS (sizeof(bind_keywords) / sizeof(bind_keywords[0]))
 #define BOUND_FIELDS (BIND_ARGUMENTS - 1)
@@ -29,6 +29,7 @@ bound_field(WsgiMiddleware *middleware, size_t i)
         &middleware->bound, &middleware->python_record, &middleware->record_type,
         &middleware->perf_counter, &middleware->wall_clock,
         &middleware->keeps_response_headers, &middleware->notes, &middleware->extras,
+        &middleware->request_ids,
     };
     return fields[i];
 }
@@ -63,11 +64,12 @@ wsgi_middleware_bind(PyObject *self, PyTypeObject *defining_class, PyObject *con
         PyErr_SetString(PyExc_TypeError, "bind(): notes must be a ContextVar or None");
         return NULL;
     }
-    if (values[13] != Py_None && !PyCallable_Check(values[13])) {
-        PyErr_SetString(PyExc_TypeError, "bind(): extras must be callable or None");
+    if ((values[13] != Py_None && !PyCallable_Check(values[13]))
+        || (values[14] != Py_None && !PyCallable_Check(values[14]))) {
+        PyErr_SetString(PyExc_TypeError, "bind(): extras and request_ids must be callable or None");
         return NULL;
     }
-    Py_ssize_t limit = PyLong_AsSsize_t(values[14]);
+    Py_ssize_t limit = PyLong_AsSsize_t(values[15]);
     if (limit == -1 && PyErr_Occurred()) {
         return NULL;
     }
