@@ -41,6 +41,7 @@ typedef struct {
     PyTypeObject *exchange_type;
     PyTypeObject *body_type;
     Py_ssize_t limit; /* the budget's limit for picked fields; -1 for a whole environ */
+    int reference_only; /* every request takes reference_call (wsgi.py says when) */
 } WsgiMiddleware;
 
 extern PyType_Spec wsgi_middleware_spec;

@@ -50,6 +50,10 @@ class Environ(dict[str, Any]):
 class Collecting:
     """A format that keeps the records it is given, and writes nothing."""
 
+    # The extras the C path learns: a log reading whether the body completed or what
+    # the application read of the request takes the reference's path.
+    reads_extras = frozenset({"route"})
+
     def __init__(self, reads_headers: bool, reads_notes: bool = True) -> None:
         self.records: list[Record] = []
         self.reads_notes = reads_notes

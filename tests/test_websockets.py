@@ -258,8 +258,8 @@ def test_a_session_record_holds_the_handshake_and_the_session() -> None:
     # The accept's headers are the 101 response's.
     assert record.response_headers == [(b"x-room", b"1")]
     # A format that does not say what it reads reads every extra: the session ended as
-    # the application returned.
-    assert record.extras == Extras(completed=True, close_code=4002)
+    # the application returned, having received the client's two bytes.
+    assert record.extras == Extras(completed=True, bytes_received=2, close_code=4002)
 
 
 @pytest.mark.parametrize(

@@ -26,6 +26,10 @@ Learn = Callable[[Mapping[str, Any], bool], Extras]
 #: ``learn(environ)``: the extras of the exchange a WSGI environ describes.
 WsgiLearn = Callable[[Mapping[str, Any]], Extras]
 
+#: The extras of a log that reads none an integration learns by itself, to fill in what
+#: it does learn (``NO_EXTRAS._replace(bytes_received=n)``).
+NO_EXTRAS = Extras()
+
 #: The fields ``wsgi_learner`` knows how to learn: what the application left in the
 #: environ.
 WSGI_LEARNED = frozenset({"route"})

@@ -50,6 +50,7 @@ reopens the file, as it does gunicorn's.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable, Mapping
 from datetime import timedelta
 from time import time
@@ -61,7 +62,7 @@ from ._environ import compiled as _compiled_environ_record
 from ._environ import environ_record
 from ._environment import options_from_environment
 from ._errors import AccessLogError, ConfigurationError
-from ._extras import WsgiLearn, wsgi_learner
+from ._extras import NO_EXTRAS, WsgiLearn, wsgi_learner
 from ._formats import FORMATS
 from ._log import (
     AccessLog,
@@ -95,6 +96,8 @@ class Logger(GunicornLogger):  # type: ignore[misc]
     #: What that log's format reads of a record's extras, learnt from the environ
     #: (see _extras); None for a log that reads none.
     _extras: WsgiLearn | None = None
+    #: Whether that log reads whether the response completed.
+    _reads_completed = False
 
     def __new__(cls, cfg: Any) -> Logger:
         """The logger gunicorn asks for, with its statsd metrics when ``--statsd-host`` is set.
@@ -123,6 +126,9 @@ class Logger(GunicornLogger):  # type: ignore[misc]
                     handler.close()
             replaced, self.boundlog = self.boundlog, self._open(cfg)
         self._extras = None if self.boundlog is None else wsgi_learner(self.boundlog.reads_extras)
+        self._reads_completed = (
+            self.boundlog is not None and "completed" in self.boundlog.reads_extras
+        )
         if replaced is not None:
             replaced.close()
 
@@ -202,6 +208,12 @@ class Logger(GunicornLogger):  # type: ignore[misc]
         # it left there (the route, see _routes).
         learn = self._extras
         extras = None if learn is None else learn(environ)
+        if self._reads_completed:
+            # Every worker logs from a ``finally`` (or, for an error page, an
+            # ``except``) once the response is done: an exception on its way through
+            # then (a write to a client that went away, the body raising, the
+            # application failing) means the response did not complete.
+            extras = (extras or NO_EXTRAS)._replace(completed=sys.exception() is None)
         record = None if _compiled_environ_record is None else _compiled_environ_record(
             Record, environ, received, duration, status, sent, request_headers,
             response_headers, budget.bounded, budget.limit, None, extras,

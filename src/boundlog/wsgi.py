@@ -8,6 +8,13 @@ tuple body as a whole, when the server starts on it), and submits the record fro
 logged with status 500 (or the status it had already passed to ``start_response``) and
 the exception propagates unchanged.
 
+For a log that reads them, a record's extras say whether the response completed (the
+server took the body's last chunk and asked for more: it stopped early when the client
+went away or a write failed, or the application raised) and how many bytes of the
+request body the application read from ``wsgi.input``, which the middleware then wraps;
+a list or tuple body is then iterated chunk by chunk too, and its bytes counted as the
+server takes them.  The C path learns neither: those logs take this module's.
+
 Under ``policy="wait"`` a full queue blocks the request's own thread in ``close()``,
 which is what a threaded server's backpressure looks like; other requests keep going.
 
@@ -31,11 +38,11 @@ from . import _core
 from ._environ import compiled as _compiled_environ_record
 from ._environ import environ_record
 from ._environment import log_for_middleware
-from ._extras import wsgi_learner
+from ._extras import NO_EXTRAS, wsgi_learner
 from ._headers import environ_key
 from ._log import AccessLog
 from ._notes import NOTES, snapshot
-from ._record import Record
+from ._record import Extras, Record
 
 Environ = dict[str, Any]
 Headers = list[tuple[str, str]]
@@ -81,6 +88,11 @@ class AccessLogMiddleware:
         # What the log's format reads of a record's extras, learnt from the environ when
         # the response ends (see _extras); None for a log that reads none.
         self._extras = wsgi_learner(self.log.reads_extras)
+        reads = self.log.reads_extras
+        self._reads_completed = "completed" in reads
+        self._counts_received = "bytes_received" in reads
+        # What only this module's exchange learns (the C path hands such logs here).
+        self._learns_exchange = self._reads_completed or self._counts_received
 
     def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
         exchange = _Exchange(environ, start_response, self)
@@ -98,7 +110,9 @@ class _Exchange:
 
     __slots__ = (
         "_closed",
+        "_completed",
         "_environ",
+        "_input",
         "_middleware",
         "_notes",
         "_notes_token",
@@ -122,7 +136,12 @@ class _Exchange:
         self._sent = 0
         self._response_headers: Sequence[tuple[str, str]] = ()
         self._closed = False
+        self._completed = False
         self.body: Iterable[bytes] = ()
+        self._input: _CountingInput | None = None
+        if middleware._counts_received and "wsgi.input" in environ:
+            # Before the application runs: what it reads, it reads through the wrapper.
+            self._input = environ["wsgi.input"] = _CountingInput(environ["wsgi.input"])
         # The request's notes (boundlog.add_fields), when the log reads them: set in
         # the request's thread before the application runs.
         notes_var = middleware._notes_var
@@ -153,7 +172,7 @@ class _Exchange:
 
     def __iter__(self) -> Iterator[bytes]:
         body = self.body
-        if type(body) is list or type(body) is tuple:
+        if (type(body) is list or type(body) is tuple) and not self._middleware._reads_completed:
             # Most applications return a list: the server then iterates it at C speed
             # instead of resuming a generator per chunk.  Its bytes are counted when the
             # server starts taking them, so a server that stops halfway through a
@@ -166,6 +185,8 @@ class _Exchange:
         for chunk in body:
             self._sent += len(chunk)
             yield chunk
+        # The server asked for the chunk after the last: it sent the whole body.
+        self._completed = True
 
     def close(self) -> None:
         if self._closed:
@@ -208,6 +229,8 @@ class _Exchange:
         # The application has run: what it left in the environ is there to learn.
         learn = self._middleware._extras
         extras = None if learn is None else learn(environ)
+        if self._middleware._learns_exchange:
+            extras = self._learnt(extras)
         record = None if _compiled_environ_record is None else _compiled_environ_record(
             Record, environ, received, duration, self._status, self._sent, headers,
             self._response_headers, bound, limit, notes, extras,
@@ -218,6 +241,50 @@ class _Exchange:
                 self._response_headers, bound, notes, extras,
             )  # fmt: skip
         return record
+
+    def _learnt(self, extras: Extras | None) -> Extras:
+        # The extras only the exchange knows, for a log that reads them.
+        middleware = self._middleware
+        counted = self._input
+        return (extras or NO_EXTRAS)._replace(
+            completed=self._completed if middleware._reads_completed else None,
+            bytes_received=None if counted is None else counted.received,
+        )
+
+
+class _CountingInput:
+    """``wsgi.input`` for a log that reads ``bytes_received``: it counts the bytes the
+    application reads of the request body, however it reads them (PEP 3333's read,
+    readline, readlines and iteration); anything else is the server's stream's."""
+
+    __slots__ = ("_stream", "received")
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+        self.received = 0
+
+    def read(self, *size: int | None) -> bytes:
+        data: bytes = self._stream.read(*size)
+        self.received += len(data)
+        return data
+
+    def readline(self, *size: int | None) -> bytes:
+        line: bytes = self._stream.readline(*size)
+        self.received += len(line)
+        return line
+
+    def readlines(self, *hint: int) -> list[bytes]:
+        lines: list[bytes] = self._stream.readlines(*hint)
+        self.received += sum(map(len, lines))
+        return lines
+
+    def __iter__(self) -> Iterator[bytes]:
+        for line in self._stream:
+            self.received += len(line)
+            yield line
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
 
 
 def _status_code(status: str) -> int:
@@ -275,4 +342,5 @@ if _core.wsgi_middleware is not None:
                 # The C code measures picked fields against the budget; a whole environ
                 # is measured by bounded_environ (limit -1), as in _Exchange._record.
                 limit=-1 if picked is None else self._budget.limit,
+                reference_only=self._learns_exchange,
             )
