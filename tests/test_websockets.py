@@ -331,7 +331,8 @@ def test_a_denial_response_logs_its_status_headers_and_body_bytes() -> None:
     record = run_session(app, [], CapturingFormat(None, None))
     assert (record.status, record.bytes_sent) == (401, 4)
     assert record.response_headers == [(b"www-authenticate", b"Bearer")]
-    assert record.extras == Extras(completed=True)
+    # No websocket was opened: no close code, and no frame received.
+    assert record.extras == Extras(completed=True, bytes_received=0)
 
 
 @pytest.mark.parametrize("accepted", [False, True])

@@ -9,6 +9,12 @@ The function runs on the request path when the response ends, in the request's o
 context: the context OpenTelemetry's middleware, placed outside boundlog's, made its
 span current in.  It must never format, search or do I/O: it keeps what it finds as it
 is (the span's ids as integers), and the writer thread formats it.
+
+What only the exchange itself shows is learnt by the integration, not here: the bytes of
+the request body the application received (ASGI, WSGI) and whether a WSGI body was
+sent to its end.  Learning those means wrapping ``receive`` or ``wsgi.input`` and the
+body, which the C request paths do not do: a log reading them takes the pure-Python
+path, and the integration fills them in (``NO_EXTRAS._replace``).
 """
 
 from __future__ import annotations
