@@ -1,20 +1,31 @@
 """``completed`` and ``bytes_received`` in a record's extras, in process: what each
 middleware learns, on which request path, and that a log reading neither keeps the C
-path with nothing wrapped (tests/test_e2e_completed.py runs them under real servers)."""
+path with nothing wrapped; http.server's mixin under a real ThreadingHTTPServer
+(tests/test_e2e_completed.py runs the middlewares under real servers)."""
 
 from __future__ import annotations
 
 import asyncio
+import http.client
 import inspect
 import io
+import socket
+import threading
 from collections.abc import Iterator
-from typing import Any
+from contextlib import suppress
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, ClassVar
 
 import pytest
+from tests.apps.exchange_fields import CHUNK
 
+from _helpers import wait_until
+from _servers import LOOPBACK
 from boundlog import AccessLog, Extras, Record, _core
 from boundlog.asgi import AccessLogMiddleware
+from boundlog.http_server import AccessLogMixin
 from boundlog.wsgi import AccessLogMiddleware as WsgiMiddleware
+from test_e2e_completed import abandon
 from test_extras import MIDDLEWARES, WSGI_MIDDLEWARES, Capture, finishing, http_scope, send
 
 BOTH = frozenset({"completed", "bytes_received"})
@@ -290,3 +301,93 @@ def test_a_wsgi_log_reading_either_takes_the_reference_path(reads: frozenset[str
     assert type(body) is _Exchange
     # Only a log that reads what the application read wraps its input.
     assert (given is server_input) == ("bytes_received" not in reads)
+
+
+class HttpServerHandler(AccessLogMixin, BaseHTTPRequestHandler):
+    """/stream answers ``CHUNK`` twice; /abandoned, as exchange_wsgi's does, sends a
+    chunk, waits for the client to go away and writes on until that fails; a POST reads
+    its body and answers with its length."""
+
+    protocol_version = "HTTP/1.1"
+    access_log: ClassVar[AccessLog | None] = None
+
+    def do_POST(self) -> None:
+        length = len(self.rfile.read(int(self.headers["Content-Length"])))
+        self.answer(str(length).encode())
+
+    def do_GET(self) -> None:
+        if self.path == "/stream":
+            self.answer(CHUNK, CHUNK)
+            return
+        self.send_response(200)
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.wfile.write(CHUNK)
+        with suppress(OSError):
+            self.connection.recv(1, socket.MSG_PEEK)
+        while True:
+            self.wfile.write(CHUNK)
+
+    def answer(self, *chunks: bytes) -> None:
+        self.send_response(200)
+        self.send_header("Content-Length", str(sum(map(len, chunks))))
+        self.end_headers()
+        for chunk in chunks:
+            self.wfile.write(chunk)
+
+
+class QuietServer(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # The abandoned response's failed write, which the test expects.
+        pass
+
+
+def test_http_server_learns_completion_and_the_body_bytes_the_handler_read() -> None:
+    fmt = Capture(BOTH)
+    HttpServerHandler.access_log = logged(fmt)
+    with QuietServer((LOOPBACK, 0), HttpServerHandler) as server:
+        serving = threading.Thread(target=server.serve_forever)
+        serving.start()
+        try:
+            connection = http.client.HTTPConnection(LOOPBACK, server.server_port)
+            # Two requests on one connection: each counts its own body, no header field.
+            for body in (b"a" * 3000, b"b" * 5):
+                connection.request("POST", "/upload", body=body)
+                assert connection.getresponse().read() == str(len(body)).encode()
+            connection.request("GET", "/stream")
+            assert connection.getresponse().read() == CHUNK * 2
+            connection.close()
+            abandon(server.server_port)
+            wait_until(lambda: HttpServerHandler.access_log.stats().submitted == 4)  # type: ignore[union-attr]
+        finally:
+            server.shutdown()
+            serving.join()
+            HttpServerHandler.access_log.close()
+    uploads, streamed, abandoned = fmt.records[:2], fmt.records[2], fmt.records[3]
+    assert [record.extras for record in uploads] == [
+        Extras(completed=True, bytes_received=3000), Extras(completed=True, bytes_received=5)
+    ]  # fmt: skip
+    assert streamed.extras == Extras(completed=True, bytes_received=0)
+    assert (abandoned.path, abandoned.status) == (b"/abandoned", 200)
+    assert abandoned.extras == Extras(completed=False, bytes_received=0)
+    assert abandoned.bytes_sent >= len(CHUNK)
+
+
+def test_http_server_reads_nothing_for_a_log_reading_neither() -> None:
+    fmt = Capture(frozenset({"route"}))
+    HttpServerHandler.access_log = logged(fmt)
+    with QuietServer((LOOPBACK, 0), HttpServerHandler) as server:
+        serving = threading.Thread(target=server.serve_forever)
+        serving.start()
+        try:
+            connection = http.client.HTTPConnection(LOOPBACK, server.server_port)
+            connection.request("POST", "/upload", body=b"abc")
+            assert connection.getresponse().read() == b"3"
+            connection.close()
+            wait_until(lambda: HttpServerHandler.access_log.stats().submitted == 1)  # type: ignore[union-attr]
+        finally:
+            server.shutdown()
+            serving.join()
+            HttpServerHandler.access_log.close()
+    [record] = fmt.records
+    assert record.extras is None
