@@ -289,16 +289,16 @@ def test_a_wsgi_log_reading_neither_keeps_the_c_path_and_the_servers_input() -> 
     from boundlog.wsgi import _Exchange
 
     body, given, server_input = wsgi_call(frozenset({"route", "trace"}))
-    assert type(body) is not _Exchange
+    assert not isinstance(body, _Exchange)
     assert given is server_input
 
 
 @pytest.mark.parametrize("reads", [frozenset({"completed"}), frozenset({"bytes_received"})])
 def test_a_wsgi_log_reading_either_takes_the_reference_path(reads: frozenset[str]) -> None:
-    from boundlog.wsgi import _Exchange
+    from boundlog.wsgi import _LearningExchange
 
     body, given, server_input = wsgi_call(reads)
-    assert type(body) is _Exchange
+    assert type(body) is _LearningExchange
     # Only a log that reads what the application read wraps its input.
     assert (given is server_input) == ("bytes_received" not in reads)
 

@@ -37,7 +37,10 @@ server, and raises the error for any request a server without lifespan sends it.
 With the C core (``_core``), ``AccessLogMiddleware(...)`` makes a
 ``_CompiledAccessLogMiddleware``, whose HTTP requests take the same path in C
 (csrc/asgi_*.c); this module stays its reference, and the C code calls back into it
-for everything rare.
+for everything rare.  The C path passes ``receive`` through untouched, so a log that
+reads ``bytes_received`` (the body bytes of the ``http.request`` messages the
+application received, counted by wrapping ``receive``) has every request take this
+module's path.
 """
 
 from __future__ import annotations

@@ -32,6 +32,13 @@ with an error naming the variable.  A subclass may override
 :meth:`Logger.log_options`, e.g. to pass ``keep``, or a ``format`` object (see
 :class:`~boundlog.Format`), which then replaces ``--access-logformat``.
 
+For a format that reads a record's extras, the logger learns the route the
+application left in the environ and whether the response completed: false when gunicorn
+logs it with an exception on its way through (its workers log from a ``finally`` once
+the response is done, so a write to a client that went away, or a body that raised, is
+in flight then).  The bytes of the request body it cannot see (None); the WSGI
+middleware counts them.
+
 ``--statsd-host`` (with ``--statsd-prefix`` and ``--dogstatsd-tags``) keeps gunicorn's
 statsd metrics, which gunicorn itself sends only under its default logger class: with a
 statsd host, gunicorn gets an instance of the logger class combined with its own

@@ -42,7 +42,7 @@ from ._extras import NO_EXTRAS, wsgi_learner
 from ._headers import environ_key
 from ._log import AccessLog
 from ._notes import NOTES, snapshot
-from ._record import Extras, Record
+from ._record import Record
 
 Environ = dict[str, Any]
 Headers = list[tuple[str, str]]
@@ -91,11 +91,13 @@ class AccessLogMiddleware:
         reads = self.log.reads_extras
         self._reads_completed = "completed" in reads
         self._counts_received = "bytes_received" in reads
-        # What only this module's exchange learns (the C path hands such logs here).
+        # What only this module's exchange learns (the C path hands such logs here): a
+        # class of its own keeps the tests off the other logs' path.
         self._learns_exchange = self._reads_completed or self._counts_received
+        self._exchange = _LearningExchange if self._learns_exchange else _Exchange
 
     def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
-        exchange = _Exchange(environ, start_response, self)
+        exchange = self._exchange(environ, start_response, self)
         try:
             body = self.app(environ, exchange.start_response)
         except BaseException:
@@ -110,9 +112,7 @@ class _Exchange:
 
     __slots__ = (
         "_closed",
-        "_completed",
         "_environ",
-        "_input",
         "_middleware",
         "_notes",
         "_notes_token",
@@ -136,12 +136,7 @@ class _Exchange:
         self._sent = 0
         self._response_headers: Sequence[tuple[str, str]] = ()
         self._closed = False
-        self._completed = False
         self.body: Iterable[bytes] = ()
-        self._input: _CountingInput | None = None
-        if middleware._counts_received and "wsgi.input" in environ:
-            # Before the application runs: what it reads, it reads through the wrapper.
-            self._input = environ["wsgi.input"] = _CountingInput(environ["wsgi.input"])
         # The request's notes (boundlog.add_fields), when the log reads them: set in
         # the request's thread before the application runs.
         notes_var = middleware._notes_var
@@ -172,7 +167,7 @@ class _Exchange:
 
     def __iter__(self) -> Iterator[bytes]:
         body = self.body
-        if (type(body) is list or type(body) is tuple) and not self._middleware._reads_completed:
+        if type(body) is list or type(body) is tuple:
             # Most applications return a list: the server then iterates it at C speed
             # instead of resuming a generator per chunk.  Its bytes are counted when the
             # server starts taking them, so a server that stops halfway through a
@@ -185,8 +180,6 @@ class _Exchange:
         for chunk in body:
             self._sent += len(chunk)
             yield chunk
-        # The server asked for the chunk after the last: it sent the whole body.
-        self._completed = True
 
     def close(self) -> None:
         if self._closed:
@@ -229,8 +222,6 @@ class _Exchange:
         # The application has run: what it left in the environ is there to learn.
         learn = self._middleware._extras
         extras = None if learn is None else learn(environ)
-        if self._middleware._learns_exchange:
-            extras = self._learnt(extras)
         record = None if _compiled_environ_record is None else _compiled_environ_record(
             Record, environ, received, duration, self._status, self._sent, headers,
             self._response_headers, bound, limit, notes, extras,
@@ -242,14 +233,40 @@ class _Exchange:
             )  # fmt: skip
         return record
 
-    def _learnt(self, extras: Extras | None) -> Extras:
-        # The extras only the exchange knows, for a log that reads them.
-        middleware = self._middleware
+
+class _LearningExchange(_Exchange):
+    """The exchange of a log that reads ``completed`` or ``bytes_received``, which only
+    the exchange sees: whether the server asked for the body's next chunk after the
+    last, and what the application read of ``wsgi.input``."""
+
+    __slots__ = ("_completed", "_input")
+
+    def __init__(
+        self, environ: Environ, start_response: StartResponse, middleware: AccessLogMiddleware
+    ) -> None:
+        super().__init__(environ, start_response, middleware)
+        self._completed = False
+        self._input: _CountingInput | None = None
+        if middleware._counts_received and "wsgi.input" in environ:
+            # Before the application runs: what it reads, it reads through the wrapper.
+            self._input = environ["wsgi.input"] = _CountingInput(environ["wsgi.input"])
+
+    def __iter__(self) -> Iterator[bytes]:
+        # A list chunk by chunk too: taking its last chunk is not the end of sending it.
+        return self._completing(self.body)
+
+    def _completing(self, body: Iterable[bytes]) -> Iterator[bytes]:
+        yield from self._counting(body)
+        # The server asked for the chunk after the last: it sent the whole body.
+        self._completed = True
+
+    def _record(self) -> Record:
+        record = super()._record()
         counted = self._input
-        return (extras or NO_EXTRAS)._replace(
-            completed=self._completed if middleware._reads_completed else None,
+        return record._replace(extras=(record.extras or NO_EXTRAS)._replace(
+            completed=self._completed if self._middleware._reads_completed else None,
             bytes_received=None if counted is None else counted.received,
-        )
+        ))  # fmt: skip
 
 
 class _CountingInput:
