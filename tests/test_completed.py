@@ -391,3 +391,24 @@ def test_http_server_reads_nothing_for_a_log_reading_neither() -> None:
             HttpServerHandler.access_log.close()
     [record] = fmt.records
     assert record.extras is None
+
+
+def test_http_server_counts_no_body_for_a_refused_request() -> None:
+    fmt = Capture(BOTH)
+    HttpServerHandler.access_log = logged(fmt)
+    with QuietServer((LOOPBACK, 0), HttpServerHandler) as server:
+        serving = threading.Thread(target=server.serve_forever)
+        serving.start()
+        try:
+            with socket.create_connection((LOOPBACK, server.server_port)) as connection:
+                connection.sendall(b"GET / HTTP/9.9\r\nContent-Length: 3\r\n\r\nabc")
+                # An error page, and the server closes the connection.
+                while connection.recv(65536):
+                    pass
+            wait_until(lambda: HttpServerHandler.access_log.stats().submitted == 1)  # type: ignore[union-attr]
+        finally:
+            server.shutdown()
+            serving.join()
+            HttpServerHandler.access_log.close()
+    [record] = fmt.records
+    assert (record.status, record.extras) == (505, Extras(completed=True, bytes_received=0))

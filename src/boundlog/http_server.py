@@ -54,7 +54,8 @@ class AccessLogMixin(BaseHTTPRequestHandler):
     wfile: _CountingWriter
     # Counting what the handler reads, for a log that reads bytes_received; else None.
     _counted: _CountingReader | None
-    # Where the request's body starts in what _counted counted.
+    # Where the request's body starts in what _counted counted; -1 until the request's
+    # header fields are read (a request line too long to read has no body read).
     _body_read_start: int
     _status: int
     # When the request was received, by the monotonic clock; 0.0 until then.
@@ -87,7 +88,7 @@ class AccessLogMixin(BaseHTTPRequestHandler):
         self._started = 0.0
         self._body_start = self.wfile.count
         self._response_headers = [] if log.reads_response_headers else None
-        self._body_read_start = 0
+        self._body_read_start = -1
         completed = False
         try:
             super().handle_one_request()
@@ -107,7 +108,8 @@ class AccessLogMixin(BaseHTTPRequestHandler):
         self._started = perf_counter()
         parsed = super().parse_request()
         if self._counted is not None:
-            # The header fields are read: what the handler reads next is the body.
+            # The header fields are read, or the request refused: what the handler reads
+            # next is the body.
             self._body_read_start = self._counted.count
         return parsed
 
@@ -115,10 +117,10 @@ class AccessLogMixin(BaseHTTPRequestHandler):
         reads = log.reads_extras
         if not reads & _LEARNED:
             return None
-        counted = self._counted
+        counted, start = self._counted, self._body_read_start
         return new_extras(Extras, (
             None, None, completed if "completed" in reads else None,
-            None if counted is None else counted.count - self._body_read_start, None, None,
+            None if counted is None else 0 if start < 0 else counted.count - start, None, None,
         ))  # fmt: skip
 
     def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
