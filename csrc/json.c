@@ -24,13 +24,13 @@
 /* The items of `texts` (json.h). */
 enum { BEFORE_TIME, BEFORE_CLIENT, BEFORE_METHOD, BEFORE_PATH, BEFORE_QUERY, BEFORE_PROTOCOL,
        BEFORE_STATUS, BEFORE_SENT, BEFORE_DURATION, LINE_END, BEFORE_ROUTE, BEFORE_TRACE_ID,
-       BEFORE_SPAN_ID, TEXTS };
+       BEFORE_SPAN_ID, BEFORE_COMPLETED, TEXTS };
 /* The first header fields of every line: referer, user_agent, request_id (json.h). */
 #define BUILT_IN_HEADER_FIELDS 3
 /* The items of `trace_header`. */
 enum { TRACE_HEADER_NAME, TRACE_HEADER_ENVIRON_KEY, TRACE_HEADER_ITEMS };
 /* The fields of a record's extras (_record.Extras) read here. */
-enum { EXTRAS_ROUTE, EXTRAS_TRACE, EXTRAS_FIELDS = 6 };
+enum { EXTRAS_ROUTE, EXTRAS_TRACE, EXTRAS_COMPLETED, EXTRAS_FIELDS = 6 };
 /* The items of each of `headers`. */
 enum { HEADER_TEXT, HEADER_RESPONSE, HEADER_NAME, HEADER_ENVIRON_KEY, HEADER_REDACTION,
        HEADER_ITEMS };
@@ -359,24 +359,26 @@ write_as_is(Buffer *buffer, const char *bytes, Py_ssize_t size)
     return buffer_write(buffer, bytes, size);
 }
 
-/* Appends a line's route, trace id and span id, each with the text before it, as
- * JsonFormat._extras_text does: 0, -1, or UNSUPPORTED for extras that are not a tuple
- * of Extras's size, a route that is not None or an exact str, or request headers the
- * traceparent lookup leaves. */
+/* Appends a line's route, trace id, span id and completion, each with the text before
+ * it, as JsonFormat._extras_text does: 0, -1, or UNSUPPORTED for extras that are not a
+ * tuple of Extras's size, a route that is not None or an exact str, a completion that
+ * is not None or a bool, or request headers the traceparent lookup leaves. */
 static int
 write_extras(Buffer *buffer, Buffer *scratch, PyObject *record, PyObject *texts,
              PyObject *trace_header)
 {
     PyObject *extras = PyTuple_GET_ITEM(record, EXTRAS);
-    PyObject *route = Py_None, *trace = Py_None;
+    PyObject *route = Py_None, *trace = Py_None, *completed = Py_None;
     if (extras != Py_None) {
         if (!PyTuple_Check(extras) || PyTuple_GET_SIZE(extras) != EXTRAS_FIELDS) {
             return UNSUPPORTED;
         }
         route = PyTuple_GET_ITEM(extras, EXTRAS_ROUTE);
         trace = PyTuple_GET_ITEM(extras, EXTRAS_TRACE);
+        completed = PyTuple_GET_ITEM(extras, EXTRAS_COMPLETED);
     }
-    if (route != Py_None && !PyUnicode_CheckExact(route)) {
+    if ((route != Py_None && !PyUnicode_CheckExact(route))
+        || (completed != Py_None && !PyBool_Check(completed))) {
         return UNSUPPORTED;
     }
     TraceIds ids;
@@ -397,16 +399,24 @@ write_extras(Buffer *buffer, Buffer *scratch, PyObject *record, PyObject *texts,
         || write_bytes_object(buffer, PyTuple_GET_ITEM(texts, BEFORE_TRACE_ID)) < 0) {
         return -1;
     }
+    int rc;
     if (!found) {
-        return BUFFER_LITERAL(buffer, "null") < 0
-               || write_bytes_object(buffer, PyTuple_GET_ITEM(texts, BEFORE_SPAN_ID)) < 0
-               || BUFFER_LITERAL(buffer, "null") < 0 ? -1 : 0;
+        rc = BUFFER_LITERAL(buffer, "null") < 0
+             || write_bytes_object(buffer, PyTuple_GET_ITEM(texts, BEFORE_SPAN_ID)) < 0
+             || BUFFER_LITERAL(buffer, "null") < 0 ? -1 : 0;
     }
-    return BUFFER_LITERAL(buffer, "\"") < 0 || buffer_write(buffer, ids.trace_id, 32) < 0
-           || BUFFER_LITERAL(buffer, "\"") < 0
-           || write_bytes_object(buffer, PyTuple_GET_ITEM(texts, BEFORE_SPAN_ID)) < 0
-           || BUFFER_LITERAL(buffer, "\"") < 0 || buffer_write(buffer, ids.span_id, 16) < 0
-           || BUFFER_LITERAL(buffer, "\"") < 0 ? -1 : 0;
+    else {
+        rc = BUFFER_LITERAL(buffer, "\"") < 0 || buffer_write(buffer, ids.trace_id, 32) < 0
+             || BUFFER_LITERAL(buffer, "\"") < 0
+             || write_bytes_object(buffer, PyTuple_GET_ITEM(texts, BEFORE_SPAN_ID)) < 0
+             || BUFFER_LITERAL(buffer, "\"") < 0 || buffer_write(buffer, ids.span_id, 16) < 0
+             || BUFFER_LITERAL(buffer, "\"") < 0 ? -1 : 0;
+    }
+    if (rc == 0) {
+        rc = write_bytes_object(buffer, PyTuple_GET_ITEM(texts, BEFORE_COMPLETED)) < 0
+             || write_note_value(buffer, completed) < 0 ? -1 : 0;
+    }
+    return rc;
 }
 
 static int
@@ -546,7 +556,7 @@ json_format_json(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t 
     }
     if (!check_arguments(args[2], args[3], args[5]) || !PyFrozenSet_CheckExact(args[4])) {
         PyErr_SetString(PyExc_TypeError,
-                        "format_json(): texts must be a tuple of 13 bytes, headers a tuple "
+                        "format_json(): texts must be a tuple of 14 bytes, headers a tuple "
                         "of (bytes, bool, bytes, str, bytes | None) tuples, taken a "
                         "frozenset and trace_header a (bytes, str) tuple");
         return NULL;

@@ -9,10 +9,10 @@
  *
  * `stamp_parts` is the format's Rfc3339Clock.parts: parts(second) gives a second's
  * stamp as the bytes before its milliseconds and after them.  `texts` are the line's
- * own text around the built-in fields, keys included: 13 bytes objects, before the
+ * own text around the built-in fields, keys included: 14 bytes objects, before the
  * time, client, method, path, query, protocol, status, bytes sent and duration, the
- * line's end, and before the route, trace id and span id.  `headers` are the header
- * fields, in order, the route and trace ids coming after the first three (the
+ * line's end, and before the route, trace id, span id and completion.  `headers` are the header
+ * fields, in order, the route, trace ids and completion coming after the first three (the
  * built-in referer, user_agent and request_id), each a tuple
  * (text before it, from the response (bool), lower-case name, WSGI environ key, JSON
  * string written for a present value instead of it (redaction) or None).  `taken` is

@@ -530,7 +530,8 @@ _REQUEST_LINE = re.compile(rb"(?P<method>[A-Z]+) (?P<target>[^ ]+) (?P<protocol>
 _PRINTABLE_ASCII = re.compile(rb"[\x20-\x7e]*")
 JSON_KEYS = [
     "time", "client", "method", "path", "query", "protocol", "status", "bytes_sent",
-    "duration_ms", "referer", "user_agent", "request_id",
+    "duration_ms", "referer", "user_agent", "request_id", "route", "trace_id", "span_id",
+    "completed",
 ]  # fmt: skip
 
 
@@ -622,6 +623,8 @@ def parse_json_line(line: bytes) -> tuple[LoggedExchange, float]:
     assert _PRINTABLE_ASCII.fullmatch(line), f"not printable ASCII: {line!r}"
     entry: dict[str, Any] = json.loads(line)
     assert list(entry) == JSON_KEYS, line
+    assert entry["route"] is None or type(entry["route"]) is str, line
+    assert entry["completed"] in (None, True, False), line
     assert type(entry["status"]) is int, line
     assert type(entry["bytes_sent"]) is int, line
     assert type(entry["duration_ms"]) is float, line

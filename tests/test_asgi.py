@@ -86,6 +86,7 @@ def test_a_complete_response_is_logged_with_its_bytes(tmp_path: Path) -> None:
         "route": None,
         "trace_id": None,
         "span_id": None,
+        "completed": True,
     }
 
 

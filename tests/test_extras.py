@@ -183,7 +183,7 @@ def test_an_extras_function_that_raises_fails_the_request_not_the_log(
     application's error would, and the log goes on."""
     failures = iter([LookupError("no span")])
 
-    def learner(reads: frozenset[str]) -> Any:
+    def learner(reads: frozenset[str], *context: Any) -> Any:
         def learn(scope: Any, completed: bool) -> Extras:
             for failure in failures:
                 raise failure
@@ -263,7 +263,7 @@ def test_a_wsgi_extras_function_that_raises_fails_the_close_not_the_log(
     body's own close would, and the next request is logged."""
     failures = iter([LookupError("no route")])
 
-    def wsgi_learner(reads: frozenset[str]) -> Any:
+    def wsgi_learner(reads: frozenset[str], *context: Any) -> Any:
         def learn(environ: Any) -> Extras:
             for failure in failures:
                 raise failure

@@ -36,7 +36,7 @@ LINE_PATTERNS = {"common": re.compile(COMMON), "combined": re.compile(COMBINED)}
 
 JSON_FIELDS = [
     "time", "client", "method", "path", "query", "protocol", "status", "bytes_sent",
-    "duration_ms", "referer", "user_agent", "request_id", "route", "trace_id", "span_id",
+    "duration_ms", "referer", "user_agent", "request_id", "route", "trace_id", "span_id", "completed",
 ]  # fmt: skip
 RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}(?:Z|[+-]\d{2}:\d{2})")
 
@@ -217,6 +217,7 @@ def check_json_line(line: bytes, record: Record, utc: bool) -> None:
         record.extras.trace if record.extras else None, request_header(record, b"traceparent")
     )
     assert (fields["trace_id"], fields["span_id"]) == (ids or (None, None))
+    assert fields["completed"] == (record.extras.completed if record.extras else None)
 
 
 @pytest.mark.parametrize("name", ["common", "combined"])
@@ -352,7 +353,7 @@ def test_json_example_line() -> None:
         b'{"time":"2023-11-15T03:43:20.250+05:30","client":"10.1.2.3","method":"POST",'
         b'"path":"/items","query":"page=2","protocol":"HTTP/1.1","status":201,"bytes_sent":0,'
         b'"duration_ms":500.000,"referer":null,"user_agent":null,"request_id":null,'
-        b'"route":null,"trace_id":null,"span_id":null}\n'
+        b'"route":null,"trace_id":null,"span_id":null,"completed":null}\n'
     )
 
 

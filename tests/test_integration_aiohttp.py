@@ -195,7 +195,7 @@ def test_plain_access_logger_writes_a_custom_template(tmp_path: Path) -> None:
 
 def test_unknown_directive_drops_connections_and_says_why(tmp_path: Path) -> None:
     """An aiohttp template boundlog cannot write refuses each connection with an error."""
-    environment = server_environment(tmp_path / "unused", "%a %t %{HOME}e", "0.01")
+    environment = server_environment(tmp_path / "unused", "%a %t %{HOME}Q", "0.01")
     with running_server(
         lambda port: [*aiohttp_command("plain"), str(port)],
         environment,
@@ -205,7 +205,7 @@ def test_unknown_directive_drops_connections_and_says_why(tmp_path: Path) -> Non
             httpx.get(server.base_url + "/bytes/5", timeout=CLIENT_TIMEOUT)
         assert server.stop() == 0, server.output()
         output = server.output()
-    assert "boundlog: unknown directive %{HOME}e at position 6" in output, output
+    assert "boundlog: unknown directive %{HOME}Q at position 6" in output, output
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from _records import make_record
-from boundlog import ConfigurationError, JsonFormat, Record, unescape
+from boundlog import ConfigurationError, Extras, JsonFormat, Record, unescape
 from boundlog._json import JSON_FIELDS
 
 # 1700000000.25 is 2023-11-14T22:13:20.250Z.
@@ -37,19 +37,19 @@ def line(fmt: JsonFormat, record: Record) -> str:
 @pytest.mark.parametrize(
     ("options", "tail"),
     [
-        ({}, ',"request_id":"req-7","route":null,"trace_id":null,"span_id":null}\n'),
+        ({}, ',"request_id":"req-7","route":null,"trace_id":null,"span_id":null,"completed":null}\n'),
         ({"request_headers": ["X-Forwarded-Proto", "Accept"]},
-         ',"request_id":"req-7","route":null,"trace_id":null,"span_id":null,"x_forwarded_proto":"https","accept":"text/html, */*"}\n'),
+         ',"request_id":"req-7","route":null,"trace_id":null,"span_id":null,"completed":null,"x_forwarded_proto":"https","accept":"text/html, */*"}\n'),
         ({"response_headers": ["content-type", "Content-Length"]},
-         ',"request_id":"req-7","route":null,"trace_id":null,"span_id":null,"response_content_type":"text/plain","response_content_length":null}\n'),
+         ',"request_id":"req-7","route":null,"trace_id":null,"span_id":null,"completed":null,"response_content_type":"text/plain","response_content_length":null}\n'),
         ({"request_headers": {"X-Forwarded-Proto": "scheme"}, "response_headers": {"Content-Type": "type"}},
-         ',"request_id":"req-7","route":null,"trace_id":null,"span_id":null,"scheme":"https","type":"text/plain"}\n'),
+         ',"request_id":"req-7","route":null,"trace_id":null,"span_id":null,"completed":null,"scheme":"https","type":"text/plain"}\n'),
         ({"request_headers": ["Cookie"], "response_headers": ["Set-Cookie"]},
-         ',"request_id":"req-7","route":null,"trace_id":null,"span_id":null,"cookie":"[redacted]","response_set_cookie":"[redacted]"}\n'),
+         ',"request_id":"req-7","route":null,"trace_id":null,"span_id":null,"completed":null,"cookie":"[redacted]","response_set_cookie":"[redacted]"}\n'),
         ({"request_headers": ["Cookie"], "response_headers": ["Set-Cookie"], "allow_headers": ["set-cookie"]},
-         ',"request_id":"req-7","route":null,"trace_id":null,"span_id":null,"cookie":"[redacted]","response_set_cookie":"a=1, b=2"}\n'),
+         ',"request_id":"req-7","route":null,"trace_id":null,"span_id":null,"completed":null,"cookie":"[redacted]","response_set_cookie":"a=1, b=2"}\n'),
         ({"request_headers": {"user-agent": "agent", "User-Agent": "agent_again"}},
-         ',"request_id":"req-7","route":null,"trace_id":null,"span_id":null,"agent":"test-agent/1.0","agent_again":"test-agent/1.0"}\n'),
+         ',"request_id":"req-7","route":null,"trace_id":null,"span_id":null,"completed":null,"agent":"test-agent/1.0","agent_again":"test-agent/1.0"}\n'),
     ],
 )  # fmt: skip
 def test_added_header_fields(options: dict[str, Any], tail: str) -> None:
@@ -191,5 +191,58 @@ def test_keys_are_escaped(key: str, duration: float) -> None:
 )  # fmt: skip
 def test_bad_options_name_what_is_wrong(options: dict[str, Any], message: str) -> None:
     """An unknown field, a shared key or a malformed option is a ConfigurationError that says which."""
+    with pytest.raises(ConfigurationError, match=message):
+        JsonFormat(**options)
+
+
+def test_optional_extras_and_server_variables_follow_the_built_in_fields() -> None:
+    """``extras=`` adds bytes_received and close_code, ``environ=`` server variables
+    (keyed by name or by the mapping), null when a record has none; the log then learns
+    them."""
+    fmt = JsonFormat(
+        extras=["close_code", "bytes_received"], environ={"REMOTE_USER": "user", "tenant": "t"}
+    )
+    assert fmt.reads_extras == {
+        "route",
+        "trace",
+        "completed",
+        "bytes_received",
+        "close_code",
+        "environ",
+    }
+    assert fmt.environ_names == {"REMOTE_USER", "tenant"}
+    extras = Extras(completed=False, bytes_received=12, close_code=1001, environ={"tenant": 7})
+    lines = [
+        json.loads(line)
+        for line in fmt.format_batch([make_record(extras=extras), make_record()]).splitlines()
+    ]
+    keys = list(lines[0])
+    assert keys[keys.index("completed") :] == [
+        "completed",
+        "bytes_received",
+        "close_code",
+        "user",
+        "t",
+    ]
+    assert [list(line.values())[-5:] for line in lines] == [
+        [False, 12, 1001, None, 7],
+        [None, None, None, None, None],
+    ]
+    assert JsonFormat().reads_extras == {"route", "trace", "completed"}
+    assert JsonFormat().environ_names == frozenset()
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"extras": ["route"]}, "extras names unknown field"),
+        ({"extras": "close_code"}, "extras must name fields"),
+        ({"environ": "REMOTE_USER"}, "environ must name server variables"),
+        ({"environ": {"REMOTE_USER": ""}}, "must be a non-empty string key"),
+        ({"environ": ["status"]}, "cannot share a key"),
+        ({"extras": ["close_code"], "rename": {"status": "close_code"}}, "cannot share a key"),
+    ],
+)
+def test_optional_fields_are_checked(options: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigurationError, match=message):
         JsonFormat(**options)

@@ -12,6 +12,7 @@ import io
 import json
 import logging
 import os
+import re
 import threading
 import time
 import uuid
@@ -19,14 +20,18 @@ from collections.abc import Iterator
 
 import pytest
 import structlog
+from gunicorn.config import Config  # type: ignore[import-untyped]
 from pythonjsonlogger.json import JsonFormatter
 from uvicorn.logging import AccessFormatter
 
 from boundlog import AccessLog, ConfigurationError, LoggingSink, Record, Template
 from boundlog._environment import options_from_environment
 from boundlog._logging import ATTRIBUTES, GUNICORN_DEFAULT
+from boundlog.gunicorn import Logger as GunicornLogger
 
 START = 1_700_000_000.25
+# Part of the combined line of record(), the message of the "line" shape.
+LINE_MESSAGE = '"GET /items/7?page=2 HTTP/1.1" 200 512'
 
 
 class Collector(logging.Handler):
@@ -301,6 +306,63 @@ def test_logging_name_is_a_sink_spec_and_a_variable(
         from_variable.submit(record(404))
     assert [item.http_status for item in handler.records] == [200, 404]  # type: ignore[attr-defined]
     assert repr(from_variable) == f"<AccessLog logging:{logger.name} policy=drop closed>"
+
+
+@pytest.mark.parametrize(
+    ("query", "level", "shape", "msg"),
+    [
+        ("", "INFO", "line", LINE_MESSAGE),
+        ("?message=uvicorn", "INFO", "uvicorn", '%s - "%s %s HTTP/%s" %d'),
+        ("?message=gunicorn&level=WARNING", "WARNING", "gunicorn", GUNICORN_DEFAULT),
+        ("?level=debug&message=line", "DEBUG", "line", LINE_MESSAGE),
+        ("?level=30", "WARNING", "line", LINE_MESSAGE),
+    ],
+)
+def test_a_spec_chooses_the_message_and_level_after_the_name(
+    logger: logging.Logger, query: str, level: str, shape: str, msg: str
+) -> None:
+    logger.setLevel(logging.DEBUG)
+    handler = collected(logger)
+    with AccessLog(f"logging:{logger.name}{query}", flush_interval=3600) as log:
+        log.submit(record())
+        sink = log._sink
+    assert repr(sink) == f"<LoggingSink {logger.name} {level} {shape}>"
+    assert [logging.getLevelName(item.levelno) for item in handler.records] == [level]
+    assert msg in handler.records[0].msg
+
+
+@pytest.mark.parametrize(
+    ("spec", "error"),
+    [
+        ("logging:a?mesage=uvicorn", "unknown option 'mesage' (did you mean message?): after"),
+        ("logging:a?format=json", "unknown option 'format': after the logger name come"),
+        ("logging:a?", "unknown option ''"),
+        ("logging:a?message=nginx", "unknown message 'nginx': choose one of uvicorn, gunicorn"),
+        ("logging:a?message=", "message= has no value, e.g. logging:app.access?message=uvicorn"),
+        ("logging:a?level", "level= has no value"),
+        ("logging:a?level=LOUD", "level must be a logging level"),
+        ("logging:a?message=line&message=uvicorn", "message= is given twice"),
+        ("logging:?message=line", "LoggingSink needs a logger name, not ''"),
+    ],
+)
+def test_a_bad_spec_is_refused_naming_it(spec: str, error: str) -> None:
+    with pytest.raises(ConfigurationError, match=re.escape(f"sink {spec!r}: {error}")):
+        AccessLog(spec)
+    # Checked when the variable is read, before any log is built.
+    with pytest.raises(ConfigurationError, match=re.escape(f"BOUNDLOG_SINK={spec!r}: {error}")):
+        options_from_environment({"BOUNDLOG_SINK": spec})
+
+
+def test_gunicorns_access_logfile_takes_a_spec(logger: logging.Logger) -> None:
+    handler = collected(logger)
+    cfg = Config()
+    cfg.set("accesslog", f"logging:{logger.name}?message=gunicorn&level=WARNING")
+    log = GunicornLogger(cfg).boundlog
+    assert log is not None
+    log.submit(record())
+    log.close()
+    assert repr(log._sink) == f"<LoggingSink {logger.name} WARNING gunicorn>"
+    assert handler.records[0].msg == GUNICORN_DEFAULT
 
 
 @pytest.mark.parametrize("spec", ["logging:", "logging:  "])

@@ -24,6 +24,7 @@ from _records import CapturingFormat, make_record
 from _strategies import NOTE_NAMES, NOTE_VALUES, Unprintable
 from boundlog import AccessLog, JsonFormat, Record, Template, add_fields, unescape
 from boundlog._errors import ConfigurationError
+from boundlog._json import JSON_FIELDS
 from boundlog._notes import NOTES
 from boundlog._record import NOTES as NOTES_INDEX
 from boundlog.asgi import AccessLogMiddleware as AsgiMiddleware
@@ -39,7 +40,7 @@ def json_line(fmt: JsonFormat, notes: Any) -> dict[str, Any]:
 
 
 def notes_of(fmt: JsonFormat, notes: Any) -> list[tuple[str, Any]]:
-    return list(json_line(fmt, notes).items())[12:]
+    return list(json_line(fmt, notes).items())[len(JSON_FIELDS) :]
 
 
 # -- the record -----------------------------------------------------------------------
@@ -165,7 +166,7 @@ def test_the_asgi_middleware_sets_notes_only_for_a_log_that_reads_them(
         assert [notes for _, notes in seen] == [{}, {}]
         assert seen[0][0] != seen[1][0]
         lines = (tmp_path / "access.log").read_bytes().splitlines()
-        assert [list(json.loads(line).items())[12:] for line in lines] == [
+        assert [list(json.loads(line).items())[len(JSON_FIELDS) :] for line in lines] == [
             [("thread", 1), ("task", True)]
         ] * 2
 
@@ -224,8 +225,8 @@ def test_a_context_without_a_request_sees_none(tmp_path: Any) -> None:
 def test_json_writes_notes_after_the_built_in_keys_in_order() -> None:
     fmt = JsonFormat()
     line = json_line(fmt, {"user": "ada", "tenant": 7})
-    assert list(line)[:12] == list(json_line(fmt, None))
-    assert list(line.items())[12:] == [("user", "ada"), ("tenant", 7)]
+    assert list(line)[: len(JSON_FIELDS)] == list(json_line(fmt, None))
+    assert list(line.items())[len(JSON_FIELDS) :] == [("user", "ada"), ("tenant", 7)]
 
 
 def test_a_note_never_hides_a_field_nor_another_note() -> None:
@@ -236,8 +237,8 @@ def test_a_note_never_hides_a_field_nor_another_note() -> None:
     line = json_line(fmt, notes)
     assert line["code"] == 200
     assert line["status"] == 1
-    # 13 keys before the notes: the built-in ones and the X-Tenant header field's.
-    assert list(line.items())[13:] == [
+    # The built-in keys and the X-Tenant header field's come before the notes.
+    assert list(line.items())[len(JSON_FIELDS) + 1 :] == [
         ("status", 1), ("app.code", 2), ("app.x_tenant", 3), ("app.app.code", 4),
         ("app.time", 5),
     ]  # fmt: skip
@@ -281,7 +282,7 @@ def test_any_notes_make_one_strict_json_object(notes: dict[str, Any]) -> None:
         raise AssertionError(f"{constant} is not JSON")
 
     line = json.loads(data, parse_constant=strict)
-    written = list(line)[12:]
+    written = list(line)[len(JSON_FIELDS) :]
     assert len(written) == len(notes)
     # Each name comes back (escaped by the module's rule), after none or more "app.".
     for name, key in zip(notes, written, strict=True):
@@ -318,5 +319,5 @@ def test_a_note_is_escaped_as_a_header_field_is() -> None:
 
 
 def test_a_note_needs_a_name() -> None:
-    with pytest.raises(ConfigurationError, match="a note needs a name"):
+    with pytest.raises(ConfigurationError, match="it needs a name"):
         Template("%{}n")

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from _records import make_record
 from _servers import CLIENT_TIMEOUT, read_log_lines, running_server, stop_gracefully
-from boundlog import ConfigurationError, Record, Template
+from boundlog import ConfigurationError, Extras, Record, Template
 from boundlog._escape import unescape
 from boundlog._formats import ApacheFormat, make_format
 from test_formats import CLEAN_RECORDS, RAW, RECORDS, SETTINGS, lines_of, text_bytes
@@ -206,8 +206,9 @@ def test_hostile_bytes_never_break_a_line_or_a_field_and_unescape_back(
         ("%h %{User-Agent", "an unterminated %{ at position 3"),
         ("%h %(h", "an unterminated %( at position 3"),
         ("%h 100%", "a lone % ends the template (write %% for a percent sign) at position 6"),
-        ("%{HOME}e", "unknown directive %{HOME}e at position 0"),
-        ("%({home}e)s", "unknown atom %({home}e)s at position 0"),
+        ("%{}e", "%{}e (it needs a name: %{REMOTE_USER}e) at position 0"),
+        ("%({}n)s", "%{}n (it needs a name: %{user}n) at position 0"),
+        ("%{color}x", "%{color}x (a record's extras are route, trace_id, span_id"),
         ("%{X Y}i", "'X Y' is not a header field name"),
         ("%{end:%H}t", "%{end:%H}t (records hold when a request was received: use begin:)"),
         ("%<s", "unknown directive %< at position 0"),
@@ -303,3 +304,79 @@ def test_gunicorn_atoms_are_written_as_gunicorn_writes_them(tmp_path: Path) -> N
     assert lines["boundlog.gunicorn.Logger"] == lines["gunicorn.glogging.Logger"]
     users = {line.split(b" ")[2] for line in lines["boundlog.gunicorn.Logger"]}
     assert users == {b"alice", b"bob", b"carol", b"-"}
+
+
+TRACEPARENT = b"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
+
+def test_extras_directives_write_what_the_record_learnt() -> None:
+    """%{route}x, %{trace_id}x, %{span_id}x, %{completed}x, %{bytes_received}x (and
+    Apache's %I), %{close_code}x, and server variables %{NAME}e or %({NAME}e)s: ``-``
+    where unknown; the template says what it reads, so that integrations learn it."""
+    template = Template(
+        "%U %{route}x %{trace_id}x %{span_id}x %{completed}x %I %{close_code}x "
+        "%{REMOTE_USER}e %({tenant}e)s %({user}n)s"
+    )
+    assert template.reads_extras == {
+        "route", "trace", "completed", "bytes_received", "close_code", "environ",
+    }  # fmt: skip
+    assert template.environ_names == {"REMOTE_USER", "tenant"}
+    assert template.reads_notes
+    assert template.request_header_names == {b"traceparent"}
+    learnt = Extras(
+        route="/items/{id}", trace=(1, 2), completed=True, bytes_received=5, close_code=1001,
+        environ={"REMOTE_USER": "ada", "tenant": 7},
+    )  # fmt: skip
+    records = [
+        make_record(extras=learnt, notes={"user": "x"}),
+        make_record(
+            request_headers=[(b"traceparent", TRACEPARENT)], extras=Extras(completed=False)
+        ),
+        make_record(),
+    ]
+    assert template.format_batch(records).decode().splitlines() == [
+        f"/hello /items/{{id}} {'0' * 31}1 {'0' * 15}2 true 5 1001 ada 7 x",
+        "/hello - 4bf92f3577b34da6a3ce929d0e0e4736 00f067aa0ba902b7 false - - - - -",
+        "/hello - - - - - - - - -",
+    ]
+
+
+def test_a_route_or_variable_from_the_application_is_escaped() -> None:
+    hostile = 'a"b\nc\x00'
+    template = Template("%{route}x %{v}e")
+    line = template.format_batch(
+        [make_record(extras=Extras(route=hostile, environ={"v": hostile}))]
+    )
+    assert line.count(b"\n") == 1
+    assert line.endswith(b"\n")
+    assert [unescape(field) for field in line[:-1].split(b" ")] == [hostile.encode()] * 2
+
+
+@pytest.mark.parametrize(
+    ("completed", "protocol", "asked", "answered", "status"),
+    [
+        (False, "HTTP/1.1", None, None, "X"),
+        (True, "HTTP/1.1", None, None, "+"),
+        (True, "HTTP/1.1", b"close", None, "-"),
+        (True, "HTTP/1.1", None, "Close", "-"),
+        (True, "HTTP/1.1", b"keep-alive, Upgrade", None, "+"),
+        (True, "HTTP/1.0", None, None, "-"),
+        (True, "HTTP/1.0", b"Keep-Alive", None, "+"),
+        (True, "HTTP/2", None, None, "+"),
+        (None, "HTTP/1.1", None, None, "-"),
+    ],
+)
+def test_connection_status_is_apaches_percent_x(
+    completed: bool | None, protocol: str, asked: bytes | None, answered: Any, status: str
+) -> None:
+    """X: aborted before the response completed; +: the connection may stay open; -: it
+    closes, or nobody said whether the response completed."""
+    template = Template("%X")
+    assert template.reads_extras == {"completed"}
+    record = make_record(
+        protocol=protocol,
+        request_headers=[] if asked is None else [(b"connection", asked)],
+        response_headers=[] if answered is None else [("Connection", answered)],
+        extras=None if completed is None else Extras(completed=completed),
+    )
+    assert template.format_batch([record]) == status.encode() + b"\n"

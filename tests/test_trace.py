@@ -92,6 +92,7 @@ def test_json_lines_show_the_route_and_the_ids_of_either_source() -> None:
         "route",
         "trace_id",
         "span_id",
+        "completed",
         "accept",
     ]
     assert [(line["route"], line["trace_id"], line["span_id"]) for line in lines] == [

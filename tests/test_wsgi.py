@@ -86,6 +86,7 @@ def test_a_response_is_logged_once_with_its_fields(tmp_path: Path) -> None:
         "route": None,
         "trace_id": None,
         "span_id": None,
+        "completed": True,
     }
 
 

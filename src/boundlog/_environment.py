@@ -34,6 +34,8 @@ from ._log import (
     MAX_FLUSH_INTERVAL,
     AccessLog,
 )
+from ._logging import SCHEME as LOGGING_SCHEME
+from ._logging import parse_spec
 from ._options import (
     check_variable_names,
     list_in_environment,
@@ -140,7 +142,13 @@ def _sink(variable: str, text: str) -> str:
             f"{variable} is empty: name the sink, e.g. {variable}=/var/log/app/access.log "
             f"or {variable}=stdout"
         )
-    return text.strip()
+    spec = text.strip()
+    if spec.startswith(LOGGING_SCHEME):
+        try:
+            parse_spec(spec)
+        except ConfigurationError as error:
+            raise ConfigurationError(f"{variable}={text!r}: {error}") from None
+    return spec
 
 
 def _format(variable: str, text: str) -> str:

@@ -40,7 +40,7 @@ from ._core import format_json as _format_json
 from ._errors import ConfigurationError
 from ._headers import REDACTED, HeaderReader, environ_key, header_name, header_names
 from ._notes import note_text
-from ._record import ROUTE, TRACE, Extras, Notes, Record
+from ._record import COMPLETED, ENVIRON, ROUTE, TRACE, Extras, Notes, Record
 from ._timestamps import Rfc3339Clock
 from ._trace import trace_ids
 
@@ -153,7 +153,10 @@ _RECORD_FIELDS = (
     "duration_ms",
 )  # fmt: skip
 _HEADER_FIELDS = ("referer", "user_agent", "request_id")
-_EXTRAS_FIELDS = ("route", "trace_id", "span_id")
+_EXTRAS_FIELDS = ("route", "trace_id", "span_id", "completed")
+#: The fields of a record's extras a JSON line shows when asked (``extras=``), after
+#: the built-in ones: learning them costs each request something more.
+OPTIONAL_EXTRAS = ("bytes_received", "close_code")
 #: The built-in fields of a JSON line, by their default keys.
 JSON_FIELDS = _RECORD_FIELDS + _HEADER_FIELDS + _EXTRAS_FIELDS
 _BUILT_IN_HEADERS = ("referer", "user-agent", "x-request-id")
@@ -172,15 +175,14 @@ class JsonFormat:
     """
 
     __slots__ = (
-        "_before_extras", "_clock", "_header_fields", "_keys", "_layout", "_method", "_numbers",
-        "_protocol", "_request", "_request_added", "_response", "_response_added", "_texts",
-        "_trace_header", "_traceparent",
+        "_before_extras", "_clock", "_environ", "_header_fields", "_keys", "_layout", "_method",
+        "_numbers", "_optional", "_protocol", "_request", "_request_added", "_response",
+        "_response_added", "_texts", "_trace_header", "_traceparent", "environ_names",
+        "reads_extras",
     )  # fmt: skip
 
-    #: JSON lines show a record's notes (``boundlog.add_fields``), its route and the
-    #: ids of its request's span.
+    #: JSON lines show a record's notes (``boundlog.add_fields``).
     reads_notes = True
-    reads_extras: frozenset[str] = frozenset({"route", "trace"})
 
     def __init__(
         self,
@@ -190,19 +192,43 @@ class JsonFormat:
         response_headers: Iterable[str] | Mapping[str, str] = (),
         rename: Mapping[str, str] | None = None,
         allow_headers: Iterable[str] = (),
+        extras: Iterable[str] = (),
+        environ: Iterable[str] | Mapping[str, str] = (),
     ) -> None:
+        optional = _optional_extras(extras)
         keys = _built_in_keys(rename or {})
         request_added = _header_keys("request_headers", request_headers, prefix="")
         response_added = _header_keys("response_headers", response_headers, prefix="response_")
+        environ_added = _environ_keys(environ)
         _check_unique_keys(
             [(key, f"field {field}") for field, key in keys.items()]
+            + [(field, f"extra {field}") for field in optional]
+            + [(key, f"variable {name}") for name, key in environ_added]
             + [(key, f"request header {name}") for name, key in request_added]
             + [(key, f"response header {name}") for name, key in response_added]
         )
         # Every key a line writes before the notes: a note of one of these names is
         # written prefixed (see _notes_text).
         self._keys = frozenset(
-            [*keys.values(), *(key for _, key in request_added + response_added)]
+            [
+                *keys.values(), *optional, *(key for _, key in environ_added),
+                *(key for _, key in request_added + response_added),
+            ]
+        )  # fmt: skip
+        #: What lines show of a record's extras: its route, the ids of its request's
+        #: span, whether it completed, and what ``extras`` and ``environ`` ask for.
+        self.reads_extras = frozenset(
+            {"route", "trace", "completed", *optional, *(["environ"] if environ_added else [])}
+        )
+        #: The server variables lines show (``environ``).
+        self.environ_names = frozenset(name for name, _ in environ_added)
+        # The optional fields, each with the text before it: (",\"key\":", extras index)
+        # and (",\"key\":", variable name).
+        self._optional = tuple(
+            (f",{encode_basestring_ascii(field)}:", _EXTRAS_INDEX[field]) for field in optional
+        )
+        self._environ = tuple(
+            (f",{encode_basestring_ascii(key)}:", name) for name, key in environ_added
         )
         allow = header_names("allow_headers", allow_headers)
         # The built-in header fields are the request reader's first columns, the
@@ -285,7 +311,8 @@ class JsonFormat:
         return frozenset(self._response.names)
 
     def format_batch(self, records: Sequence[Record]) -> bytes:
-        if _format_json is not None:
+        # The C core writes no optional field yet: lines with them are Python's.
+        if _format_json is not None and not self._optional and not self._environ:
             # The C core gives the same bytes, or None for a batch it leaves to Python.
             data = _format_json(
                 records,
@@ -336,15 +363,25 @@ class JsonFormat:
         ]
 
     def _extras_text(self, extras: Extras | None, traceparent: bytes | str | None) -> str:
-        """The route, trace id and span id of a line, each with the text before it."""
-        before_route, before_trace_id, before_span_id = self._before_extras
+        """The route, trace id, span id and completion of a line, then the optional
+        fields, each with the text before it."""
+        before_route, before_trace_id, before_span_id, before_completed = self._before_extras
         route = None if extras is None else extras[ROUTE]
         ids = trace_ids(None if extras is None else extras[TRACE], traceparent)
-        return "".join((
+        completed = None if extras is None else extras[COMPLETED]
+        parts = [
             before_route, _json_text(route) if type(route) is str else _json_scalar(route),
             before_trace_id, "null" if ids is None else f'"{ids[0]}"',
             before_span_id, "null" if ids is None else f'"{ids[1]}"',
-        ))  # fmt: skip
+            before_completed, _json_scalar(completed),
+        ]  # fmt: skip
+        for before, index in self._optional:
+            parts += before, _json_scalar(None if extras is None else extras[index])
+        if self._environ:
+            values = None if extras is None else extras[ENVIRON]
+            for before, name in self._environ:
+                parts += before, _json_scalar(values.get(name) if values else None)
+        return "".join(parts)
 
     def _notes_text(self, notes: Notes) -> str:
         """The end of a line: its notes (``notes_json``), then ``}``."""
@@ -386,6 +423,40 @@ def _json_scalar(value: object) -> str:
     text = note_text(value)
     # An int is its digits, unless too long to write.
     return text if isinstance(value, int) and text[:1] != "<" else _json_text(text)
+
+
+_EXTRAS_INDEX = {field: index for index, field in enumerate(Extras._fields)}
+
+
+def _optional_extras(extras: Iterable[str]) -> list[str]:
+    """The optional fields ``extras`` asks for, checked, in the order of OPTIONAL_EXTRAS."""
+    if isinstance(extras, str) or not all(isinstance(field, str) for field in extras):
+        raise ConfigurationError(
+            f"extras must name fields among {', '.join(OPTIONAL_EXTRAS)}, e.g. "
+            f"extras=['bytes_received'], not {extras!r}"
+        )
+    asked = set(extras)
+    unknown = sorted(asked - set(OPTIONAL_EXTRAS))
+    if unknown:
+        raise ConfigurationError(
+            f"extras names unknown field(s) {', '.join(map(repr, unknown))}: a JSON line "
+            f"may add {', '.join(OPTIONAL_EXTRAS)}"
+        )
+    return [field for field in OPTIONAL_EXTRAS if field in asked]
+
+
+def _environ_keys(environ: Iterable[str] | Mapping[str, str]) -> list[tuple[str, str]]:
+    """The ``(variable, key)`` pairs ``environ`` asks for: a variable's own name as its
+    key, or the mapping's."""
+    if isinstance(environ, str):
+        raise ConfigurationError(
+            f"environ must name server variables, e.g. environ=['REMOTE_USER'], not {environ!r}"
+        )
+    pairs = list(environ.items()) if isinstance(environ, Mapping) else [(n, n) for n in environ]
+    for name, key in pairs:
+        _check_key("environ", name)
+        _check_key(f"environ[{name!r}]", key)
+    return pairs
 
 
 def _built_in_keys(rename: Mapping[str, str]) -> dict[str, str]:

@@ -27,6 +27,12 @@ The message has the shape the target logger's formatters expect:
   as the only arg, as ``glogging.Logger.access`` logs.
 * ``"line"`` (any other logger): the line the log's format makes, without args.
 
+Where only a string names the sink (``BOUNDLOG_SINK``, gunicorn's ``--access-logfile``),
+the options follow the name as a URL's query does: ``logging:app.access?message=uvicorn``
+or ``logging:app.access?message=line&level=WARNING``.  ``?`` cannot be part of a logger
+name there (``LoggingSink(name)`` takes any), and every option is checked as the
+keyword is, so that a misspelt one fails at startup instead of being ignored.
+
 Whatever the shape, the record's fields are attributes of the ``LogRecord`` too
 (:data:`ATTRIBUTES`, all ``http_``-prefixed, so none clashes with ``LogRecord``'s own),
 for formatters that write attributes (python-json-logger, structlog).
@@ -46,6 +52,7 @@ of as many of the batch's first messages as records were written.
 
 from __future__ import annotations
 
+import difflib
 import functools
 import logging
 import os
@@ -65,6 +72,10 @@ from ._templates import _user
 
 #: The scheme of ``sink="logging:NAME"``.
 SCHEME = "logging:"
+
+#: What may follow a logger name after ``?`` in a spec: LoggingSink's options.
+SPEC_OPTIONS = ("message", "level")
+_SPEC_EXAMPLE = "logging:app.access?message=uvicorn"
 
 #: The shapes of message, by name (see the module docstring).
 SHAPES = ("uvicorn", "gunicorn", "line")
@@ -90,8 +101,9 @@ class LoggingSink(Pathless):
     """A sink that hands each record to ``logging.getLogger(logger_name)``, at ``level``.
 
     ``sink="logging:NAME"`` (and ``BOUNDLOG_SINK=logging:NAME``) makes one with the
-    defaults.  ``message`` chooses the shape of the ``LogRecord``'s msg and args:
-    ``"uvicorn"``, ``"gunicorn"`` or ``"line"``; by default ``uvicorn`` for the
+    defaults, ``"logging:NAME?message=SHAPE&level=LEVEL"`` with those.  ``message``
+    chooses the shape of the ``LogRecord``'s msg and args: ``"uvicorn"``,
+    ``"gunicorn"`` or ``"line"``; by default ``uvicorn`` for the
     ``uvicorn.access`` logger, ``gunicorn`` for ``gunicorn.access``, ``line`` for any
     other.  One sink serves one log.
     """
@@ -102,20 +114,8 @@ class LoggingSink(Pathless):
     def __init__(
         self, logger_name: str, level: int | str = logging.INFO, *, message: str | None = None
     ) -> None:
-        if not isinstance(logger_name, str) or not logger_name.strip():
-            raise ConfigurationError(
-                f"LoggingSink needs a logger name, not {logger_name!r}: e.g. "
-                "LoggingSink('uvicorn.access') or sink='logging:uvicorn.access'"
-            )
+        self.level, self.shape = _checked(logger_name, level, message)
         self.logger = logging.getLogger(logger_name)
-        self.level = _level(level)
-        if message is None:
-            message = _SHAPE_OF_LOGGER.get(logger_name, "line")
-        if message not in SHAPES:
-            raise ConfigurationError(
-                f"unknown message {message!r}: choose one of {', '.join(SHAPES)}"
-            )
-        self.shape = message
         self.name = SCHEME + logger_name
         self.delivered = 0
         self.stopped = False
@@ -126,8 +126,12 @@ class LoggingSink(Pathless):
 
     @classmethod
     def from_spec(cls, spec: str) -> LoggingSink:
-        """The sink ``"logging:NAME"`` names."""
-        return cls(spec.removeprefix(SCHEME))
+        """The sink ``"logging:NAME"``, or ``"logging:NAME?message=SHAPE&level=LEVEL"``, names."""
+        try:
+            name, options = parse_spec(spec)
+            return cls(name, **options)
+        except ConfigurationError as error:
+            raise ConfigurationError(f"sink {spec!r}: {error}") from None
 
     def messages(self, fmt: Format) -> Format:
         """The format step of a log writing to this sink; ``fmt`` is the log's format."""
@@ -213,6 +217,46 @@ class LoggingSink(Pathless):
 
     def __repr__(self) -> str:
         return f"<LoggingSink {self.logger.name} {logging.getLevelName(self.level)} {self.shape}>"
+
+
+def parse_spec(spec: str) -> tuple[str, dict[str, Any]]:
+    """The logger name and the options of ``"logging:NAME?message=SHAPE&level=LEVEL"``.
+
+    Raises the ConfigurationError a LoggingSink of them would, without making one.
+    """
+    name, query_mark, query = spec.removeprefix(SCHEME).partition("?")
+    options: dict[str, Any] = {}
+    for pair in query.split("&") if query_mark else ():
+        option, _, value = pair.partition("=")
+        if option not in SPEC_OPTIONS:
+            close = difflib.get_close_matches(option, SPEC_OPTIONS, n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            raise ConfigurationError(
+                f"unknown option {option!r}{hint}: after the logger name come "
+                f"message=SHAPE and level=LEVEL, e.g. {_SPEC_EXAMPLE}"
+            )
+        if option in options:
+            raise ConfigurationError(f"{option}= is given twice: give it once")
+        if not value:
+            raise ConfigurationError(f"{option}= has no value, e.g. {_SPEC_EXAMPLE}")
+        # A level by number is a number, as logging's own configuration reads it.
+        options[option] = int(value) if option == "level" and value.isdigit() else value
+    _checked(name, options.get("level", logging.INFO), options.get("message"))
+    return name, options
+
+
+def _checked(logger_name: object, level: object, message: object) -> tuple[int, str]:
+    """A LoggingSink's level and shape, or the ConfigurationError its arguments deserve."""
+    if not isinstance(logger_name, str) or not logger_name.strip():
+        raise ConfigurationError(
+            f"LoggingSink needs a logger name, not {logger_name!r}: e.g. "
+            "LoggingSink('uvicorn.access') or sink='logging:uvicorn.access'"
+        )
+    if message is None:
+        message = _SHAPE_OF_LOGGER.get(logger_name, "line")
+    if message not in SHAPES:
+        raise ConfigurationError(f"unknown message {message!r}: choose one of {', '.join(SHAPES)}")
+    return _level(level), str(message)
 
 
 class _Messages:

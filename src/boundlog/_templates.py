@@ -53,8 +53,9 @@ from ._escape import PLAIN as _PLAIN
 from ._escape import escape, escape_unquoted
 from ._headers import REDACTED, HeaderReader, environ_key, header_name, header_names
 from ._notes import note_text
-from ._record import Notes, Record
+from ._record import COMPLETED, ENVIRON, TRACE, Extras, Notes, Record
 from ._timestamps import _MICROSECONDS, ClfClock, StrftimeClock
+from ._trace import trace_ids
 
 _AUTHORIZATION = "authorization"
 
@@ -68,9 +69,25 @@ _APACHE = {
     "a": "client", "h": "client", "l": "-", "u": "user", "t": "clf-time", "r": "request",
     "m": "method", "U": "path", "q": "?query", "H": "protocol", "s": "status",
     ">s": "status", "b": "bytes-or-dash", "B": "bytes", "D": "microseconds",
-    "T": "seconds", "Tf": "seconds.fraction", "P": "pid",
+    "T": "seconds", "Tf": "seconds.fraction", "P": "pid", "X": "connection-status",
+    "I": "bytes-received",
 }  # fmt: skip
-_APACHE_BRACED = {"i": "request-header", "o": "response-header", "t": "time", "n": "note"}
+_APACHE_BRACED = {
+    "i": "request-header", "o": "response-header", "t": "time", "n": "note", "e": "environ",
+    "x": "extra",
+}  # fmt: skip
+# The fields of a record's extras %{NAME}x shows, by name, and the Extras field each
+# reads (trace_id and span_id: the trace, else the traceparent header).
+_EXTRAS_DIRECTIVES = {
+    "route": "route", "trace_id": "trace", "span_id": "trace", "completed": "completed",
+    "bytes_received": "bytes_received", "close_code": "close_code",
+}  # fmt: skip
+# The kinds of field whose values come from a record's extras, by the field each reads.
+_EXTRAS_KINDS = {"connection-status": "completed", "bytes-received": "bytes_received"}
+# The kinds of field the C core has no op for (see Template.format_batch).
+_PYTHON_KINDS = frozenset({"note", "environ", "extra", *_EXTRAS_KINDS})
+_TRACEPARENT = "traceparent"
+_CONNECTION = "connection"
 # gunicorn's atoms, with gunicorn's meanings (its a is the User-Agent, its q has no ?).
 _GUNICORN: dict[str, str | tuple[str, str]] = {
     "h": "client", "l": "-", "u": "user", "t": "clf-time", "r": "request", "m": "method",
@@ -79,7 +96,9 @@ _GUNICORN: dict[str, str | tuple[str, str]] = {
     "a": ("request-header", "user-agent"), "T": "seconds", "M": "milliseconds",
     "D": "microseconds", "L": "seconds.fraction", "p": "<pid>",
 }  # fmt: skip
-_GUNICORN_BRACED = {"i": "request-header", "o": "response-header"}
+_GUNICORN_BRACED = {
+    "i": "request-header", "o": "response-header", "e": "environ", "n": "note",
+}  # fmt: skip
 # Apache's %{...}t names for the time since the epoch; begin: (the default) is the only
 # prefix, because a record knows when its request was received.
 _EPOCH_UNITS = {
@@ -89,9 +108,10 @@ _EPOCH_UNITS = {
 
 SUPPORTED = (
     "Apache directives %% %a %b %B %D %h %H %l %m %P %q %r %s %>s %t %{format}t %T %Tf "
-    "%u %U %{Header}i %{Header}o %{name}n, and gunicorn atoms %(a)s %(b)s %(B)s %(D)s %(f)s %(h)s "
-    "%(H)s %(l)s %(L)s %(m)s %(M)s %(p)s %(q)s %(r)s %(s)s %(t)s %(T)s %(u)s %(U)s "
-    "%({header}i)s %({header}o)s"
+    "%u %U %X %I %{Header}i %{Header}o %{name}n %{NAME}e %{route}x %{trace_id}x %{span_id}x "
+    "%{completed}x %{bytes_received}x %{close_code}x, and gunicorn atoms %(a)s %(b)s %(B)s "
+    "%(D)s %(f)s %(h)s %(H)s %(l)s %(L)s %(m)s %(M)s %(p)s %(q)s %(r)s %(s)s %(t)s %(T)s "
+    "%(u)s %(U)s %({header}i)s %({header}o)s %({NAME}e)s %({name}n)s"
 )
 
 
@@ -125,8 +145,9 @@ class Template:
     """
 
     __slots__ = (
-        "_client_controlled", "_fields", "_layout", "_ops", "_reads_clients",
-        "_request_reader", "_response_reader", "_shape", "reads_extras", "reads_notes", "template",
+        "_client_controlled", "_fields", "_layout", "_ops", "_python_only", "_reads_clients",
+        "_request_reader", "_response_reader", "_shape", "environ_names", "reads_extras",
+        "reads_notes", "template",
     )  # fmt: skip
 
     def __init__(
@@ -150,6 +171,20 @@ class Template:
         if reads_user:
             # The user name is in the Authorization field: read whole, never logged whole.
             request_names.append(_AUTHORIZATION)
+        extras = {
+            _EXTRAS_DIRECTIVES[argument] if kind == "extra" else _EXTRAS_KINDS[kind]
+            for kind, argument in directives
+            if kind == "extra" or kind in _EXTRAS_KINDS
+        }
+        if any(
+            kind == "extra" and argument in ("trace_id", "span_id") for kind, argument in directives
+        ):
+            # The trace ids of a record without a span's are its traceparent header's.
+            request_names.append(_TRACEPARENT)
+        if ("connection-status", "") in directives:
+            # Whether the connection stays open after the response (%X).
+            request_names.append(_CONNECTION)
+            response_names.append(_CONNECTION)
         self._request_reader = (
             HeaderReader(request_names, allow=allow_headers + ((_AUTHORIZATION,) * reads_user))
             if request_names
@@ -172,7 +207,7 @@ class Template:
             if isinstance(token, tuple):
                 field = build(*token, prefix, suffix)
                 self._fields.append(field)
-                if token[0] != "note":
+                if token[0] not in _PYTHON_KINDS:
                     ops.extend(build.ops(*token, prefix, suffix, field))
             else:
                 ops.append(_text_op(token))
@@ -184,10 +219,14 @@ class Template:
         self._client_controlled = any(field.client_controlled for field in self._fields)
         self._reads_clients = ("client", "") in directives
         #: Whether lines show a record's notes (``%{name}n``, ``boundlog.add_fields``).
-        #: The C core has no op for them: such a template is formatted in Python.
         self.reads_notes = any(kind == "note" for kind, _ in directives)
+        #: The server variables lines show (``%{NAME}e``).
+        self.environ_names = frozenset(name for kind, name in directives if kind == "environ")
         #: The fields of a record's extras lines show.
-        self.reads_extras: frozenset[str] = frozenset()
+        self.reads_extras = frozenset(extras | ({"environ"} if self.environ_names else set()))
+        # The C core has no op for notes, extras or variables: a template that shows
+        # any is formatted in Python.
+        self._python_only = any(kind in _PYTHON_KINDS for kind, _ in directives)
 
     def __repr__(self) -> str:
         return f"Template({self.template!r})"
@@ -206,7 +245,7 @@ class Template:
 
     def format_batch(self, records: Sequence[Record]) -> bytes:
         """Return one ``\\n``-terminated line per record, in order."""
-        if _format_template is not None and not self.reads_notes:
+        if _format_template is not None and not self._python_only:
             # The C core gives the same bytes, or None for a batch it leaves to Python.
             # The pid is read per batch: it changes in a forked child.
             data = _format_template(records, self._ops, os.getpid())
@@ -327,6 +366,8 @@ def _gunicorn_atom(template: str, percent: int) -> tuple[tuple[str, str], int]:
     )
     if header_kind is None:
         raise _unsupported(template, percent, f"unknown atom %({name})s")
+    if header_kind in ("environ", "note"):
+        return (header_kind, _named(template, percent, name[1:-2], name[-1])), close + 2
     return (header_kind, _header(template, percent, name[1:-2])), close + 2
 
 
@@ -340,9 +381,15 @@ def _braced_directive(template: str, percent: int) -> tuple[tuple[str, str], int
     if kind is None:
         raise _unsupported(template, percent, f"unknown directive %{{{argument}}}{letter}")
     end = close + 2
-    if kind == "note":
-        if not argument:
-            raise _unsupported(template, percent, "%{}n (a note needs a name: %{user}n)")
+    if kind in ("note", "environ"):
+        return (kind, _named(template, percent, argument, letter)), end
+    if kind == "extra":
+        if argument not in _EXTRAS_DIRECTIVES:
+            raise _unsupported(
+                template,
+                percent,
+                f"%{{{argument}}}x (a record's extras are {', '.join(_EXTRAS_DIRECTIVES)})",
+            )
         return (kind, argument), end
     if kind != "time":
         return (kind, _header(template, percent, argument)), end
@@ -360,6 +407,14 @@ def _braced_directive(template: str, percent: int) -> tuple[tuple[str, str], int
     except ValueError as error:
         raise _unsupported(template, percent, f"%{{{argument}}}t ({error})") from None
     return (kind, argument), end
+
+
+def _named(template: str, percent: int, name: str, letter: str) -> str:
+    """The name of a note or a server variable, which must not be empty."""
+    if not name:
+        example = "%{user}n" if letter == "n" else "%{REMOTE_USER}e"
+        raise _unsupported(template, percent, f"%{{}}{letter} (it needs a name: {example})")
+    return name
 
 
 def _header(template: str, percent: int, name: str) -> str:
@@ -561,6 +616,33 @@ class _FieldBuilder:
             return self._header(kind, argument)
         if kind == "note":
             return _ClientControlled(lambda batch: _note_column(batch.notes, argument))
+        if kind == "environ":
+            return _ClientControlled(lambda batch: _environ_column(batch.extras, argument))
+        if kind == "extra" and argument in ("trace_id", "span_id"):
+            header = self._request_names.index(header_name(_TRACEPARENT))
+            which = 0 if argument == "trace_id" else 1
+            return _Field(
+                lambda batch: _trace_column(batch.extras, batch.request_fields[header], which)
+            )
+        if kind in ("extra", "bytes-received"):
+            position = Extras._fields.index(
+                _EXTRAS_DIRECTIVES[argument] if kind == "extra" else "bytes_received"
+            )
+            return _ClientControlled(lambda batch: _extra_column(batch.extras, position))
+        if kind == "connection-status":
+            request = self._request_names.index(header_name(_CONNECTION))
+            response = self._response_names.index(header_name(_CONNECTION))
+            return _Field(
+                lambda batch: list(
+                    map(
+                        _connection_status,
+                        batch.extras,
+                        batch.protocols,
+                        batch.request_fields[request],
+                        batch.response_fields[response],
+                    )
+                )
+            )
         if kind == "user":
             index = self._request_names.index(_AUTHORIZATION.encode())
             return each(lambda batch: batch.request_fields[index], _user)
@@ -669,6 +751,64 @@ def _note_column(notes: Sequence[Notes], name: str) -> list[bytes]:
     return [
         _DASH if not note or name not in note else _text(note_text(note[name])) for note in notes
     ]
+
+
+def _environ_column(extras: Sequence[Extras | None], name: str) -> list[bytes]:
+    """The server variable ``name`` of each record (``note_text``), ``-`` where none."""
+    column = []
+    for extra in extras:
+        values = None if extra is None else extra[ENVIRON]
+        column.append(_DASH if not values or name not in values else _text(note_text(values[name])))
+    return column
+
+
+def _extra_column(extras: Sequence[Extras | None], position: int) -> list[bytes]:
+    """A field of each record's extras (``note_text``: ``true``/``false`` for a bool),
+    ``-`` where unknown."""
+    return [_DASH if extra is None else _text(note_text(extra[position])) for extra in extras]
+
+
+def _trace_column(
+    extras: Sequence[Extras | None], traceparents: Sequence[Any], which: int
+) -> list[bytes]:
+    """Each record's trace id (``which`` 0) or span id (1), ``-`` without (see _trace)."""
+    column = []
+    for extra, traceparent in zip(extras, traceparents, strict=True):
+        ids = trace_ids(None if extra is None else extra[TRACE], traceparent)
+        column.append(_DASH if ids is None else ids[which].encode("ascii"))
+    return column
+
+
+# What %X writes: Apache's connection status.
+_ABORTED = b"X"
+_KEPT_ALIVE = b"+"
+_CLOSED = b"-"
+
+
+def _connection_status(
+    extras: Extras | None, protocol: str | None, request: Any, response: Any
+) -> bytes:
+    """Apache's ``%X``: ``X`` when the response did not complete, ``+`` when the
+    connection may stay open after it, ``-`` when it closes, or when nobody knows
+    whether the response completed (an integration that does not say)."""
+    completed = None if extras is None else extras[COMPLETED]
+    if completed is False:
+        return _ABORTED
+    if completed is not True:
+        return _CLOSED
+    # HTTP/1.1 keeps a connection open unless either side says close; HTTP/1.0 closes
+    # it unless the client asks to keep it (RFC 9112 9.3); HTTP/2 and 3 multiplex.
+    tokens = {
+        token.strip().lower()
+        for value in (request, response)
+        if value is not None
+        for token in (value.decode("latin-1") if isinstance(value, bytes) else value).split(",")
+    }
+    if "close" in tokens:
+        return _CLOSED
+    if protocol == "HTTP/1.0" and "keep-alive" not in tokens:
+        return _CLOSED
+    return _KEPT_ALIVE
 
 
 def _escaped_text(value: str) -> bytes:

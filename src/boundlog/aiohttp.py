@@ -34,9 +34,10 @@ from aiohttp.abc import AbstractAccessLogger
 from ._budget import RecordBudget
 from ._environment import log_for_middleware
 from ._errors import ConfigurationError
+from ._extras import environ_reader
 from ._formats import FORMATS
 from ._log import AccessLog
-from ._record import Record, new_record
+from ._record import Extras, Record, new_extras, new_record
 
 # aiohttp's default template, '%a %t "%r" %s %b "%{Referer}i" "%{User-Agent}i"', is the
 # combined format without its ident and user fields.
@@ -53,7 +54,7 @@ class AccessLogger(AbstractAccessLogger):
     Used as it is, it logs to stdout; :func:`access_logger` makes a configured subclass.
     """
 
-    __slots__ = ("_budget", "_keeps_response_headers", "_submit")
+    __slots__ = ("_budget", "_keeps_response_headers", "_read_environ", "_submit")
 
     #: The log of a class made by :func:`access_logger`; None for this class itself.
     access_log: ClassVar[AccessLog | None] = None
@@ -77,10 +78,26 @@ class AccessLogger(AbstractAccessLogger):
         self._submit = log.submit
         self._keeps_response_headers = log.reads_response_headers
         self._budget = log.record_budget
+        # The server variables the log's format names (%{NAME}e) are the request's
+        # own items (request["name"], aiohttp's place for a handler's data): the only
+        # extras learnt here.  None for a log that names none.
+        self._read_environ = (
+            environ_reader(log.environ_names, self._budget.limit)
+            if "environ" in log.reads_extras
+            else None
+        )
 
     def log(self, request: web.BaseRequest, response: web.StreamResponse, time: float) -> None:
         """Submit one record; ``time`` is how long aiohttp took to answer, in seconds."""
-        self._submit(_record(request, response, time, self._keeps_response_headers, self._budget))
+        read = self._read_environ
+        extras = (
+            None
+            if read is None
+            else new_extras(Extras, (None, None, None, None, None, read(request)))
+        )
+        self._submit(
+            _record(request, response, time, self._keeps_response_headers, self._budget, extras)
+        )
 
 
 def access_logger(
@@ -131,6 +148,7 @@ def _record(
     duration: float,
     keeps_response_headers: bool,
     budget: RecordBudget,
+    extras: Extras | None = None,
 ) -> Record:
     # aiohttp decodes the request line and headers as UTF-8 with surrogateescape:
     # encoding them back the same way recovers the bytes the client sent.
@@ -147,7 +165,7 @@ def _record(
         time() - duration, duration, request.remote, request.method, path, query,
         f"HTTP/{version.major}.{version.minor}", response.status,
         _body_bytes(request, response), headers,
-        response.headers if keeps_response_headers else (), None, None,
+        response.headers if keeps_response_headers else (), None, extras,
     ))  # fmt: skip
 
 

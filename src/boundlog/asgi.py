@@ -114,7 +114,7 @@ class AccessLogMiddleware:
         self._notes_var = NOTES if self.log.reads_notes else None
         # What the log's format reads of a record's extras, learnt when the response
         # ends (see _extras); None for a log that reads none.
-        self._extras = learner(self.log.reads_extras)
+        self._extras = learner(self.log.reads_extras, self.log.environ_names, self._budget.limit)
         self._logs_websockets = self.log.websockets
         # Learning a close code means watching every message the application receives.
         self._reads_close_code = "close_code" in self.log.reads_extras

@@ -12,8 +12,9 @@ its ``%(u)s`` shows the Basic-auth user as gunicorn's does, where ``combined`` w
 ``-``), is compiled as a :class:`~boundlog.Template` of gunicorn's atoms, ``%(h)s``,
 ``%({x-request-id}i)s`` and the rest, with gunicorn's meanings; unlike gunicorn,
 boundlog escapes what the client sent, and writes ``%(b)s`` as ``-`` for an empty body,
-as Apache does.  An atom boundlog does not know (or ``{name}e``) stops gunicorn at
-startup with an error naming it.
+as Apache does.  ``%({name}e)s`` is the environ's variable, read when the response
+ends (so a view may set it), ``%({name}n)s`` a field the application added.  An atom
+boundlog does not know stops gunicorn at startup with an error naming it.
 
 The queue and policy come from the environment (or gunicorn's ``--env``/``raw_env``):
 ``BOUNDLOG_POLICY`` (``drop`` or ``wait``), ``BOUNDLOG_MAX_QUEUE``, ``BOUNDLOG_BATCH_SIZE``,
@@ -132,10 +133,13 @@ class Logger(GunicornLogger):  # type: ignore[misc]
                     self.access_log.removeHandler(handler)
                     handler.close()
             replaced, self.boundlog = self.boundlog, self._open(cfg)
-        self._extras = None if self.boundlog is None else wsgi_learner(self.boundlog.reads_extras)
-        self._reads_completed = (
-            self.boundlog is not None and "completed" in self.boundlog.reads_extras
+        log = self.boundlog
+        self._extras = (
+            None
+            if log is None
+            else wsgi_learner(log.reads_extras, log.environ_names, log.record_budget.limit)
         )
+        self._reads_completed = log is not None and "completed" in log.reads_extras
         if replaced is not None:
             replaced.close()
 

@@ -87,7 +87,9 @@ class AccessLogMiddleware:
         self._notes_var = NOTES if self.log.reads_notes else None
         # What the log's format reads of a record's extras, learnt from the environ when
         # the response ends (see _extras); None for a log that reads none.
-        self._extras = wsgi_learner(self.log.reads_extras)
+        self._extras = wsgi_learner(
+            self.log.reads_extras, self.log.environ_names, self._budget.limit
+        )
         reads = self.log.reads_extras
         self._reads_completed = "completed" in reads
         self._counts_received = "bytes_received" in reads
