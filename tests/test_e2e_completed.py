@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.apps.exchange_fields import CHUNK, STREAM_CHUNKS
+from tests.apps.exchange_fields import CHUNK, COMPLETED_ONLY, STREAM_CHUNKS
 
 from _servers import (
     CLIENT_TIMEOUT,
@@ -80,8 +80,9 @@ def abandon(port: int) -> None:
 
 
 def check_records(by_path: Records, bytes_received: bool) -> None:
-    """What the middleware (or gunicorn's logger, which counts no request body:
-    ``bytes_received`` false) learnt of each exchange."""
+    """What the middleware or gunicorn's logger learnt of each exchange; with
+    ``bytes_received`` false, a log that counts no request body (gunicorn's logger, a
+    log reading ``completed`` only)."""
     [streamed] = by_path["/stream"]
     assert streamed["completed"] is True, streamed
     assert streamed["bytes_sent"] == len(CHUNK) * STREAM_CHUNKS
@@ -99,27 +100,33 @@ def check_records(by_path: Records, bytes_received: bool) -> None:
 
 
 @CORES
-def test_uvicorn_tells_an_abandoned_response_from_a_finished_one(tmp_path: Path, core: str) -> None:
+@pytest.mark.parametrize("log_format", ["both", COMPLETED_ONLY])
+def test_uvicorn_tells_an_abandoned_response_from_a_finished_one(
+    tmp_path: Path, core: str, log_format: str
+) -> None:
+    """A log reading ``completed`` only keeps the C request path."""
     log_path = tmp_path / "access.log"
-    environment = {**server_environment(log_path, "combined", "0.01"), **core_environment(core)}
+    environment = {**server_environment(log_path, log_format, "0.01"), **core_environment(core)}
     command = lambda port: uvicorn_app_command(port, "tests.apps.exchange_asgi:app")  # noqa: E731
     with running_server(command, environment, tmp_path / "uvicorn.out") as server:
         send_requests(server.port)
         stop_gracefully(server, UVICORN_CLEAN_EXITS)
     by_path = logged(log_path)
-    check_records(by_path, bytes_received=True)
+    check_records(by_path, bytes_received=log_format != COMPLETED_ONLY)
     # The application noticed the client leaving after its first chunk, and sent no more.
     assert by_path["/abandoned"][0]["bytes_sent"] == len(CHUNK)
 
 
 @CORES
+@pytest.mark.parametrize("log_format", ["both", COMPLETED_ONLY])
 def test_gunicorn_tells_an_abandoned_response_from_a_finished_one(
-    tmp_path: Path, core: str
+    tmp_path: Path, core: str, log_format: str
 ) -> None:
-    """Under gunicorn's sync worker, through the WSGI middleware and gunicorn's logger."""
+    """Under gunicorn's sync worker, through the WSGI middleware and gunicorn's logger;
+    a log reading ``completed`` only keeps the C request path."""
     log_path = tmp_path / "access.log"
     gunicorn_log = tmp_path / "gunicorn.log"
-    environment = {**server_environment(log_path, "combined", "0.01"), **core_environment(core)}
+    environment = {**server_environment(log_path, log_format, "0.01"), **core_environment(core)}
 
     def command(port: int) -> list[str]:
         return [
@@ -132,5 +139,5 @@ def test_gunicorn_tells_an_abandoned_response_from_a_finished_one(
     with running_server(command, environment, tmp_path / "gunicorn.out") as server:
         send_requests(server.port)
         stop_gracefully(server)
-    check_records(logged(log_path), bytes_received=True)
+    check_records(logged(log_path), bytes_received=log_format != COMPLETED_ONLY)
     check_records(logged(gunicorn_log), bytes_received=False)

@@ -14,11 +14,10 @@ The server variables a format names (``%{NAME}e``, ``AccessLog.environ_names``) 
 copied out, name by name, into a dict of their own (``Extras.environ``): a record never
 keeps the environ or scope they come from (see ``wsgi._Exchange._record``).
 
-What only the exchange itself shows is learnt by the integration, not here: the bytes of
-the request body the application received (ASGI, WSGI) and whether a WSGI body was
-sent to its end.  Learning those means wrapping ``receive`` or ``wsgi.input`` and the
-body, which the C request paths do not do: a log reading them takes the pure-Python
-path, and the integration fills them in (``NO_EXTRAS._replace``).
+The bytes of the request body the application received (ASGI, WSGI) are learnt by the
+integration, not here: counting them means wrapping ``receive`` or ``wsgi.input``,
+which the C request paths do not do, so a log reading them takes the pure-Python path,
+and the integration fills them in (``NO_EXTRAS._replace``).
 """
 
 from __future__ import annotations
@@ -34,8 +33,9 @@ from ._routes import asgi_route, environ_route
 #: whose response did or did not complete.
 Learn = Callable[[Mapping[str, Any], bool], Extras]
 
-#: ``learn(environ)``: the extras of the exchange a WSGI environ describes.
-WsgiLearn = Callable[[Mapping[str, Any]], Extras]
+#: ``learn(environ, completed)``: the extras of the exchange a WSGI environ describes,
+#: whose response did or did not complete.
+WsgiLearn = Callable[[Mapping[str, Any], bool], Extras]
 
 #: ``read(variables)``: the values of the variables a format names that ``variables``
 #: holds (a WSGI environ, an ASGI scope, an aiohttp request), by name.
@@ -94,12 +94,14 @@ def wsgi_learner(
     """
     reads_route = "route" in reads
     read_environ = environ_reader(environ_names, limit) if "environ" in reads else None
-    if not reads_route and read_environ is None:
+    reads_completed = "completed" in reads
+    if not reads_route and read_environ is None and not reads_completed:
         return None
 
-    def learn(environ: Mapping[str, Any]) -> Extras:
+    def learn(environ: Mapping[str, Any], completed: bool) -> Extras:
         return new_extras(Extras, (
-            environ_route(environ) if reads_route else None, None, None, None, None,
+            environ_route(environ) if reads_route else None, None,
+            completed if reads_completed else None, None, None,
             read_environ(environ) if read_environ is not None else None,
         ))  # fmt: skip
 

@@ -70,7 +70,7 @@ from ._environ import compiled as _compiled_environ_record
 from ._environ import environ_record
 from ._environment import options_from_environment
 from ._errors import AccessLogError, ConfigurationError
-from ._extras import NO_EXTRAS, WsgiLearn, wsgi_learner
+from ._extras import WsgiLearn, wsgi_learner
 from ._formats import FORMATS
 from ._log import (
     AccessLog,
@@ -104,8 +104,6 @@ class Logger(GunicornLogger):  # type: ignore[misc]
     #: What that log's format reads of a record's extras, learnt from the environ
     #: (see _extras); None for a log that reads none.
     _extras: WsgiLearn | None = None
-    #: Whether that log reads whether the response completed.
-    _reads_completed = False
 
     def __new__(cls, cfg: Any) -> Logger:
         """The logger gunicorn asks for, with its statsd metrics when ``--statsd-host`` is set.
@@ -139,7 +137,6 @@ class Logger(GunicornLogger):  # type: ignore[misc]
             if log is None
             else wsgi_learner(log.reads_extras, log.environ_names, log.record_budget.limit)
         )
-        self._reads_completed = log is not None and "completed" in log.reads_extras
         if replaced is not None:
             replaced.close()
 
@@ -218,13 +215,11 @@ class Logger(GunicornLogger):  # type: ignore[misc]
         # gunicorn logs once the response is sent: the application's environ holds what
         # it left there (the route, see _routes).
         learn = self._extras
-        extras = None if learn is None else learn(environ)
-        if self._reads_completed:
-            # Every worker logs from a ``finally`` (or, for an error page, an
-            # ``except``) once the response is done: an exception on its way through
-            # then (a write to a client that went away, the body raising, the
-            # application failing) means the response did not complete.
-            extras = (extras or NO_EXTRAS)._replace(completed=sys.exception() is None)
+        # Every worker logs from a ``finally`` (or, for an error page, an ``except``)
+        # once the response is done: an exception on its way through then (a write to a
+        # client that went away, the body raising, the application failing) means the
+        # response did not complete.
+        extras = None if learn is None else learn(environ, sys.exception() is None)
         record = None if _compiled_environ_record is None else _compiled_environ_record(
             Record, environ, received, duration, status, sent, request_headers,
             response_headers, budget.bounded, budget.limit, None, extras,

@@ -10,10 +10,11 @@ the exception propagates unchanged.
 
 For a log that reads them, a record's extras say whether the response completed (the
 server took the body's last chunk and asked for more: it stopped early when the client
-went away or a write failed, or the application raised) and how many bytes of the
-request body the application read from ``wsgi.input``, which the middleware then wraps;
-a list or tuple body is then iterated chunk by chunk too, and its bytes counted as the
-server takes them.  The C path learns neither: those logs take this module's.
+went away or a write failed, or the application raised), for which a list or tuple
+body is iterated chunk by chunk too, its bytes counted as the server takes them; and
+how many bytes of the request body the application read from ``wsgi.input``, which the
+middleware then wraps.  The C path learns the first, not the second: a log reading
+``bytes_received`` takes this module's path.
 
 Under ``policy="wait"`` a full queue blocks the request's own thread in ``close()``,
 which is what a threaded server's backpressure looks like; other requests keep going.
@@ -92,11 +93,12 @@ class AccessLogMiddleware:
         )
         reads = self.log.reads_extras
         self._reads_completed = "completed" in reads
+        # Only this module's path counts the request body's bytes (the C one hands such
+        # logs here).
         self._counts_received = "bytes_received" in reads
-        # What only this module's exchange learns (the C path hands such logs here): a
-        # class of its own keeps the tests off the other logs' path.
-        self._learns_exchange = self._reads_completed or self._counts_received
-        self._exchange = _LearningExchange if self._learns_exchange else _Exchange
+        # A class of its own keeps the work of learning off the other logs' path.
+        learns = self._reads_completed or self._counts_received
+        self._exchange = _LearningExchange if learns else _Exchange
 
     def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
         exchange = self._exchange(environ, start_response, self)
@@ -114,6 +116,7 @@ class _Exchange:
 
     __slots__ = (
         "_closed",
+        "_completed",
         "_environ",
         "_middleware",
         "_notes",
@@ -138,6 +141,9 @@ class _Exchange:
         self._sent = 0
         self._response_headers: Sequence[tuple[str, str]] = ()
         self._closed = False
+        # Whether the server asked past the body's last chunk, for a log that reads it
+        # (_LearningExchange).
+        self._completed = False
         self.body: Iterable[bytes] = ()
         # The request's notes (boundlog.add_fields), when the log reads them: set in
         # the request's thread before the application runs.
@@ -223,7 +229,7 @@ class _Exchange:
         notes = snapshot(self._notes)
         # The application has run: what it left in the environ is there to learn.
         learn = self._middleware._extras
-        extras = None if learn is None else learn(environ)
+        extras = None if learn is None else learn(environ, self._completed)
         record = None if _compiled_environ_record is None else _compiled_environ_record(
             Record, environ, received, duration, self._status, self._sent, headers,
             self._response_headers, bound, limit, notes, extras,
@@ -241,13 +247,12 @@ class _LearningExchange(_Exchange):
     the exchange sees: whether the server asked for the body's next chunk after the
     last, and what the application read of ``wsgi.input``."""
 
-    __slots__ = ("_completed", "_input")
+    __slots__ = ("_input",)
 
     def __init__(
         self, environ: Environ, start_response: StartResponse, middleware: AccessLogMiddleware
     ) -> None:
         super().__init__(environ, start_response, middleware)
-        self._completed = False
         self._input: _CountingInput | None = None
         if middleware._counts_received and "wsgi.input" in environ:
             # Before the application runs: what it reads, it reads through the wrapper.
@@ -265,10 +270,10 @@ class _LearningExchange(_Exchange):
     def _record(self) -> Record:
         record = super()._record()
         counted = self._input
-        return record._replace(extras=(record.extras or NO_EXTRAS)._replace(
-            completed=self._completed if self._middleware._reads_completed else None,
-            bytes_received=None if counted is None else counted.received,
-        ))  # fmt: skip
+        if counted is None:
+            return record
+        extras = (record.extras or NO_EXTRAS)._replace(bytes_received=counted.received)
+        return record._replace(extras=extras)
 
 
 class _CountingInput:
@@ -361,5 +366,6 @@ if _core.wsgi_middleware is not None:
                 # The C code measures picked fields against the budget; a whole environ
                 # is measured by bounded_environ (limit -1), as in _Exchange._record.
                 limit=-1 if picked is None else self._budget.limit,
-                reference_only=self._learns_exchange,
+                reads_completed=self._reads_completed,
+                reference_only=self._counts_received,
             )

@@ -15,18 +15,30 @@ Routes, under both applications:
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Sequence
 
 from boundlog import Record
 
+from . import FORMAT_VARIABLE
+
 CHUNK = b"x" * 1000
 STREAM_CHUNKS = 5
+# The format name (TESTAPP_FORMAT) of a log that reads ``completed`` only, which keeps
+# the C request paths.
+COMPLETED_ONLY = "completed-only"
 
 
 class ExchangeFieldsFormat:
-    """One JSON object a record: what tests/test_completed.py checks."""
+    """One JSON object a record: what tests/test_completed.py checks; the log reads
+    ``completed`` only when TESTAPP_FORMAT says ``completed-only``."""
 
-    reads_extras = frozenset({"completed", "bytes_received"})
+    def __init__(self) -> None:
+        self.reads_extras = (
+            frozenset({"completed"})
+            if os.environ.get(FORMAT_VARIABLE) == COMPLETED_ONLY
+            else frozenset({"completed", "bytes_received"})
+        )
 
     def format_batch(self, records: Sequence[Record]) -> bytes:
         return b"".join(
