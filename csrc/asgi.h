@@ -52,6 +52,10 @@ typedef struct {
     PyObject *keeps_response_headers; /* bool */
     PyObject *notes;          /* _notes.NOTES when the log reads notes, else None */
     PyObject *extras;         /* (scope, completed) -> Extras when the log reads extras, else None */
+    PyObject *request_scope;  /* (scope) -> (scope, id) when the middleware gives request
+                               * ids, else None (_request_id.RequestIds.asgi_scope) */
+    PyObject *request_start;  /* (message, id) -> message, the start message with the id
+                               * (RequestIds.asgi_start), else None */
     PyTypeObject *exchange_type;
     PyTypeObject *capture_type;
     Py_ssize_t budget_limit;
@@ -70,6 +74,7 @@ typedef struct {
     PyObject *status;    /* NULL until the start message: 0 */
     PyObject *sent_object; /* what pathsend set bytes_sent to (any int), or NULL */
     PyObject *notes;       /* the request's notes (a dict) when the log reads them */
+    PyObject *request_id;  /* the request's id when the middleware gives ids, else NULL */
     Py_ssize_t sent;       /* body bytes counted, added to sent_object if set */
     double started;        /* perf_counter() when the exchange started */
     int finished;          /* the record is handed over */

@@ -71,6 +71,27 @@ awaited_iterator(PyObject *awaitable)
     return iterator;
 }
 
+/* The request's id, from the middleware's request_scope (_request_id.RequestIds): the
+ * exchange's scope becomes the one the application and the record see, and
+ * `*request_id` a new reference.  0, or -1 with an exception set. */
+static int
+request_scope(Exchange *exchange, PyObject **request_id)
+{
+    PyObject *pair = PyObject_CallOneArg(exchange->middleware->request_scope, exchange->scope);
+    if (pair == NULL) {
+        return -1;
+    }
+    if (!PyTuple_CheckExact(pair) || PyTuple_GET_SIZE(pair) != 2) {
+        Py_DECREF(pair);
+        PyErr_SetString(PyExc_TypeError, "request_scope() must return (scope, request id)");
+        return -1;
+    }
+    *request_id = Py_NewRef(PyTuple_GET_ITEM(pair, 1));
+    Py_SETREF(exchange->scope, Py_NewRef(PyTuple_GET_ITEM(pair, 0)));
+    Py_DECREF(pair);
+    return 0;
+}
+
 /* Calls the application: 0, or -1 with its exception set. */
 static int
 start(Exchange *exchange)
@@ -80,7 +101,18 @@ start(Exchange *exchange)
     if (PyErr_Occurred()) {
         return -1;
     }
-    exchange->capture = capture_new(middleware, exchange->scope, exchange->send, started);
+    /* As the reference: the id is the scope's once the clock has started. */
+    PyObject *request_id = NULL;
+    int prepared = middleware->request_scope == Py_None ? 0
+                   : request_scope(exchange, &request_id);
+    exchange->capture = prepared < 0 ? NULL
+                        : capture_new(middleware, exchange->scope, exchange->send, started);
+    if (exchange->capture != NULL) {
+        exchange->capture->request_id = request_id;
+    }
+    else {
+        Py_XDECREF(request_id);
+    }
     if (exchange->capture != NULL && middleware->notes != Py_None) {
         /* The request's notes, set in the context the application runs in (_notes). */
         PyObject *notes = PyDict_New();

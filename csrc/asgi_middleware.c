@@ -39,7 +39,7 @@ static const char *const bind_keywords[] = {
     "reference_call", "handoff", "admit_then", "submit_unfinished",
     "submit_on_close", "python_record", "file_size", "record_type", "protocols",
     "budget", "perf_counter", "wall_clock", "keeps_response_headers", "notes", "extras",
-    "reference_only",
+    "request_scope", "request_start", "reference_only",
 };
 #define BIND_ARGUMENTS (sizeof(bind_keywords) / sizeof(bind_keywords[0]))
 /* All but reference_only, a flag, are kept as they are. */
@@ -55,6 +55,7 @@ bound_field(Middleware *middleware, size_t i)
         &middleware->record_type, &middleware->protocols, &middleware->budget,
         &middleware->perf_counter, &middleware->wall_clock,
         &middleware->keeps_response_headers, &middleware->notes, &middleware->extras,
+        &middleware->request_scope, &middleware->request_start,
     };
     return fields[i];
 }
@@ -73,7 +74,7 @@ middleware_bind(PyObject *self, PyTypeObject *defining_class, PyObject *const *a
         return NULL;
     }
     if (!PyType_Check(values[7]) || !PyDict_CheckExact(values[8]) || !PyBool_Check(values[12])
-        || !PyBool_Check(values[15])) {
+        || !PyBool_Check(values[17])) {
         PyErr_SetString(PyExc_TypeError, "bind(): record_type must be a type, protocols a "
                                          "dict, keeps_response_headers and reference_only "
                                          "bools");
@@ -85,6 +86,13 @@ middleware_bind(PyObject *self, PyTypeObject *defining_class, PyObject *const *a
     }
     if (values[14] != Py_None && !PyCallable_Check(values[14])) {
         PyErr_SetString(PyExc_TypeError, "bind(): extras must be callable or None");
+        return NULL;
+    }
+    int ids_off = values[15] == Py_None;
+    if (ids_off != (values[16] == Py_None)
+        || (!ids_off && (!PyCallable_Check(values[15]) || !PyCallable_Check(values[16])))) {
+        PyErr_SetString(PyExc_TypeError, "bind(): request_scope and request_start must both "
+                                         "be callable, or both None");
         return NULL;
     }
     PyObject *limit = PyObject_GetAttrString(values[9], "limit");
@@ -114,7 +122,7 @@ middleware_bind(PyObject *self, PyTypeObject *defining_class, PyObject *const *a
     for (size_t i = 0; i < BOUND_FIELDS; i++) {
         *bound_field(middleware, i) = Py_NewRef(values[i]);
     }
-    middleware->reference_only = values[15] == Py_True;
+    middleware->reference_only = values[17] == Py_True;
     for (int i = 0; i < NAMES; i++) {
         middleware->names[i] = names[i];
     }

@@ -27,6 +27,7 @@ capture_new(Middleware *middleware, PyObject *scope, PyObject *send, double star
     capture->status = NULL;
     capture->sent_object = NULL;
     capture->notes = NULL;
+    capture->request_id = NULL;
     capture->sent = 0;
     capture->started = started;
     capture->finished = 0;
@@ -134,18 +135,13 @@ finish(Capture *capture)
     return record;
 }
 
+/* Counts `message` and sends it on, with the record before the last one. */
 static PyObject *
-capture_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+capture_send(Capture *capture, PyObject *message)
 {
-    Capture *capture = (Capture *)self;
-    if (PyVectorcall_NARGS(nargsf) != 1 || kwnames != NULL) {
-        PyErr_SetString(PyExc_TypeError, "send() takes exactly one argument, the message");
-        return NULL;
-    }
-    PyObject *message = args[0];
     PyObject *record = NULL;
     int rc;
-    Py_BEGIN_CRITICAL_SECTION(self);
+    Py_BEGIN_CRITICAL_SECTION((PyObject *)capture);
     rc = count(capture, message);
     if (rc == FINAL) {
         record = finish(capture);
@@ -174,6 +170,30 @@ capture_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObjec
     return result;
 }
 
+static PyObject *
+capture_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    Capture *capture = (Capture *)self;
+    if (PyVectorcall_NARGS(nargsf) != 1 || kwnames != NULL) {
+        PyErr_SetString(PyExc_TypeError, "send() takes exactly one argument, the message");
+        return NULL;
+    }
+    if (capture->request_id == NULL) {
+        return capture_send(capture, args[0]);
+    }
+    /* The id goes into the start message before it is counted, as in the reference:
+     * the record's response headers are those the server is sent.  Set at creation
+     * and never changed, request_id needs no lock. */
+    PyObject *message = PyObject_CallFunctionObjArgs(capture->middleware->request_start,
+                                                     args[0], capture->request_id, NULL);
+    if (message == NULL) {
+        return NULL;
+    }
+    PyObject *result = capture_send(capture, message);
+    Py_DECREF(message);
+    return result;
+}
+
 static int
 capture_traverse(PyObject *self, visitproc visit, void *arg)
 {
@@ -186,6 +206,7 @@ capture_traverse(PyObject *self, visitproc visit, void *arg)
     Py_VISIT(capture->status);
     Py_VISIT(capture->sent_object);
     Py_VISIT(capture->notes);
+    Py_VISIT(capture->request_id);
     return 0;
 }
 
@@ -200,6 +221,7 @@ capture_clear(PyObject *self)
     Py_CLEAR(capture->status);
     Py_CLEAR(capture->sent_object);
     Py_CLEAR(capture->notes);
+    Py_CLEAR(capture->request_id);
     return 0;
 }
 

@@ -36,6 +36,9 @@ typedef struct {
     PyObject *keeps_response_headers; /* bool */
     PyObject *notes;          /* _notes.NOTES when the log reads notes, else None */
     PyObject *extras;         /* (environ) -> Extras when the log reads extras, else None */
+    PyObject *request_ids;    /* (environ, start_response) -> start_response that adds the
+                               * request's id, when the middleware gives ids, else None
+                               * (_request_id.RequestIds.wsgi) */
     PyObject *module;         /* boundlog._speedups, whose state environ_record reads */
     PyObject *close_name;     /* "close", interned */
     PyTypeObject *exchange_type;

@@ -408,6 +408,12 @@ wsgi_exchange_run(WsgiMiddleware *middleware, PyObject *environ, PyObject *start
 
     PyObject *app = app_attribute_read((PyObject *)middleware);
     PyObject *respond = app == NULL ? NULL : PyCFunction_NewEx(&start_response_method, self, NULL);
+    if (respond != NULL && middleware->request_ids != Py_None) {
+        /* The request's id, in the environ and the response's headers, as the reference
+         * gives it: the application's start_response calls the exchange's. */
+        Py_SETREF(respond, PyObject_CallFunctionObjArgs(middleware->request_ids, environ,
+                                                        respond, NULL));
+    }
     PyObject *body = NULL;
     if (respond != NULL) {
         PyObject *args[2] = {environ, respond};

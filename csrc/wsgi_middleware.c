@@ -11,11 +11,12 @@
 #include "asgi.h"
 #include "compat.h"
 
-/* bind()'s arguments, all keyword-only, in this order; `limit` last. */
+/* bind()'s arguments, all keyword-only, in this order; `limit` and the flags last. */
 static const char *const bind_keywords[] = {
     "reference_call", "handoff", "submit", "status_code", "status_codes", "picked_keys",
     "bound", "python_record", "record_type", "perf_counter", "wall_clock",
-    "keeps_response_headers", "notes", "extras", "limit", "reads_completed", "reference_only",
+    "keeps_response_headers", "notes", "extras", "request_ids", "limit", "reads_completed",
+    "reference_only",
 };
 #define BIND_ARGUMENTS (sizeof(bind_keywords) / sizeof(bind_keywords[0]))
 /* All but limit, reads_completed and reference_only, which are kept as C values. */
@@ -30,6 +31,7 @@ bound_field(WsgiMiddleware *middleware, size_t i)
         &middleware->bound, &middleware->python_record, &middleware->record_type,
         &middleware->perf_counter, &middleware->wall_clock,
         &middleware->keeps_response_headers, &middleware->notes, &middleware->extras,
+        &middleware->request_ids,
     };
     return fields[i];
 }
@@ -64,15 +66,16 @@ wsgi_middleware_bind(PyObject *self, PyTypeObject *defining_class, PyObject *con
         PyErr_SetString(PyExc_TypeError, "bind(): notes must be a ContextVar or None");
         return NULL;
     }
-    if (values[13] != Py_None && !PyCallable_Check(values[13])) {
-        PyErr_SetString(PyExc_TypeError, "bind(): extras must be callable or None");
+    if ((values[13] != Py_None && !PyCallable_Check(values[13]))
+        || (values[14] != Py_None && !PyCallable_Check(values[14]))) {
+        PyErr_SetString(PyExc_TypeError, "bind(): extras and request_ids must be callable or None");
         return NULL;
     }
-    Py_ssize_t limit = PyLong_AsSsize_t(values[14]);
+    Py_ssize_t limit = PyLong_AsSsize_t(values[15]);
     if (limit == -1 && PyErr_Occurred()) {
         return NULL;
     }
-    if (!PyBool_Check(values[15]) || !PyBool_Check(values[16])) {
+    if (!PyBool_Check(values[16]) || !PyBool_Check(values[17])) {
         PyErr_SetString(PyExc_TypeError, "bind(): reads_completed and reference_only must "
                                          "be bools");
         return NULL;
@@ -94,8 +97,8 @@ wsgi_middleware_bind(PyObject *self, PyTypeObject *defining_class, PyObject *con
     middleware->exchange_type = (PyTypeObject *)Py_NewRef(state->wsgi_exchange_type);
     middleware->body_type = (PyTypeObject *)Py_NewRef(state->wsgi_body_type);
     middleware->limit = limit;
-    middleware->reads_completed = values[15] == Py_True;
-    middleware->reference_only = values[16] == Py_True;
+    middleware->reads_completed = values[16] == Py_True;
+    middleware->reference_only = values[17] == Py_True;
     Py_RETURN_NONE;
 }
 

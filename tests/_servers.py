@@ -770,6 +770,14 @@ def uvicorn_app_command(port: int, app: str = "tests.apps.asgi_app:app") -> list
     ]  # fmt: skip
 
 
+def gunicorn_app_command(port: int, app: str) -> list[str]:
+    """gunicorn's gthread worker (one, four threads) serving ``app``, without --preload."""
+    return [
+        PYTHON, "-m", "gunicorn", "-k", "gthread", "--threads", "4", "-w", "1",
+        "-b", f"{LOOPBACK}:{port}", "--graceful-timeout", "10", "--log-level", "warning", app,
+    ]  # fmt: skip
+
+
 def uvicorn_fault_command(port: int) -> list[str]:
     """uvicorn (httptools, uvloop) serving tests/apps/fault_asgi.py, one process."""
     return uvicorn_app_command(port, "tests.apps.fault_asgi:app")

@@ -21,10 +21,10 @@ from _servers import (
     CLIENT_TIMEOUT,
     LOOPBACK,
     NAMED_FIELDS,
-    PYTHON,
     Server,
     build_exchanges,
     check_drained_on_stop,
+    gunicorn_app_command,
     parse_combined_line,
     read_log_lines,
     running_server,
@@ -36,11 +36,7 @@ REQUESTS = 200
 
 
 def gunicorn_command(port: int) -> list[str]:
-    return [
-        PYTHON, "-m", "gunicorn", "-k", "gthread", "--threads", "4", "-w", "1",
-        "-b", f"{LOOPBACK}:{port}", "--graceful-timeout", "10", "--log-level", "warning",
-        "tests.apps.wsgi_app:app",
-    ]  # fmt: skip
+    return gunicorn_app_command(port, "tests.apps.wsgi_app:app")
 
 
 def gunicorn(

@@ -25,7 +25,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from boundlog import AccessLog, Extras, Record, _core, add_fields
+from boundlog import AccessLog, Extras, Record, _core, _request_id, add_fields
 from boundlog.asgi import AccessLogMiddleware
 
 pytestmark = pytest.mark.skipif(
@@ -227,11 +227,11 @@ def logs() -> Iterator[dict[tuple[str, bool, bool], tuple[AccessLog, Collecting]
         log.close()
 
 
-def _middleware(log: AccessLog) -> AccessLogMiddleware:
+def _middleware(log: AccessLog, request_id: str | None = None) -> AccessLogMiddleware:
     async def placeholder(scope: Any, receive: Any, send: Any) -> None:
         raise AssertionError("replaced by each example's application")
 
-    middleware = AccessLogMiddleware(placeholder, log=log)
+    middleware = AccessLogMiddleware(placeholder, log=log, request_id=request_id)
     assert type(middleware).__name__ == "_CompiledAccessLogMiddleware"
     return middleware
 
@@ -246,6 +246,7 @@ def _middleware(log: AccessLog) -> AccessLogMiddleware:
     driver=DRIVER,
     reads_headers=st.booleans(),
     reads_notes=st.booleans(),
+    request_id=st.sampled_from([None, "X-Request-ID", "User-Agent"]),
 )
 def test_c_and_python_give_the_same_exchange_records_and_counts(
     logs: dict[tuple[str, bool, bool], tuple[AccessLog, Collecting]],
@@ -254,14 +255,18 @@ def test_c_and_python_give_the_same_exchange_records_and_counts(
     driver: tuple[Any, ...],
     reads_headers: bool,
     reads_notes: bool,
+    request_id: str | None,
 ) -> None:
     results = []
     for path in ("python", "c"):
         log, fmt = logs[path, reads_headers, reads_notes]
-        middleware = _middleware(log)
+        middleware = _middleware(log, request_id)
         call = middleware.__call__ if path == "python" else middleware
         before = log.stats()
-        outcome, seen = _exchange(middleware, call, dict(scope), script, driver)
+        # One id for both paths, so that their scopes, messages and records compare.
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(_request_id, "new_request_id", lambda: "0" * 32)
+            outcome, seen = _exchange(middleware, call, dict(scope), script, driver)
         assert log.flush(timeout=10)
         after = log.stats()
         records = [_comparable(record) for record in fmt.records]
@@ -387,11 +392,14 @@ def test_threads_sharing_a_middleware_lose_nothing() -> None:
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 @pytest.mark.parametrize("ending", ["finished", "raised", "closed"])
-def test_the_c_path_keeps_no_reference_to_what_it_was_given(ending: str) -> None:
+@pytest.mark.parametrize("request_id", [None, "X-Request-ID"])
+def test_the_c_path_keeps_no_reference_to_what_it_was_given(
+    ending: str, request_id: str | None
+) -> None:
     """A reference the C code took and never gave back shows in sys.getrefcount."""
     log = AccessLog("/dev/null", flush_interval=0, max_queue=100_000)
     try:
-        middleware = _middleware(log)
+        middleware = _middleware(log, request_id)
         scope = _scope_of({"http_version": "1.1", "raw_path": b"/r", "headers": [(b"a", b"b")]})
         start = {"type": "http.response.start", "status": 200, "headers": [(b"x", b"y")]}
         body = {"type": "http.response.body", "body": b"abc"}

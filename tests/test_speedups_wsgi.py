@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from _records import make_record
-from boundlog import AccessLog, Extras, Record, _core, add_fields
+from boundlog import AccessLog, Extras, Record, _core, _request_id, add_fields
 from boundlog.wsgi import AccessLogMiddleware
 
 pytestmark = pytest.mark.skipif(
@@ -250,8 +250,10 @@ def logs() -> Iterator[dict[tuple[str, bool, bool], tuple[AccessLog, Collecting]
         log.close()
 
 
-def _middleware(log: AccessLog) -> Any:
-    middleware = AccessLogMiddleware(lambda environ, start_response: [], log=log)
+def _middleware(log: AccessLog, request_id: str | None = None) -> Any:
+    middleware = AccessLogMiddleware(
+        lambda environ, start_response: [], log=log, request_id=request_id
+    )
     assert type(middleware).__name__ == "_CompiledAccessLogMiddleware"
     return middleware
 
@@ -264,6 +266,7 @@ def _middleware(log: AccessLog) -> Any:
     server=SERVER,
     reads_headers=st.booleans(),
     reads_notes=st.booleans(),
+    request_id=st.sampled_from([None, "X-Request-ID", "User-Agent"]),
 )
 def test_c_and_python_serve_alike_and_log_the_same_records(
     logs: dict[tuple[str, bool, bool], tuple[AccessLog, Collecting]],
@@ -273,11 +276,12 @@ def test_c_and_python_serve_alike_and_log_the_same_records(
     server: tuple[Any, int],
     reads_headers: bool,
     reads_notes: bool,
+    request_id: str | None,
 ) -> None:
     results = []
     for path in ("python", "c"):
         log, fmt = logs[path, reads_headers, reads_notes]
-        middleware = _middleware(log)
+        middleware = _middleware(log, request_id)
         seen: list[Any] = []
         middleware.app = _application(script, seen)
         # The reference: the class's own __call__, on the same instance.
@@ -288,7 +292,10 @@ def test_c_and_python_serve_alike_and_log_the_same_records(
         )
         before = log.stats()
         given_environ = Environ(environ) if subclass else dict(environ)
-        _serve(middleware, call, given_environ, server, seen)
+        # One id for both paths, so that their environs, responses and records compare.
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(_request_id, "new_request_id", lambda: "0" * 32)
+            _serve(middleware, call, given_environ, server, seen)
         assert log.flush(timeout=10)
         after = log.stats()
         records = [_comparable(record) for record in fmt.records]
@@ -344,11 +351,12 @@ def test_a_full_queue_goes_to_the_policy(policy: str) -> None:
     assert stats.written + stats.dropped == 2
 
 
-def test_the_c_path_keeps_no_reference_to_what_it_was_given() -> None:
+@pytest.mark.parametrize("request_id", [None, "X-Request-ID"])
+def test_the_c_path_keeps_no_reference_to_what_it_was_given(request_id: str | None) -> None:
     collecting = Collecting(True)
     log = AccessLog("/dev/null", collecting, flush_interval=0, max_queue=100_000)
     try:
-        middleware = _middleware(log)
+        middleware = _middleware(log, request_id)
         environ = {"REQUEST_METHOD": "GET", "PATH_INFO": "/p", "HTTP_USER_AGENT": "curl"}
         headers = [("Content-Type", "text/plain")]
         chunks = [b"x" * 10]

@@ -131,3 +131,23 @@ def test_lines_show_the_ids_the_application_sees_under_uvicorn(tmp_path: Path, c
     assert traced_answers[1]["trace_id"] not in (TRACE_ID, None)
     assert untraced_answers == [{"trace_id": None, "span_id": None}] * 2
     assert untraced_lines == [(TRACE_ID, PARENT_ID), (None, None)]
+
+
+@pytest.mark.needs("fastapi")
+def test_a_fastapi_line_shows_its_route_and_its_span(tmp_path: Path) -> None:
+    """FastAPI behind OpenTelemetry's ASGI middleware: the JSON line shows the route the
+    router matched and the trace the endpoint sees.  The span is the one current when
+    the response goes out: FastAPI (0.165) runs its endpoint in a span of its own, a
+    child of that one, so the endpoint's span id is not the line's."""
+    log_path = tmp_path / "access.log"
+    environment = server_environment(log_path, "json", "0.01")
+    command = lambda port: uvicorn_app_command(port, "tests.apps.trace_fastapi_app:traced")  # noqa: E731
+    with running_server(command, environment, tmp_path / "uvicorn.out") as server:
+        with http_client(server.port) as client:
+            answer = client.get("/items/7", headers={"traceparent": TRACEPARENT}).json()
+        stop_gracefully(server, UVICORN_CLEAN_EXITS)
+    [line] = [json.loads(line) for line in read_log_lines(log_path)]
+    assert line["route"] == "/items/{item_id}"
+    assert line["trace_id"] == answer["trace_id"] == TRACE_ID
+    assert line["span_id"] not in (PARENT_ID, None)
+    assert line["completed"] is True

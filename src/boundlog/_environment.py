@@ -12,6 +12,10 @@ passes, and for every other option the variable's value when it is set: the code
 The sink and the format come from ``BOUNDLOG_SINK`` and ``BOUNDLOG_FORMAT`` there;
 under gunicorn's logger class ``--access-logfile`` and ``--access-logformat`` name them,
 so there those two variables are refused rather than silently ignored.
+
+``BOUNDLOG_REQUEST_ID`` is the ASGI and WSGI middlewares' ``request_id`` option, which is
+no option of the log: it changes what the server answers, which gunicorn's logger class
+and the aiohttp and http.server integrations cannot do, so there it is refused too.
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ from ._options import (
     whole_number,
 )
 from ._queue import POLICIES
+from ._request_id import DEFAULT_HEADER, RequestIds, request_id_header
 
 SINK_VARIABLE = "BOUNDLOG_SINK"
 FORMAT_VARIABLE = "BOUNDLOG_FORMAT"
@@ -62,6 +67,7 @@ REDACT_QUERY_VARIABLE = "BOUNDLOG_REDACT_QUERY"
 METRICS_VARIABLE = "BOUNDLOG_METRICS"
 REPORT_LOSS_VARIABLE = "BOUNDLOG_REPORT_LOSS"
 WEBSOCKETS_VARIABLE = "BOUNDLOG_WEBSOCKETS"
+REQUEST_ID_VARIABLE = "BOUNDLOG_REQUEST_ID"
 
 
 def _metrics(variable: str, text: str) -> bool | str:
@@ -167,13 +173,14 @@ _MIDDLEWARE_VARIABLES: dict[str, tuple[str, Callable[[str, str], Any]]] = {
 
 
 def options_from_environment(
-    environment: Mapping[str, str], *, gunicorn: bool = False
+    environment: Mapping[str, str], *, gunicorn: bool = False, request_ids: bool = False
 ) -> dict[str, Any]:
     """The AccessLog options the ``BOUNDLOG_*`` variables of ``environment`` set.
 
     Each variable is checked by its option's rule, and an error names the variable; a
     ``BOUNDLOG_*`` variable that is no setting (a misspelt one) is an error too, and so
-    are ``BOUNDLOG_SINK`` and ``BOUNDLOG_FORMAT`` for gunicorn's logger class.
+    are ``BOUNDLOG_SINK`` and ``BOUNDLOG_FORMAT`` for gunicorn's logger class, and
+    ``BOUNDLOG_REQUEST_ID`` for an integration that gives no ``request_ids``.
     """
     variables = _VARIABLES if gunicorn else {**_MIDDLEWARE_VARIABLES, **_VARIABLES}
     if gunicorn:
@@ -183,7 +190,15 @@ def options_from_environment(
                 f"{named[0]} is not read under gunicorn's logger class: --access-logfile "
                 f"names the sink and --access-logformat the format; remove {named[0]}"
             )
-    check_variable_names(environment, prefix="BOUNDLOG_", known=variables, others=_NOT_SETTINGS)
+    if REQUEST_ID_VARIABLE in environment and not request_ids:
+        where = "under gunicorn's logger class" if gunicorn else "by this integration"
+        raise ConfigurationError(
+            f"{REQUEST_ID_VARIABLE} is not read {where}, which cannot add a header to "
+            "the response: only boundlog.asgi's and boundlog.wsgi's AccessLogMiddleware "
+            f"give requests ids; remove {REQUEST_ID_VARIABLE}"
+        )
+    known = {*variables, REQUEST_ID_VARIABLE} if request_ids else set(variables)
+    check_variable_names(environment, prefix="BOUNDLOG_", known=known, others=_NOT_SETTINGS)
     options: dict[str, Any] = {}
     for variable, (option, read) in variables.items():
         if variable in environment:
@@ -191,11 +206,14 @@ def options_from_environment(
     return options
 
 
-def log_for_middleware(log: AccessLog | None, options: dict[str, Any]) -> tuple[AccessLog, bool]:
+def log_for_middleware(
+    log: AccessLog | None, options: dict[str, Any], *, request_ids: bool = False
+) -> tuple[AccessLog, bool]:
     """The log a middleware writes to, and whether the middleware owns (and closes) it.
 
     A log the middleware builds takes ``options``, and the environment's value for
-    every option they leave out.
+    every option they leave out; ``request_ids`` says whether the middleware reads
+    ``BOUNDLOG_REQUEST_ID`` (see ``request_ids_for_middleware``).
     """
     if log is None:
         # A misspelt option is a ConfigurationError like any other, not a TypeError, so
@@ -208,13 +226,43 @@ def log_for_middleware(log: AccessLog | None, options: dict[str, Any]) -> tuple[
                 f"unknown AccessLog option {unknown[0]!r}{hint}: the options are "
                 f"{', '.join(sorted(_ACCESS_LOG_OPTIONS))}"
             )
-        return AccessLog(**{**options_from_environment(os.environ), **options}), True
+        variables = options_from_environment(os.environ, request_ids=request_ids)
+        return AccessLog(**{**variables, **options}), True
     if options:
         raise ConfigurationError(
             "pass either an AccessLog as log or its options, not both: "
             f"got log and {', '.join(sorted(options))}"
         )
     return log, False
+
+
+def request_ids_for_middleware(log: AccessLog | None, request_id: object) -> RequestIds | None:
+    """What a middleware does to give each request an id, or None when it gives none.
+
+    The code's ``request_id`` option, or for a middleware that builds its own log and
+    is given none, ``BOUNDLOG_REQUEST_ID``'s: on, off, or the name of the header.
+    """
+    if request_id is None and log is None and REQUEST_ID_VARIABLE in os.environ:
+        request_id = _request_id(REQUEST_ID_VARIABLE, os.environ[REQUEST_ID_VARIABLE])
+    name = request_id_header("request_id", request_id)
+    return None if name is None else RequestIds(name)
+
+
+def _request_id(variable: str, text: str) -> bool | str:
+    """On or off as any switch, or the name of the header."""
+    try:
+        return switch_in_environment(variable, text)
+    except ConfigurationError:
+        pass
+    try:
+        request_id_header(variable, text.strip())
+    except ConfigurationError:
+        raise ConfigurationError(
+            f"{variable}={text!r} is neither on, off nor a header name: {variable}=1 keeps "
+            f"ids in {DEFAULT_HEADER}, {variable}=X-Correlation-ID in that header, "
+            f"{variable}=0 keeps none"
+        ) from None
+    return text.strip()
 
 
 _ACCESS_LOG_OPTIONS = frozenset(inspect.signature(AccessLog).parameters)

@@ -34,13 +34,17 @@ inside a running event loop, the middleware therefore keeps the error, answers t
 lifespan startup with ``lifespan.startup.failed`` and the reason, which stops the
 server, and raises the error for any request a server without lifespan sends it.
 
+With ``request_id=True`` (or a header name), each HTTP request gets an id in that
+request header, the client's or a new one, and its response carries it back (see
+``_request_id``); websocket sessions get none.
+
 With the C core (``_core``), ``AccessLogMiddleware(...)`` makes a
 ``_CompiledAccessLogMiddleware``, whose HTTP requests take the same path in C
 (csrc/asgi_*.c); this module stays its reference, and the C code calls back into it
-for everything rare.  The C path passes ``receive`` through untouched, so a log that
-reads ``bytes_received`` (the body bytes of the ``http.request`` messages the
-application received, counted by wrapping ``receive``) has every request take this
-module's path.
+for everything rare, and into ``_request_id`` for the request ids.  The C path passes
+``receive`` through untouched, so a log that reads ``bytes_received`` (the body bytes of
+the ``http.request`` messages the application received, counted by wrapping
+``receive``) has every request take this module's path.
 """
 
 from __future__ import annotations
@@ -54,7 +58,7 @@ from typing import Any, Self
 
 from . import _core
 from ._budget import FIELD_OVERHEAD, RecordBudget
-from ._environment import log_for_middleware
+from ._environment import log_for_middleware, request_ids_for_middleware
 from ._errors import AccessLogError
 from ._extras import NO_EXTRAS, learner
 from ._log import AccessLog
@@ -82,6 +86,9 @@ class AccessLogMiddleware:
 
     Give it an :class:`~boundlog.AccessLog` as ``log``, or the options of one (``sink``,
     ``format``, ``policy``, ...) to let the middleware build and own its log.
+    ``request_id=True`` gives each request an id in its X-Request-ID header (the
+    client's, else a new one) and sends it back in the response's; a string names
+    another header.
     """
 
     #: What an instance whose log could not be built becomes (see __init__).
@@ -94,10 +101,19 @@ class AccessLogMiddleware:
             cls = _CompiledAccessLogMiddleware
         return super().__new__(cls)
 
-    def __init__(self, app: ASGIApp, log: AccessLog | None = None, **options: Any) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        log: AccessLog | None = None,
+        *,
+        request_id: bool | str | None = None,
+        **options: Any,
+    ) -> None:
         self.app = app
         try:
-            self.log, self.owns_log = log_for_middleware(log, options)
+            # Checked before a log is built, which a bad option would leave open.
+            self._request_ids = request_ids_for_middleware(log, request_id)
+            self.log, self.owns_log = log_for_middleware(log, options, request_ids=True)
         except AccessLogError as error:
             if not _inside_event_loop():
                 raise
@@ -133,6 +149,10 @@ class AccessLogMiddleware:
             return
 
         started = perf_counter()
+        request_ids = self._request_ids
+        request_id = b""
+        if request_ids is not None:
+            scope, request_id = request_ids.asgi_scope(scope)
         # The request's notes (boundlog.add_fields), when the log reads them.
         notes: dict[str, Any] | None = None
         if self._notes_var is not None:
@@ -184,7 +204,15 @@ class AccessLogMiddleware:
             return self._admit_then(entry, send, message)
 
         try:
-            await self.app(scope, receive if counting is None else counting, counting_send)
+            await self.app(
+                scope,
+                receive if counting is None else counting,
+                # The id goes into the start message before it is counted, so that the
+                # record's response headers are those the server sends.
+                counting_send
+                if request_ids is None
+                else request_ids.asgi_send(counting_send, request_id),
+            )
         finally:
             if response is not _FINISHED:
                 # The response never finished: the app raised, or returned early because
@@ -459,6 +487,7 @@ if _core.asgi_middleware is not None:
                 return
             reference = MethodType(AccessLogMiddleware.__call__, self)
             self.__call__ = reference  # type: ignore[method-assign]
+            ids = self._request_ids
             self.bind(
                 reference_call=reference,
                 handoff=self.log._offer,
@@ -475,6 +504,8 @@ if _core.asgi_middleware is not None:
                 keeps_response_headers=self._keeps_response_headers,
                 notes=self._notes_var,
                 extras=self._extras,
+                request_scope=None if ids is None else ids.asgi_scope,
+                request_start=None if ids is None else ids.asgi_start,
                 # The C path passes receive through untouched: a log that reads the
                 # request body's bytes takes the reference's path, which counts them.
                 reference_only=self._counts_received,

@@ -19,10 +19,15 @@ middleware then wraps.  The C path learns the first, not the second: a log readi
 Under ``policy="wait"`` a full queue blocks the request's own thread in ``close()``,
 which is what a threaded server's backpressure looks like; other requests keep going.
 
+With ``request_id=True`` (or a header name), each request gets an id in that request
+header, the client's or a new one, and its response carries it back (see
+``_request_id``).
+
 With the C core (``_core``), ``AccessLogMiddleware(...)`` makes a
 ``_CompiledAccessLogMiddleware``, whose requests take the same path in C
 (csrc/wsgi_*.c); this module stays its reference, and the C code calls back into it
-for an environ or a status line out of the ordinary.
+for an environ or a status line out of the ordinary, and into ``_request_id`` for the
+request ids.
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ from typing import Any, Self
 from . import _core
 from ._environ import compiled as _compiled_environ_record
 from ._environ import environ_record
-from ._environment import log_for_middleware
+from ._environment import log_for_middleware, request_ids_for_middleware
 from ._extras import NO_EXTRAS, wsgi_learner
 from ._headers import environ_key
 from ._log import AccessLog
@@ -62,6 +67,9 @@ class AccessLogMiddleware:
 
     Give it an :class:`~boundlog.AccessLog` as ``log``, or the options of one (``sink``,
     ``format``, ``policy``, ...) to let the middleware build and own its log.
+    ``request_id=True`` gives each request an id in its X-Request-ID header (the
+    client's, else a new one) and sends it back in the response's; a string names
+    another header.
     """
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Self:
@@ -71,9 +79,18 @@ class AccessLogMiddleware:
             cls = _CompiledAccessLogMiddleware
         return super().__new__(cls)
 
-    def __init__(self, app: WSGIApp, log: AccessLog | None = None, **options: Any) -> None:
+    def __init__(
+        self,
+        app: WSGIApp,
+        log: AccessLog | None = None,
+        *,
+        request_id: bool | str | None = None,
+        **options: Any,
+    ) -> None:
         self.app = app
-        self.log, self.owns_log = log_for_middleware(log, options)
+        # Checked before a log is built, which a bad option would leave open.
+        self._request_ids = request_ids_for_middleware(log, request_id)
+        self.log, self.owns_log = log_for_middleware(log, options, request_ids=True)
         self._submit = self.log.submit
         names = self.log.request_header_names
         # The environ keys of the header fields the log reads, which are copied out
@@ -102,8 +119,16 @@ class AccessLogMiddleware:
 
     def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
         exchange = self._exchange(environ, start_response, self)
+        request_ids = self._request_ids
         try:
-            body = self.app(environ, exchange.start_response)
+            body = self.app(
+                environ,
+                # The id goes into the headers before the exchange keeps them, so that
+                # the record's response headers are those the server sends.
+                exchange.start_response
+                if request_ids is None
+                else request_ids.wsgi(environ, exchange.start_response),
+            )
         except BaseException:
             exchange.close()
             raise
@@ -363,6 +388,7 @@ if _core.wsgi_middleware is not None:
                 keeps_response_headers=self._keeps_response_headers,
                 notes=self._notes_var,
                 extras=self._extras,
+                request_ids=None if self._request_ids is None else self._request_ids.wsgi,
                 # The C code measures picked fields against the budget; a whole environ
                 # is measured by bounded_environ (limit -1), as in _Exchange._record.
                 limit=-1 if picked is None else self._budget.limit,
