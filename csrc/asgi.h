@@ -59,6 +59,7 @@ typedef struct {
     PyTypeObject *exchange_type;
     PyTypeObject *capture_type;
     Py_ssize_t budget_limit;
+    int reference_only; /* every request takes reference_call (asgi.py says when) */
     PyObject *names[NAMES];
 } Middleware;
 

@@ -39,14 +39,16 @@ static const char *const bind_keywords[] = {
     "reference_call", "handoff", "admit_then", "submit_unfinished",
     "submit_on_close", "python_record", "file_size", "record_type", "protocols",
     "budget", "perf_counter", "wall_clock", "keeps_response_headers", "notes", "extras",
-    "request_scope", "request_start",
+    "request_scope", "request_start", "reference_only",
 };
 #define BIND_ARGUMENTS (sizeof(bind_keywords) / sizeof(bind_keywords[0]))
+/* All but reference_only, a flag, are kept as they are. */
+#define BOUND_FIELDS (BIND_ARGUMENTS - 1)
 
 static PyObject **
 bound_field(Middleware *middleware, size_t i)
 {
-    PyObject **fields[BIND_ARGUMENTS] = {
+    PyObject **fields[BOUND_FIELDS] = {
         &middleware->reference_call, &middleware->handoff,
         &middleware->admit_then, &middleware->submit_unfinished,
         &middleware->submit_on_close, &middleware->python_record, &middleware->file_size,
@@ -71,9 +73,11 @@ middleware_bind(PyObject *self, PyTypeObject *defining_class, PyObject *const *a
         PyErr_SetString(PyExc_RuntimeError, "bind() was called already");
         return NULL;
     }
-    if (!PyType_Check(values[7]) || !PyDict_CheckExact(values[8]) || !PyBool_Check(values[12])) {
+    if (!PyType_Check(values[7]) || !PyDict_CheckExact(values[8]) || !PyBool_Check(values[12])
+        || !PyBool_Check(values[17])) {
         PyErr_SetString(PyExc_TypeError, "bind(): record_type must be a type, protocols a "
-                                         "dict and keeps_response_headers a bool");
+                                         "dict, keeps_response_headers and reference_only "
+                                         "bools");
         return NULL;
     }
     if (values[13] != Py_None && !PyContextVar_CheckExact(values[13])) {
@@ -115,9 +119,10 @@ middleware_bind(PyObject *self, PyTypeObject *defining_class, PyObject *const *a
             return NULL;
         }
     }
-    for (size_t i = 0; i < BIND_ARGUMENTS; i++) {
+    for (size_t i = 0; i < BOUND_FIELDS; i++) {
         *bound_field(middleware, i) = Py_NewRef(values[i]);
     }
+    middleware->reference_only = values[17] == Py_True;
     for (int i = 0; i < NAMES; i++) {
         middleware->names[i] = names[i];
     }
@@ -160,8 +165,10 @@ middleware_call(PyObject *self, PyObject *args, PyObject *kwargs)
     if (http < 0) {
         return NULL;
     }
-    if (!http) {
-        /* Lifespan, websocket, or a scope of an odd type: the reference does it all. */
+    if (!http || middleware->reference_only) {
+        /* Lifespan, websocket, or a scope of an odd type: the reference does it all; so
+         * it does every request for a log whose extras the C path does not learn (the
+         * request body's bytes, counted by wrapping receive). */
         return PyObject_Call(middleware->reference_call, args, NULL);
     }
     return exchange_new(middleware, scope, PyTuple_GET_ITEM(args, 1), PyTuple_GET_ITEM(args, 2));
@@ -172,7 +179,7 @@ middleware_traverse(PyObject *self, visitproc visit, void *arg)
 {
     Middleware *middleware = (Middleware *)self;
     Py_VISIT(Py_TYPE(self));
-    for (size_t i = 0; i < BIND_ARGUMENTS; i++) {
+    for (size_t i = 0; i < BOUND_FIELDS; i++) {
         Py_VISIT(*bound_field(middleware, i));
     }
     Py_VISIT(middleware->app);
@@ -185,7 +192,7 @@ static int
 middleware_clear(PyObject *self)
 {
     Middleware *middleware = (Middleware *)self;
-    for (size_t i = 0; i < BIND_ARGUMENTS; i++) {
+    for (size_t i = 0; i < BOUND_FIELDS; i++) {
         Py_CLEAR(*bound_field(middleware, i));
     }
     Py_CLEAR(middleware->app);

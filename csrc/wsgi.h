@@ -44,6 +44,8 @@ typedef struct {
     PyTypeObject *exchange_type;
     PyTypeObject *body_type;
     Py_ssize_t limit; /* the budget's limit for picked fields; -1 for a whole environ */
+    int reads_completed; /* the log reads whether the body was sent to its end */
+    int reference_only;  /* every request takes reference_call (wsgi.py says when) */
 } WsgiMiddleware;
 
 extern PyType_Spec wsgi_middleware_spec;

@@ -33,6 +33,7 @@ typedef struct {
     Py_ssize_t sent;
     double started; /* perf_counter() when the request came in */
     int closed;
+    int completed; /* the server asked past the body's last chunk (reads_completed) */
 } Exchange;
 
 /* A body that is not a list or tuple, counted as the server takes it. */
@@ -216,11 +217,13 @@ exchange_record(Exchange *exchange)
     double now = clock_seconds(CLOCK_WALL, middleware->wall_clock);
     PyObject *status, *response_headers;
     Py_ssize_t sent;
+    int completed;
     Py_BEGIN_CRITICAL_SECTION(exchange);
     status = Py_NewRef(exchange->status);
     response_headers = exchange->response_headers != NULL
                        ? Py_NewRef(exchange->response_headers) : PyTuple_New(0);
     sent = exchange->sent;
+    completed = exchange->completed;
     Py_END_CRITICAL_SECTION();
     PyObject *received = PyErr_Occurred() ? NULL : PyFloat_FromDouble(now - duration);
     PyObject *elapsed = PyFloat_FromDouble(duration);
@@ -235,9 +238,10 @@ exchange_record(Exchange *exchange)
     PyObject *extras = NULL;
     if (received != NULL && elapsed != NULL && sent_object != NULL && limit != NULL
         && response_headers != NULL && notes != NULL) {
+        PyObject *learn_args[] = {exchange->environ, completed ? Py_True : Py_False};
         extras = middleware->extras == Py_None
                  ? Py_NewRef(Py_None)
-                 : PyObject_CallOneArg(middleware->extras, exchange->environ);
+                 : PyObject_Vectorcall(middleware->extras, learn_args, 2, NULL);
     }
     PyObject *record = NULL;
     if (extras != NULL) {
@@ -386,6 +390,7 @@ wsgi_exchange_run(WsgiMiddleware *middleware, PyObject *environ, PyObject *start
     exchange->sent = 0;
     exchange->started = started;
     exchange->closed = 0;
+    exchange->completed = 0;
     PyObject_GC_Track(exchange);
     PyObject *self = (PyObject *)exchange;
     if (middleware->notes != Py_None) {
@@ -432,7 +437,8 @@ wsgi_exchange_run(WsgiMiddleware *middleware, PyObject *environ, PyObject *start
 }
 
 /* iter(exchange): the body's own iterator for a list or tuple, counted whole now (so
- * that a server stopping halfway logs it all), a counting Body for anything else. */
+ * that a server stopping halfway logs it all), a counting Body for anything else, and
+ * for a list or tuple too when the log reads whether the server asked past its end. */
 static PyObject *
 exchange_iter(PyObject *self)
 {
@@ -448,7 +454,8 @@ exchange_iter(PyObject *self)
         }
     }
     PyObject *iterator = NULL;
-    if (PyList_CheckExact(body) || PyTuple_CheckExact(body)) {
+    if ((PyList_CheckExact(body) || PyTuple_CheckExact(body))
+        && !exchange->middleware->reads_completed) {
         Py_ssize_t total = 0;
         PyObject *chunk;
         for (Py_ssize_t i = 0; total >= 0 && (chunk = sequence_item_ref(body, i)) != NULL; i++) {
@@ -503,11 +510,19 @@ body_next(PyObject *self)
     Py_DECREF(iterator);
     Py_ssize_t size = chunk == NULL ? -1 : PyObject_Length(chunk);
     if (size < 0) {
-        /* The end, or an exception: the reference's generator is finished either way. */
+        /* The end, or an exception: the reference's generator is finished either way;
+         * the end without one means the whole body went (_LearningExchange). */
+        int ended = chunk == NULL && !PyErr_Occurred();
         Py_XDECREF(chunk);
         Py_BEGIN_CRITICAL_SECTION(self);
         Py_CLEAR(counting->iterator);
         Py_END_CRITICAL_SECTION();
+        if (ended) {
+            Exchange *exchange = (Exchange *)counting->exchange;
+            Py_BEGIN_CRITICAL_SECTION(exchange);
+            exchange->completed = 1;
+            Py_END_CRITICAL_SECTION();
+        }
         return NULL;
     }
     add_sent((Exchange *)counting->exchange, size);

@@ -11,14 +11,16 @@
 #include "asgi.h"
 #include "compat.h"
 
-/* bind()'s arguments, all keyword-only, in this order; `limit` last. */
+/* bind()'s arguments, all keyword-only, in this order; `limit` and the flags last. */
 static const char *const bind_keywords[] = {
     "reference_call", "handoff", "submit", "status_code", "status_codes", "picked_keys",
     "bound", "python_record", "record_type", "perf_counter", "wall_clock",
-    "keeps_response_headers", "notes", "extras", "request_ids", "limit",
+    "keeps_response_headers", "notes", "extras", "request_ids", "limit", "reads_completed",
+    "reference_only",
 };
 #define BIND_ARGUMENTS (sizeof(bind_keywords) / sizeof(bind_keywords[0]))
-#define BOUND_FIELDS (BIND_ARGUMENTS - 1)
+/* All but limit, reads_completed and reference_only, which are kept as C values. */
+#define BOUND_FIELDS (BIND_ARGUMENTS - 3)
 
 static PyObject **
 bound_field(WsgiMiddleware *middleware, size_t i)
@@ -73,6 +75,11 @@ wsgi_middleware_bind(PyObject *self, PyTypeObject *defining_class, PyObject *con
     if (limit == -1 && PyErr_Occurred()) {
         return NULL;
     }
+    if (!PyBool_Check(values[16]) || !PyBool_Check(values[17])) {
+        PyErr_SetString(PyExc_TypeError, "bind(): reads_completed and reference_only must "
+                                         "be bools");
+        return NULL;
+    }
     AsgiTypes *state = PyType_GetModuleState(defining_class);
     if (!Py_IS_TYPE(values[1], state->handoff_type)) {
         PyErr_SetString(PyExc_TypeError, "bind(): handoff must be a Handoff (the log's _offer)");
@@ -90,6 +97,8 @@ wsgi_middleware_bind(PyObject *self, PyTypeObject *defining_class, PyObject *con
     middleware->exchange_type = (PyTypeObject *)Py_NewRef(state->wsgi_exchange_type);
     middleware->body_type = (PyTypeObject *)Py_NewRef(state->wsgi_body_type);
     middleware->limit = limit;
+    middleware->reads_completed = values[16] == Py_True;
+    middleware->reference_only = values[17] == Py_True;
     Py_RETURN_NONE;
 }
 
@@ -102,7 +111,9 @@ wsgi_middleware_call(PyObject *self, PyObject *args, PyObject *kwargs)
                                          "not run");
         return NULL;
     }
-    if (kwargs != NULL || PyTuple_GET_SIZE(args) != 2) {
+    if (kwargs != NULL || PyTuple_GET_SIZE(args) != 2 || middleware->reference_only) {
+        /* Keywords, or a log whose extras the C path does not learn (the bytes the
+         * application read of the request body): the reference (wsgi.py). */
         return PyObject_Call(middleware->reference_call, args, kwargs);
     }
     return wsgi_exchange_run(middleware, PyTuple_GET_ITEM(args, 0), PyTuple_GET_ITEM(args, 1));

@@ -264,7 +264,7 @@ def test_a_wsgi_extras_function_that_raises_fails_the_close_not_the_log(
     failures = iter([LookupError("no route")])
 
     def wsgi_learner(reads: frozenset[str], *context: Any) -> Any:
-        def learn(environ: Any) -> Extras:
+        def learn(environ: Any, completed: bool) -> Extras:
             for failure in failures:
                 raise failure
             return Extras(route="/again")

@@ -258,8 +258,8 @@ def test_a_session_record_holds_the_handshake_and_the_session() -> None:
     # The accept's headers are the 101 response's.
     assert record.response_headers == [(b"x-room", b"1")]
     # A format that does not say what it reads reads every extra: the session ended as
-    # the application returned.
-    assert record.extras == Extras(completed=True, close_code=4002)
+    # the application returned, having received the client's two bytes.
+    assert record.extras == Extras(completed=True, bytes_received=2, close_code=4002)
 
 
 @pytest.mark.parametrize(
@@ -331,7 +331,8 @@ def test_a_denial_response_logs_its_status_headers_and_body_bytes() -> None:
     record = run_session(app, [], CapturingFormat(None, None))
     assert (record.status, record.bytes_sent) == (401, 4)
     assert record.response_headers == [(b"www-authenticate", b"Bearer")]
-    assert record.extras == Extras(completed=True)
+    # No websocket was opened: no close code, and no frame received.
+    assert record.extras == Extras(completed=True, bytes_received=0)
 
 
 @pytest.mark.parametrize("accepted", [False, True])

@@ -86,7 +86,7 @@ def test_a_response_is_logged_once_with_its_fields(tmp_path: Path) -> None:
         "route": None,
         "trace_id": None,
         "span_id": None,
-        "completed": None,
+        "completed": True,
     }
 
 

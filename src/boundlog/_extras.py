@@ -13,6 +13,11 @@ is (the span's ids as integers), and the writer thread formats it.
 The server variables a format names (``%{NAME}e``, ``AccessLog.environ_names``) are
 copied out, name by name, into a dict of their own (``Extras.environ``): a record never
 keeps the environ or scope they come from (see ``wsgi._Exchange._record``).
+
+The bytes of the request body the application received (ASGI, WSGI) are learnt by the
+integration, not here: counting them means wrapping ``receive`` or ``wsgi.input``,
+which the C request paths do not do, so a log reading them takes the pure-Python path,
+and the integration fills them in (``NO_EXTRAS._replace``).
 """
 
 from __future__ import annotations
@@ -28,8 +33,9 @@ from ._routes import asgi_route, environ_route
 #: whose response did or did not complete.
 Learn = Callable[[Mapping[str, Any], bool], Extras]
 
-#: ``learn(environ)``: the extras of the exchange a WSGI environ describes.
-WsgiLearn = Callable[[Mapping[str, Any]], Extras]
+#: ``learn(environ, completed)``: the extras of the exchange a WSGI environ describes,
+#: whose response did or did not complete.
+WsgiLearn = Callable[[Mapping[str, Any], bool], Extras]
 
 #: ``read(variables)``: the values of the variables a format names that ``variables``
 #: holds (a WSGI environ, an ASGI scope, an aiohttp request), by name.
@@ -37,6 +43,10 @@ ReadEnviron = Callable[[Mapping[Any, Any]], dict[str, Any]]
 
 # What ends a str value cut to its bound; the number is the characters cut.
 _CUT_TEXT = CUT_MARKER.decode("ascii").replace("bytes", "characters")
+
+#: The extras of a log that reads none an integration learns by itself, to fill in what
+#: it does learn (``NO_EXTRAS._replace(bytes_received=n)``).
+NO_EXTRAS = Extras()
 
 
 def learner(
@@ -84,12 +94,14 @@ def wsgi_learner(
     """
     reads_route = "route" in reads
     read_environ = environ_reader(environ_names, limit) if "environ" in reads else None
-    if not reads_route and read_environ is None:
+    reads_completed = "completed" in reads
+    if not reads_route and read_environ is None and not reads_completed:
         return None
 
-    def learn(environ: Mapping[str, Any]) -> Extras:
+    def learn(environ: Mapping[str, Any], completed: bool) -> Extras:
         return new_extras(Extras, (
-            environ_route(environ) if reads_route else None, None, None, None, None,
+            environ_route(environ) if reads_route else None, None,
+            completed if reads_completed else None, None, None,
             read_environ(environ) if read_environ is not None else None,
         ))  # fmt: skip
 

@@ -17,7 +17,9 @@ over (``bytes`` as they are, ``text`` as the UTF-8 it goes out in), and the clos
 is that of whichever side ended the session first, as far as the application saw it:
 its own ``websocket.close`` (1000 unless it gives a code), or the client's close,
 which reaches it as a ``websocket.disconnect`` from ``receive``.  A refused handshake
-has no close code: no websocket was ever open to close.
+has no close code: no websocket was ever open to close.  The bytes received, for a log
+that reads them, are the payloads of the client's frames the application received,
+counted as the bytes sent are.
 """
 
 from __future__ import annotations
@@ -41,12 +43,13 @@ class Session:
     its messages say them; fed every message the application sends, and (for a log that
     reads close codes) every message it receives."""
 
-    __slots__ = ("close_code", "response", "sent", "status")
+    __slots__ = ("close_code", "received", "response", "sent", "status")
 
     def __init__(self) -> None:
         #: The handshake's status, 0 until the application answers it.
         self.status = 0
         self.sent = 0
+        self.received = 0
         self.close_code: int | None = None
         #: The message that answered the handshake (its headers are the response's),
         #: empty until one did.
@@ -55,11 +58,7 @@ class Session:
     def sending(self, message: MutableMapping[str, Any]) -> None:
         kind = message["type"]
         if kind == "websocket.send":
-            data = message.get("bytes")
-            if data is not None:
-                self.sent += len(data)
-            else:
-                self.sent += _utf8_length(message.get("text") or "")
+            self.sent += _frame_length(message)
         elif kind == "websocket.accept":
             self.status = SWITCHING_PROTOCOLS
             self.response = message
@@ -74,13 +73,22 @@ class Session:
         elif kind == "websocket.http.response.body":
             self.sent += len(message.get("body", b""))
 
-    def received(self, message: Mapping[str, Any]) -> None:
-        if (
-            message["type"] == "websocket.disconnect"
+    def receiving(self, message: Mapping[str, Any]) -> None:
+        kind = message["type"]
+        if kind == "websocket.receive":
+            self.received += _frame_length(message)
+        elif (
+            kind == "websocket.disconnect"
             and self.status == SWITCHING_PROTOCOLS
             and self.close_code is None
         ):
             self.close_code = message.get("code", _NO_STATUS_RECEIVED)
+
+
+def _frame_length(message: Mapping[str, Any]) -> int:
+    # A frame's payload: ``bytes`` as they are, ``text`` as the UTF-8 it goes out in.
+    data = message.get("bytes")
+    return len(data) if data is not None else _utf8_length(message.get("text") or "")
 
 
 def _utf8_length(text: str) -> int:

@@ -41,7 +41,10 @@ request header, the client's or a new one, and its response carries it back (see
 With the C core (``_core``), ``AccessLogMiddleware(...)`` makes a
 ``_CompiledAccessLogMiddleware``, whose HTTP requests take the same path in C
 (csrc/asgi_*.c); this module stays its reference, and the C code calls back into it
-for everything rare, and into ``_request_id`` for the request ids.
+for everything rare, and into ``_request_id`` for the request ids.  The C path passes
+``receive`` through untouched, so a log that reads ``bytes_received`` (the body bytes of
+the ``http.request`` messages the application received, counted by wrapping
+``receive``) has every request take this module's path.
 """
 
 from __future__ import annotations
@@ -57,7 +60,7 @@ from . import _core
 from ._budget import FIELD_OVERHEAD, RecordBudget
 from ._environment import log_for_middleware, request_ids_for_middleware
 from ._errors import AccessLogError
-from ._extras import learner
+from ._extras import NO_EXTRAS, learner
 from ._log import AccessLog
 from ._notes import NOTES, snapshot
 from ._record import Extras, Record, new_record
@@ -131,6 +134,9 @@ class AccessLogMiddleware:
         self._logs_websockets = self.log.websockets
         # Learning a close code means watching every message the application receives.
         self._reads_close_code = "close_code" in self.log.reads_extras
+        # So does counting the request body's bytes, which only the reference path does
+        # (the C one passes receive through untouched).
+        self._counts_received = "bytes_received" in self.log.reads_extras
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -156,6 +162,7 @@ class AccessLogMiddleware:
         sent = 0
         # The start message, until the record is handed over; then _FINISHED.
         response: Message = _NO_RESPONSE
+        counting = _CountingReceive(receive) if self._counts_received else None
 
         # The closure reads the log's methods through self: every name it shares with
         # this frame is a cell made per request, so it shares only what it must.
@@ -179,6 +186,7 @@ class AccessLogMiddleware:
             else:
                 return send(message)
             learn = self._extras
+            extras = None if learn is None else learn(scope, True)
             entry = _record(
                 scope,
                 started,
@@ -188,7 +196,7 @@ class AccessLogMiddleware:
                 self._keeps_response_headers,
                 self._budget,
                 notes,
-                None if learn is None else learn(scope, True),
+                extras if counting is None else counting.learnt(extras),
             )
             response = _FINISHED
             if self._offer(entry):
@@ -198,7 +206,7 @@ class AccessLogMiddleware:
         try:
             await self.app(
                 scope,
-                receive,
+                receive if counting is None else counting,
                 # The id goes into the start message before it is counted, so that the
                 # record's response headers are those the server sends.
                 counting_send
@@ -210,6 +218,7 @@ class AccessLogMiddleware:
                 # The response never finished: the app raised, or returned early because
                 # the client left.  A server answers 500 when no response had started.
                 learn = self._extras
+                extras = None if learn is None else learn(scope, False)
                 entry = _record(
                     scope,
                     started,
@@ -219,7 +228,7 @@ class AccessLogMiddleware:
                     self._keeps_response_headers,
                     self._budget,
                     notes,
-                    None if learn is None else learn(scope, False),
+                    extras if counting is None else counting.learnt(extras),
                 )
                 await self._submit_async(entry)
 
@@ -247,21 +256,22 @@ class AccessLogMiddleware:
 
         async def watching_receive() -> Message:
             message = await receive()
-            session.received(message)
+            session.receiving(message)
             return message
 
+        watches_receive = self._reads_close_code or self._counts_received
         returned = False
         try:
-            await self.app(
-                scope, watching_receive if self._reads_close_code else receive, watching_send
-            )
+            await self.app(scope, watching_receive if watches_receive else receive, watching_send)
             returned = True
         finally:
             # A session is complete when the application returned rather than raised.
             learn = self._extras
             extras = None if learn is None else learn(scope, returned)
             if self._reads_close_code:
-                extras = (extras or Extras())._replace(close_code=session.close_code)
+                extras = (extras or NO_EXTRAS)._replace(close_code=session.close_code)
+            if self._counts_received:
+                extras = (extras or NO_EXTRAS)._replace(bytes_received=session.received)
             entry = _record(
                 # The handshake was a GET (RFC 6455 4.1); a websocket scope says neither
                 # that nor, at times, its HTTP version, whose default the ASGI spec gives.
@@ -312,6 +322,28 @@ class AccessLogMiddleware:
             await send(message)
 
         return send_after_draining
+
+
+class _CountingReceive:
+    """``receive`` for a log that reads ``bytes_received``: it counts the body bytes of
+    the ``http.request`` messages the application receives, which is what it read of
+    the request's body (Apache's ``%I`` without the headers)."""
+
+    __slots__ = ("_receive", "received")
+
+    def __init__(self, receive: Receive) -> None:
+        self._receive = receive
+        self.received = 0
+
+    async def __call__(self) -> Message:
+        message = await self._receive()
+        if message["type"] == "http.request":
+            self.received += len(message.get("body", b""))
+        return message
+
+    def learnt(self, extras: Extras | None) -> Extras:
+        """``extras`` with the bytes received so far."""
+        return (extras or NO_EXTRAS)._replace(bytes_received=self.received)
 
 
 async def _answer_lifespan(receive: Receive, send: Send) -> None:
@@ -474,6 +506,9 @@ if _core.asgi_middleware is not None:
                 extras=self._extras,
                 request_scope=None if ids is None else ids.asgi_scope,
                 request_start=None if ids is None else ids.asgi_start,
+                # The C path passes receive through untouched: a log that reads the
+                # request body's bytes takes the reference's path, which counts them.
+                reference_only=self._counts_received,
             )
 
         async def _submit_unfinished(self, entry: Record, error: BaseException | None) -> None:

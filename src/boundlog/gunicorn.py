@@ -33,6 +33,13 @@ with an error naming the variable.  A subclass may override
 :meth:`Logger.log_options`, e.g. to pass ``keep``, or a ``format`` object (see
 :class:`~boundlog.Format`), which then replaces ``--access-logformat``.
 
+For a format that reads a record's extras, the logger learns the route the
+application left in the environ and whether the response completed: false when gunicorn
+logs it with an exception on its way through (its workers log from a ``finally`` once
+the response is done, so a write to a client that went away, or a body that raised, is
+in flight then).  The bytes of the request body it cannot see (None); the WSGI
+middleware counts them.
+
 ``--statsd-host`` (with ``--statsd-prefix`` and ``--dogstatsd-tags``) keeps gunicorn's
 statsd metrics, which gunicorn itself sends only under its default logger class: with a
 statsd host, gunicorn gets an instance of the logger class combined with its own
@@ -51,6 +58,7 @@ reopens the file, as it does gunicorn's.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable, Mapping
 from datetime import timedelta
 from time import time
@@ -207,7 +215,11 @@ class Logger(GunicornLogger):  # type: ignore[misc]
         # gunicorn logs once the response is sent: the application's environ holds what
         # it left there (the route, see _routes).
         learn = self._extras
-        extras = None if learn is None else learn(environ)
+        # Every worker logs from a ``finally`` (or, for an error page, an ``except``)
+        # once the response is done: an exception on its way through then (a write to a
+        # client that went away, the body raising, the application failing) means the
+        # response did not complete.
+        extras = None if learn is None else learn(environ, sys.exception() is None)
         record = None if _compiled_environ_record is None else _compiled_environ_record(
             Record, environ, received, duration, status, sent, request_headers,
             response_headers, budget.bounded, budget.limit, None, extras,

@@ -12,6 +12,11 @@ written.  ``log_request`` no longer writes the stderr line; ``log_error`` and
 from ``access_log_options`` and, for the options it does not give, the ``BOUNDLOG_*``
 variables of the environment (see ``_environment``; by default: stdout, combined).
 
+For a log that reads them, a record's extras say whether the response completed (the
+handler returned: a write to a client that went away, or the handler, raised otherwise)
+and how many bytes of the request body the handler read from ``rfile``, which is then
+wrapped to count them (from the end of the request's header fields on).
+
 http.server has no graceful stop of its own and Python's default ``SIGTERM`` action
 ends the process without running exit handlers; install a handler that stops the server
 (see docs/integrations.md) so that the exit handlers drain the log.
@@ -28,12 +33,14 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from ._environment import log_for_middleware
 from ._log import AccessLog
-from ._record import Record, new_record
+from ._record import Extras, Record, new_extras, new_record
 
 if TYPE_CHECKING:
-    from _typeshed import ReadableBuffer
+    from _typeshed import ReadableBuffer, WriteableBuffer
 
 _building = threading.Lock()
+# The extras the mixin learns.
+_LEARNED = frozenset({"completed", "bytes_received"})
 
 
 class AccessLogMixin(BaseHTTPRequestHandler):
@@ -45,6 +52,11 @@ class AccessLogMixin(BaseHTTPRequestHandler):
     access_log_options: ClassVar[Mapping[str, Any]] = {}
 
     wfile: _CountingWriter
+    # Counting what the handler reads, for a log that reads bytes_received; else None.
+    _counted: _CountingReader | None
+    # Where the request's body starts in what _counted counted; -1 until the request's
+    # header fields are read (a request line too long to read has no body read).
+    _body_read_start: int
     _status: int
     # When the request was received, by the monotonic clock; 0.0 until then.
     _started: float
@@ -66,6 +78,9 @@ class AccessLogMixin(BaseHTTPRequestHandler):
     def setup(self) -> None:
         super().setup()
         self.wfile = _CountingWriter(self.wfile)
+        self._counted = None
+        if "bytes_received" in self._log().reads_extras:
+            self.rfile = self._counted = _CountingReader(self.rfile)
 
     def handle_one_request(self) -> None:
         log = self._log()
@@ -73,8 +88,11 @@ class AccessLogMixin(BaseHTTPRequestHandler):
         self._started = 0.0
         self._body_start = self.wfile.count
         self._response_headers = [] if log.reads_response_headers else None
+        self._body_read_start = -1
+        completed = False
         try:
             super().handle_one_request()
+            completed = True
         except Exception:
             if not self._status and self._started:
                 # The handler raised before responding: http.server drops the
@@ -83,11 +101,27 @@ class AccessLogMixin(BaseHTTPRequestHandler):
             raise
         finally:
             if self._status:
-                log.submit(self._record())
+                extras = self._extras(log, completed) if log.reads_extras else None
+                log.submit(self._record(extras))
 
     def parse_request(self) -> bool:
         self._started = perf_counter()
-        return super().parse_request()
+        parsed = super().parse_request()
+        if self._counted is not None:
+            # The header fields are read, or the request refused: what the handler reads
+            # next is the body.
+            self._body_read_start = self._counted.count
+        return parsed
+
+    def _extras(self, log: AccessLog, completed: bool) -> Extras | None:
+        reads = log.reads_extras
+        if not reads & _LEARNED:
+            return None
+        counted, start = self._counted, self._body_read_start
+        return new_extras(Extras, (
+            None, None, completed if "completed" in reads else None,
+            None if counted is None else 0 if start < 0 else counted.count - start, None, None,
+        ))  # fmt: skip
 
     def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
         """Remember the status ``send_response`` sends; the record is made when it is done."""
@@ -105,7 +139,7 @@ class AccessLogMixin(BaseHTTPRequestHandler):
         super().end_headers()
         self._body_start = self.wfile.count
 
-    def _record(self) -> Record:
+    def _record(self, extras: Extras | None) -> Record:
         # http.server decodes the request line and headers as latin-1: encoding them
         # back recovers the bytes the client sent.  The target comes from the request
         # line, because ``self.path`` collapses a leading "//".
@@ -127,8 +161,46 @@ class AccessLogMixin(BaseHTTPRequestHandler):
             address[0] if isinstance(address, tuple) else None,
             self.command or "-", path, query,
             self.request_version or "-", self._status, self.wfile.count - self._body_start,
-            headers, self._response_headers or (), None, None,
+            headers, self._response_headers or (), None, extras,
         ))  # fmt: skip
+
+
+class _CountingReader(io.BufferedIOBase):
+    """The handler's ``rfile``, counting the bytes read through it."""
+
+    def __init__(self, raw: io.BufferedIOBase) -> None:
+        super().__init__()
+        self._raw = raw
+        self.count = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int | None = -1, /) -> bytes:
+        data = self._raw.read(size)
+        self.count += len(data)
+        return data
+
+    def read1(self, size: int = -1, /) -> bytes:
+        data = self._raw.read1(size)
+        self.count += len(data)
+        return data
+
+    def readline(self, size: int | None = -1, /) -> bytes:
+        line = self._raw.readline(size)
+        self.count += len(line)
+        return line
+
+    def readinto(self, buffer: WriteableBuffer, /) -> int:
+        read = self._raw.readinto(buffer)
+        self.count += read
+        return read
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            self._raw.close()
 
 
 class _CountingWriter(io.BufferedIOBase):

@@ -8,6 +8,14 @@ tuple body as a whole, when the server starts on it), and submits the record fro
 logged with status 500 (or the status it had already passed to ``start_response``) and
 the exception propagates unchanged.
 
+For a log that reads them, a record's extras say whether the response completed (the
+server took the body's last chunk and asked for more: it stopped early when the client
+went away or a write failed, or the application raised), for which a list or tuple
+body is iterated chunk by chunk too, its bytes counted as the server takes them; and
+how many bytes of the request body the application read from ``wsgi.input``, which the
+middleware then wraps.  The C path learns the first, not the second: a log reading
+``bytes_received`` takes this module's path.
+
 Under ``policy="wait"`` a full queue blocks the request's own thread in ``close()``,
 which is what a threaded server's backpressure looks like; other requests keep going.
 
@@ -36,7 +44,7 @@ from . import _core
 from ._environ import compiled as _compiled_environ_record
 from ._environ import environ_record
 from ._environment import log_for_middleware, request_ids_for_middleware
-from ._extras import wsgi_learner
+from ._extras import NO_EXTRAS, wsgi_learner
 from ._headers import environ_key
 from ._log import AccessLog
 from ._notes import NOTES, snapshot
@@ -100,9 +108,17 @@ class AccessLogMiddleware:
         self._extras = wsgi_learner(
             self.log.reads_extras, self.log.environ_names, self._budget.limit
         )
+        reads = self.log.reads_extras
+        self._reads_completed = "completed" in reads
+        # Only this module's path counts the request body's bytes (the C one hands such
+        # logs here).
+        self._counts_received = "bytes_received" in reads
+        # A class of its own keeps the work of learning off the other logs' path.
+        learns = self._reads_completed or self._counts_received
+        self._exchange = _LearningExchange if learns else _Exchange
 
     def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
-        exchange = _Exchange(environ, start_response, self)
+        exchange = self._exchange(environ, start_response, self)
         request_ids = self._request_ids
         try:
             body = self.app(
@@ -125,6 +141,7 @@ class _Exchange:
 
     __slots__ = (
         "_closed",
+        "_completed",
         "_environ",
         "_middleware",
         "_notes",
@@ -149,6 +166,9 @@ class _Exchange:
         self._sent = 0
         self._response_headers: Sequence[tuple[str, str]] = ()
         self._closed = False
+        # Whether the server asked past the body's last chunk, for a log that reads it
+        # (_LearningExchange).
+        self._completed = False
         self.body: Iterable[bytes] = ()
         # The request's notes (boundlog.add_fields), when the log reads them: set in
         # the request's thread before the application runs.
@@ -234,7 +254,7 @@ class _Exchange:
         notes = snapshot(self._notes)
         # The application has run: what it left in the environ is there to learn.
         learn = self._middleware._extras
-        extras = None if learn is None else learn(environ)
+        extras = None if learn is None else learn(environ, self._completed)
         record = None if _compiled_environ_record is None else _compiled_environ_record(
             Record, environ, received, duration, self._status, self._sent, headers,
             self._response_headers, bound, limit, notes, extras,
@@ -245,6 +265,75 @@ class _Exchange:
                 self._response_headers, bound, notes, extras,
             )  # fmt: skip
         return record
+
+
+class _LearningExchange(_Exchange):
+    """The exchange of a log that reads ``completed`` or ``bytes_received``, which only
+    the exchange sees: whether the server asked for the body's next chunk after the
+    last, and what the application read of ``wsgi.input``."""
+
+    __slots__ = ("_input",)
+
+    def __init__(
+        self, environ: Environ, start_response: StartResponse, middleware: AccessLogMiddleware
+    ) -> None:
+        super().__init__(environ, start_response, middleware)
+        self._input: _CountingInput | None = None
+        if middleware._counts_received and "wsgi.input" in environ:
+            # Before the application runs: what it reads, it reads through the wrapper.
+            self._input = environ["wsgi.input"] = _CountingInput(environ["wsgi.input"])
+
+    def __iter__(self) -> Iterator[bytes]:
+        # A list chunk by chunk too: taking its last chunk is not the end of sending it.
+        return self._completing(self.body)
+
+    def _completing(self, body: Iterable[bytes]) -> Iterator[bytes]:
+        yield from self._counting(body)
+        # The server asked for the chunk after the last: it sent the whole body.
+        self._completed = True
+
+    def _record(self) -> Record:
+        record = super()._record()
+        counted = self._input
+        if counted is None:
+            return record
+        extras = (record.extras or NO_EXTRAS)._replace(bytes_received=counted.received)
+        return record._replace(extras=extras)
+
+
+class _CountingInput:
+    """``wsgi.input`` for a log that reads ``bytes_received``: it counts the bytes the
+    application reads of the request body, however it reads them (PEP 3333's read,
+    readline, readlines and iteration); anything else is the server's stream's."""
+
+    __slots__ = ("_stream", "received")
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+        self.received = 0
+
+    def read(self, *size: int | None) -> bytes:
+        data: bytes = self._stream.read(*size)
+        self.received += len(data)
+        return data
+
+    def readline(self, *size: int | None) -> bytes:
+        line: bytes = self._stream.readline(*size)
+        self.received += len(line)
+        return line
+
+    def readlines(self, *hint: int) -> list[bytes]:
+        lines: list[bytes] = self._stream.readlines(*hint)
+        self.received += sum(map(len, lines))
+        return lines
+
+    def __iter__(self) -> Iterator[bytes]:
+        for line in self._stream:
+            self.received += len(line)
+            yield line
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
 
 
 def _status_code(status: str) -> int:
@@ -303,4 +392,6 @@ if _core.wsgi_middleware is not None:
                 # The C code measures picked fields against the budget; a whole environ
                 # is measured by bounded_environ (limit -1), as in _Exchange._record.
                 limit=-1 if picked is None else self._budget.limit,
+                reads_completed=self._reads_completed,
+                reference_only=self._counts_received,
             )
