@@ -17,10 +17,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, ClassVar
 
 import pytest
-from tests.apps.exchange_fields import CHUNK
 
 from _helpers import wait_until
 from _servers import LOOPBACK
+from apps.exchange_fields import CHUNK
 from boundlog import AccessLog, Extras, Record, _core
 from boundlog.asgi import AccessLogMiddleware
 from boundlog.http_server import AccessLogMixin

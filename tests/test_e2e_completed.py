@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.apps.exchange_fields import CHUNK, COMPLETED_ONLY, STREAM_CHUNKS
 
 from _servers import (
     CLIENT_TIMEOUT,
@@ -26,6 +25,7 @@ from _servers import (
     stop_gracefully,
     uvicorn_app_command,
 )
+from apps.exchange_fields import CHUNK, COMPLETED_ONLY, STREAM_CHUNKS
 
 # The C request paths (the default) and the pure-Python ones.
 CORES = pytest.mark.parametrize("core", ["c", "python"])

@@ -23,7 +23,7 @@ from ._metrics import require_client as require_metrics_client
 from ._options import flag, one_of, seconds, seconds_to_wait, signal_to_catch, whole_number
 from ._otel import OpenTelemetryMetrics, metrics_option
 from ._queue import POLICIES, Admission, Policy
-from ._record import EXTRAS_FIELDS, Record, environ_names_of, extras_read_by
+from ._record import Record, environ_names_of, extras_read_by
 from ._redaction import DEFAULT_REDACTED_QUERY
 from ._signals import ReopenSignal
 from ._sinks import SinkSpec, open_sink
@@ -204,11 +204,10 @@ class AccessLog:
         # them.  Only then do the middlewares collect notes for each request.
         self.reads_notes: bool = bool(getattr(fmt, "reads_notes", True)) or select_names is None
         # The fields of a record's extras the lines may show: the format says with
-        # ``reads_extras``; one that does not say, or a keep predicate, may read all.
-        # The integrations learn only these for each request.
-        self.reads_extras: frozenset[str] = (
-            EXTRAS_FIELDS if select_names is None else extras_read_by(fmt)
-        )
+        # ``reads_extras`` (one that does not say reads all but bytes_received).  The
+        # integrations learn only these for each request: a keep predicate sees what
+        # the format reads, so that filtering never moves a log off its fast path.
+        self.reads_extras: frozenset[str] = extras_read_by(fmt)
         # The server variables (``%{NAME}e``) whose values the integrations keep in a
         # record's ``extras.environ``: those the format names.
         self.environ_names: frozenset[str] = environ_names_of(fmt)

@@ -70,12 +70,15 @@ class Extras(NamedTuple):
 
 #: The names of the fields of :class:`Extras`.
 EXTRAS_FIELDS: Final = frozenset(Extras._fields)
+#: What a format that does not say reads: every field but ``bytes_received``, which
+#: costs each request the pure-Python path and is counted only when a format asks.
+DEFAULT_EXTRAS: Final = EXTRAS_FIELDS - {"bytes_received"}
 
 
 def extras_read_by(fmt: object) -> frozenset[str]:
     """The fields of a record's extras a format says it reads (its ``reads_extras``,
-    field names of :class:`Extras`), all of them if it does not say."""
-    names = getattr(fmt, "reads_extras", EXTRAS_FIELDS)
+    field names of :class:`Extras`); if it does not say, ``DEFAULT_EXTRAS``."""
+    names = getattr(fmt, "reads_extras", DEFAULT_EXTRAS)
     if isinstance(names, str) or not all(isinstance(name, str) for name in names):
         raise ConfigurationError(
             f"{type(fmt).__name__}.reads_extras must be a set of field names of "
