@@ -39,6 +39,8 @@ typedef struct {
     PyObject *request_ids;    /* (environ, start_response) -> start_response that adds the
                                * request's id, when the middleware gives ids, else None
                                * (_request_id.RequestIds.wsgi) */
+    PyObject *trace;          /* () -> the current span's ids, when the log reads them,
+                               * else None (_extras.wsgi_trace_reader) */
     PyObject *module;         /* boundlog._speedups, whose state environ_record reads */
     PyObject *close_name;     /* "close", interned */
     PyTypeObject *exchange_type;

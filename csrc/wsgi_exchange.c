@@ -30,6 +30,7 @@ typedef struct {
     PyObject *body;             /* the application's iterable; NULL until it returns */
     PyObject *notes;            /* the request's notes (a dict) when the log reads them */
     PyObject *notes_token;      /* what setting them returned, until close() resets them */
+    PyObject *trace;            /* the span's ids as the application was called, or NULL */
     Py_ssize_t sent;
     double started; /* perf_counter() when the request came in */
     int closed;
@@ -238,10 +239,11 @@ exchange_record(Exchange *exchange)
     PyObject *extras = NULL;
     if (received != NULL && elapsed != NULL && sent_object != NULL && limit != NULL
         && response_headers != NULL && notes != NULL) {
-        PyObject *learn_args[] = {exchange->environ, completed ? Py_True : Py_False};
+        PyObject *learn_args[] = {exchange->environ, completed ? Py_True : Py_False,
+                                  exchange->trace != NULL ? exchange->trace : Py_None};
         extras = middleware->extras == Py_None
                  ? Py_NewRef(Py_None)
-                 : PyObject_Vectorcall(middleware->extras, learn_args, 2, NULL);
+                 : PyObject_Vectorcall(middleware->extras, learn_args, 3, NULL);
     }
     PyObject *record = NULL;
     if (extras != NULL) {
@@ -387,6 +389,7 @@ wsgi_exchange_run(WsgiMiddleware *middleware, PyObject *environ, PyObject *start
     exchange->body = NULL;
     exchange->notes = NULL;
     exchange->notes_token = NULL;
+    exchange->trace = NULL;
     exchange->sent = 0;
     exchange->started = started;
     exchange->closed = 0;
@@ -407,6 +410,16 @@ wsgi_exchange_run(WsgiMiddleware *middleware, PyObject *environ, PyObject *start
     }
 
     PyObject *app = app_attribute_read((PyObject *)middleware);
+    if (app != NULL && middleware->trace != Py_None) {
+        /* The span current now, inside OpenTelemetry's middleware (wsgi._Exchange):
+         * its context has ended by the time the server closes the body.  What the
+         * reader raises is the application's error below (it returns None for any
+         * Exception itself). */
+        exchange->trace = PyObject_CallNoArgs(middleware->trace);
+        if (exchange->trace == NULL) {
+            Py_CLEAR(app);
+        }
+    }
     PyObject *respond = app == NULL ? NULL : PyCFunction_NewEx(&start_response_method, self, NULL);
     if (respond != NULL && middleware->request_ids != Py_None) {
         /* The request's id, in the environ and the response's headers, as the reference
@@ -543,6 +556,7 @@ exchange_traverse(PyObject *self, visitproc visit, void *arg)
     Py_VISIT(exchange->body);
     Py_VISIT(exchange->notes);
     Py_VISIT(exchange->notes_token);
+    Py_VISIT(exchange->trace);
     return 0;
 }
 
@@ -559,6 +573,7 @@ exchange_clear(PyObject *self)
     Py_CLEAR(exchange->body);
     Py_CLEAR(exchange->notes);
     Py_CLEAR(exchange->notes_token);
+    Py_CLEAR(exchange->trace);
     return 0;
 }
 

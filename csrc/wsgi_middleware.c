@@ -15,8 +15,8 @@
 static const char *const bind_keywords[] = {
     "reference_call", "handoff", "submit", "status_code", "status_codes", "picked_keys",
     "bound", "python_record", "record_type", "perf_counter", "wall_clock",
-    "keeps_response_headers", "notes", "extras", "request_ids", "limit", "reads_completed",
-    "reference_only",
+    "keeps_response_headers", "notes", "extras", "request_ids", "trace", "limit",
+    "reads_completed", "reference_only",
 };
 #define BIND_ARGUMENTS (sizeof(bind_keywords) / sizeof(bind_keywords[0]))
 /* All but limit, reads_completed and reference_only, which are kept as C values. */
@@ -31,7 +31,7 @@ bound_field(WsgiMiddleware *middleware, size_t i)
         &middleware->bound, &middleware->python_record, &middleware->record_type,
         &middleware->perf_counter, &middleware->wall_clock,
         &middleware->keeps_response_headers, &middleware->notes, &middleware->extras,
-        &middleware->request_ids,
+        &middleware->request_ids, &middleware->trace,
     };
     return fields[i];
 }
@@ -66,16 +66,18 @@ wsgi_middleware_bind(PyObject *self, PyTypeObject *defining_class, PyObject *con
         PyErr_SetString(PyExc_TypeError, "bind(): notes must be a ContextVar or None");
         return NULL;
     }
-    if ((values[13] != Py_None && !PyCallable_Check(values[13]))
-        || (values[14] != Py_None && !PyCallable_Check(values[14]))) {
-        PyErr_SetString(PyExc_TypeError, "bind(): extras and request_ids must be callable or None");
-        return NULL;
+    for (int i = 13; i <= 15; i++) {
+        if (values[i] != Py_None && !PyCallable_Check(values[i])) {
+            PyErr_SetString(PyExc_TypeError,
+                            "bind(): extras, request_ids and trace must be callable or None");
+            return NULL;
+        }
     }
-    Py_ssize_t limit = PyLong_AsSsize_t(values[15]);
+    Py_ssize_t limit = PyLong_AsSsize_t(values[16]);
     if (limit == -1 && PyErr_Occurred()) {
         return NULL;
     }
-    if (!PyBool_Check(values[16]) || !PyBool_Check(values[17])) {
+    if (!PyBool_Check(values[17]) || !PyBool_Check(values[18])) {
         PyErr_SetString(PyExc_TypeError, "bind(): reads_completed and reference_only must "
                                          "be bools");
         return NULL;
@@ -97,8 +99,8 @@ wsgi_middleware_bind(PyObject *self, PyTypeObject *defining_class, PyObject *con
     middleware->exchange_type = (PyTypeObject *)Py_NewRef(state->wsgi_exchange_type);
     middleware->body_type = (PyTypeObject *)Py_NewRef(state->wsgi_body_type);
     middleware->limit = limit;
-    middleware->reads_completed = values[16] == Py_True;
-    middleware->reference_only = values[17] == Py_True;
+    middleware->reads_completed = values[17] == Py_True;
+    middleware->reference_only = values[18] == Py_True;
     Py_RETURN_NONE;
 }
 

@@ -12,6 +12,7 @@ import pytest
 from _records import make_record
 from _servers import (
     UVICORN_CLEAN_EXITS,
+    gunicorn_app_command,
     http_client,
     read_log_lines,
     running_server,
@@ -151,3 +152,31 @@ def test_a_fastapi_line_shows_its_route_and_its_span(tmp_path: Path) -> None:
     assert line["trace_id"] == answer["trace_id"] == TRACE_ID
     assert line["span_id"] not in (PARENT_ID, None)
     assert line["completed"] is True
+
+
+@pytest.mark.parametrize("core", ["c", "python"])
+def test_wsgi_lines_show_the_span_the_application_sees_under_gunicorn(
+    tmp_path: Path, core: str
+) -> None:
+    """Behind OpenTelemetry's WSGI middleware the span is read as the application is
+    called: the line shows the ids the application sees, though the server closes the
+    body (and the record is made) after that middleware's context has ended."""
+    log_path = tmp_path / "access.log"
+    environment = server_environment(log_path, "json", "0.01")
+    if core == "python":
+        environment["BOUNDLOG_NO_EXTENSIONS"] = "1"
+    command = lambda port: gunicorn_app_command(port, "tests.apps.trace_wsgi_app:app")  # noqa: E731
+    with running_server(command, environment, tmp_path / "gunicorn.out") as server:
+        with http_client(server.port) as client:
+            answers = [
+                client.get("/ids", headers={"traceparent": TRACEPARENT}).json(),
+                client.get("/ids").json(),
+            ]
+        stop_gracefully(server)
+    lines = [json.loads(line) for line in read_log_lines(log_path)]
+    assert [(line["trace_id"], line["span_id"]) for line in lines] == [
+        (answer["trace_id"], answer["span_id"]) for answer in answers
+    ]
+    assert answers[0]["trace_id"] == TRACE_ID
+    assert answers[0]["span_id"] != PARENT_ID
+    assert answers[1]["trace_id"] not in (TRACE_ID, None)

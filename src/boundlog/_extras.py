@@ -33,9 +33,9 @@ from ._routes import asgi_route, environ_route
 #: whose response did or did not complete.
 Learn = Callable[[Mapping[str, Any], bool], Extras]
 
-#: ``learn(environ, completed)``: the extras of the exchange a WSGI environ describes,
+#: ``learn(environ, completed, trace)``: the extras of the exchange a WSGI environ describes,
 #: whose response did or did not complete.
-WsgiLearn = Callable[[Mapping[str, Any], bool], Extras]
+WsgiLearn = Callable[[Mapping[str, Any], bool, "tuple[int, int] | None"], Extras]
 
 #: ``read(variables)``: the values of the variables a format names that ``variables``
 #: holds (a WSGI environ, an ASGI scope, an aiohttp request), by name.
@@ -95,17 +95,42 @@ def wsgi_learner(
     reads_route = "route" in reads
     read_environ = environ_reader(environ_names, limit) if "environ" in reads else None
     reads_completed = "completed" in reads
-    if not reads_route and read_environ is None and not reads_completed:
+    reads_trace = "trace" in reads and trace_reader() is not None
+    if not reads_route and read_environ is None and not reads_completed and not reads_trace:
         return None
 
-    def learn(environ: Mapping[str, Any], completed: bool) -> Extras:
+    def learn(environ: Mapping[str, Any], completed: bool, trace: tuple[int, int] | None) -> Extras:
         return new_extras(Extras, (
-            environ_route(environ) if reads_route else None, None,
+            environ_route(environ) if reads_route else None, trace,
             completed if reads_completed else None, None, None,
             read_environ(environ) if read_environ is not None else None,
         ))  # fmt: skip
 
     return learn
+
+
+def wsgi_trace_reader(reads: frozenset[str]) -> Callable[[], tuple[int, int] | None] | None:
+    """For a WSGI log that reads the trace, a function returning the ids of the span
+    current as the application is called, or None.
+
+    The span is read then, not when the response ends: OpenTelemetry's WSGI middleware
+    makes its span current while it calls the application and while the server takes
+    the body, but the server closes the body (where the record is made) after that
+    middleware's context has ended.  What the reader raises gives no ids rather than
+    fail the request: the trace is the telemetry's, the request the application's.
+    """
+    current_trace = trace_reader() if "trace" in reads else None
+    if current_trace is None:
+        return None
+    read = current_trace
+
+    def guarded() -> tuple[int, int] | None:
+        try:
+            return read()
+        except Exception:
+            return None
+
+    return guarded
 
 
 def environ_reader(names: frozenset[str], limit: int) -> ReadEnviron | None:

@@ -219,7 +219,8 @@ class Logger(GunicornLogger):  # type: ignore[misc]
         # once the response is done: an exception on its way through then (a write to a
         # client that went away, the body raising, the application failing) means the
         # response did not complete.
-        extras = None if learn is None else learn(environ, sys.exception() is None)
+        # gunicorn logs once the response is over: no span is current any more.
+        extras = None if learn is None else learn(environ, sys.exception() is None, None)
         record = None if _compiled_environ_record is None else _compiled_environ_record(
             Record, environ, received, duration, status, sent, request_headers,
             response_headers, budget.bounded, budget.limit, None, extras,

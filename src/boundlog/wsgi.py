@@ -44,7 +44,7 @@ from . import _core
 from ._environ import compiled as _compiled_environ_record
 from ._environ import environ_record
 from ._environment import log_for_middleware, request_ids_for_middleware
-from ._extras import NO_EXTRAS, wsgi_learner
+from ._extras import NO_EXTRAS, wsgi_learner, wsgi_trace_reader
 from ._headers import environ_key
 from ._log import AccessLog
 from ._notes import NOTES, snapshot
@@ -108,6 +108,8 @@ class AccessLogMiddleware:
         self._extras = wsgi_learner(
             self.log.reads_extras, self.log.environ_names, self._budget.limit
         )
+        # The span current as the application is called, for a log that reads it.
+        self._trace = wsgi_trace_reader(self.log.reads_extras)
         reads = self.log.reads_extras
         self._reads_completed = "completed" in reads
         # Only this module's path counts the request body's bytes (the C one hands such
@@ -121,6 +123,10 @@ class AccessLogMiddleware:
         exchange = self._exchange(environ, start_response, self)
         request_ids = self._request_ids
         try:
+            if self._trace is not None:
+                # Now, inside OpenTelemetry's middleware: its span's context has ended
+                # by the time the server closes the body (see _extras).
+                exchange._trace = self._trace()
             body = self.app(
                 environ,
                 # The id goes into the headers before the exchange keeps them, so that
@@ -152,6 +158,7 @@ class _Exchange:
         "_start_response",
         "_started",
         "_status",
+        "_trace",
         "body",
     )  # fmt: skip
 
@@ -169,6 +176,8 @@ class _Exchange:
         # Whether the server asked past the body's last chunk, for a log that reads it
         # (_LearningExchange).
         self._completed = False
+        # The span's ids as the application is called (see __call__), when read.
+        self._trace: tuple[int, int] | None = None
         self.body: Iterable[bytes] = ()
         # The request's notes (boundlog.add_fields), when the log reads them: set in
         # the request's thread before the application runs.
@@ -254,7 +263,7 @@ class _Exchange:
         notes = snapshot(self._notes)
         # The application has run: what it left in the environ is there to learn.
         learn = self._middleware._extras
-        extras = None if learn is None else learn(environ, self._completed)
+        extras = None if learn is None else learn(environ, self._completed, self._trace)
         record = None if _compiled_environ_record is None else _compiled_environ_record(
             Record, environ, received, duration, self._status, self._sent, headers,
             self._response_headers, bound, limit, notes, extras,
@@ -389,6 +398,7 @@ if _core.wsgi_middleware is not None:
                 notes=self._notes_var,
                 extras=self._extras,
                 request_ids=None if self._request_ids is None else self._request_ids.wsgi,
+                trace=self._trace,
                 # The C code measures picked fields against the budget; a whole environ
                 # is measured by bounded_environ (limit -1), as in _Exchange._record.
                 limit=-1 if picked is None else self._budget.limit,
