@@ -246,7 +246,8 @@ def test_the_wsgi_middleware_learns_the_route_the_application_left(
 
 @pytest.mark.parametrize("middleware", WSGI_MIDDLEWARES)
 def test_a_wsgi_log_reading_no_route_gets_no_extras(middleware: Any) -> None:
-    [record] = wsgi_served(middleware, Capture(frozenset({"trace"})), "/items/{item_id}")
+    # A websocket's close code: nothing a WSGI exchange has.
+    [record] = wsgi_served(middleware, Capture(frozenset({"close_code"})), "/items/{item_id}")
     assert record.extras is None
 
 
@@ -270,7 +271,7 @@ def test_a_wsgi_extras_function_that_raises_fails_the_close_not_the_log(
     failures = iter([LookupError("no route")])
 
     def wsgi_learner(reads: frozenset[str], *context: Any) -> Any:
-        def learn(environ: Any, completed: bool) -> Extras:
+        def learn(environ: Any, completed: bool, trace: Any) -> Extras:
             for failure in failures:
                 raise failure
             return Extras(route="/again")
@@ -301,3 +302,24 @@ def test_a_format_naming_variables_oddly_is_refused() -> None:
 
     with pytest.raises(ConfigurationError, match="environ_names must be a set of variable names"):
         AccessLog(sink="/dev/null", format=Odd(), report_loss=False)
+
+
+@pytest.mark.parametrize("middleware", WSGI_MIDDLEWARES)
+def test_a_wsgi_span_is_read_as_the_application_is_called(
+    middleware: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The span current when the middleware is called, not when the body is closed;
+    a span read that raises gives no ids, and the request goes on."""
+    tracer = TracerProvider().get_tracer("test")
+    fmt = Capture(frozenset({"trace"}))
+    with tracer.start_as_current_span("GET /items/7") as span:
+        expected = (span.get_span_context().trace_id, span.get_span_context().span_id)
+        [record] = wsgi_served(middleware, fmt, None)
+    assert record.extras == Extras(trace=expected)
+
+    def broken() -> Any:
+        raise RuntimeError("no span")
+
+    monkeypatch.setattr("opentelemetry.trace.get_current_span", broken)
+    [record] = wsgi_served(middleware, Capture(frozenset({"trace"})), None)
+    assert record.extras == Extras()
