@@ -68,7 +68,7 @@ ASAN_TESTS ?= tests/test_speedups.py tests/test_speedups_json.py tests/test_spee
 	tests/test_speedups_handoff.py tests/test_speedups_environ.py tests/test_speedups_select.py \
 	tests/test_speedups_wsgi.py tests/test_filters.py tests/test_redaction.py tests/test_wsgi.py \
 	tests/test_formats.py tests/test_json_format.py tests/test_asgi.py tests/test_writer.py \
-	tests/test_cli.py tests/test_notes.py tests/test_extras.py
+	tests/test_cli.py tests/test_notes.py tests/test_extras.py tests/test_completed.py
 ASAN_ENV := PYTHONPATH=build/asan/lib PYTHONMALLOC=malloc ASAN_OPTIONS=detect_leaks=0 \
 	UBSAN_OPTIONS=print_stacktrace=1 LD_PRELOAD=$$(gcc -print-file-name=libasan.so)
 

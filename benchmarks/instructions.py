@@ -13,7 +13,9 @@ benchmark, ``boundlog`` with the ``drop`` policy and the combined format; on req
 ``boundlog-fields``, the same with an application that calls ``boundlog.add_fields``
 with two fields per request; both apps run under the same small wrapper;
 ``boundlog-json-no-extras``, the JSON log whose format reads no extras, so that its
-middleware asks OpenTelemetry for no span; and ``boundlog-logging``, a ``LoggingSink``
+middleware asks OpenTelemetry for no span; ``boundlog-received``, the JSON log with
+``bytes_received``, which takes the pure-Python request path to count what the
+application receives; and ``boundlog-logging``, a ``LoggingSink``
 in uvicorn's shape to uvicorn's ``AccessFormatter`` on /dev/null), uvicorn
 (httptools, uvloop, one process) runs under callgrind with each thread counted apart;
 wrk warms it up, the counters are zeroed, wrk runs for ``--seconds``, and the counters
@@ -52,6 +54,7 @@ LOGGERS = ("none", "default", "capture-only", "boundlog")
 #: Measured when named in ``--loggers`` (issue 16's fields).
 OPTIONAL_LOGGERS = (
     "boundlog-json", "boundlog-fields", "boundlog-json-no-extras", "boundlog-logging",
+    "boundlog-received",
 )  # fmt: skip
 _LOGGER_ENV = "BENCHMARK_INSTRUCTIONS_LOGGER"
 _FLUSH_ENV = "BENCHMARK_INSTRUCTIONS_FLUSH_INTERVAL"
@@ -79,16 +82,23 @@ def create_app() -> Any:
         return AccessLogMiddleware(
             inner,
             sink=os.devnull,
-            format=_json_without_extras() if logger == "boundlog-json-no-extras" else "json",
+            format=_json_format(logger),
             flush_interval=flush_interval,
         )
     # The middleware owns its log, so it drains it at the lifespan shutdown.
     return AccessLogMiddleware(app, sink=os.devnull, flush_interval=flush_interval)
 
 
-def _json_without_extras() -> Any:
-    """The JSON format reading no extras: its middleware reads no span."""
+def _json_format(logger: str) -> Any:
+    """The JSON format of a logger: as it is, reading no extras (its middleware reads no
+    span), or adding the request body's bytes (its middleware counts what the
+    application receives, on the pure-Python request path)."""
     from boundlog import JsonFormat
+
+    if logger == "boundlog-received":
+        return JsonFormat(extras=["bytes_received"])
+    if logger != "boundlog-json-no-extras":
+        return "json"
 
     class JsonWithoutExtras(JsonFormat):
         __slots__ = ()
