@@ -75,6 +75,8 @@ typedef struct {
     PyObject *sent_object; /* what pathsend set bytes_sent to (any int), or NULL */
     PyObject *notes;       /* the request's notes (a dict) when the log reads them */
     PyObject *request_id;  /* the request's id when the middleware gives ids, else NULL */
+    PyObject *held;        /* a log reading notes: the record of the response that ended,
+                            * held until the application returns (asgi_send.c) */
     Py_ssize_t sent;       /* body bytes counted, added to sent_object if set */
     double started;        /* perf_counter() when the exchange started */
     int finished;          /* the record is handed over */
@@ -100,6 +102,10 @@ extern PyType_Spec capture_spec;
 /* The record of `capture`'s exchange with status `status`; a new reference, or NULL
  * with an exception set (the reference's, for a scope it fails on). */
 PyObject *asgi_record(Capture *capture, PyObject *status, int completed);
+
+/* `record` with the notes `capture`'s request has now (_notes.snapshot): a new
+ * reference, or NULL with an exception set. */
+PyObject *asgi_with_notes(Capture *capture, PyObject *record);
 
 /* value == name, for a str `name`: 1, 0, or -1 on error. */
 int asgi_is(PyObject *value, PyObject *name);

@@ -7,7 +7,8 @@
  * inside a coroutine would (PEP 380's "yield from").  When the application ends
  * (returns, raises, or is closed) without the response having ended, the record is
  * made here, status 500 if no response started, and handed over; the exception, if
- * any, goes on unchanged.
+ * any, goes on unchanged.  A record held for a log that reads notes is handed over
+ * then too.
  *
  * A queue with no room at that moment is the one case that may wait (policy
  * "wait"): the exchange then drives the middleware's Python coroutine
@@ -156,17 +157,25 @@ raise_in_context(PyObject *raised, PyObject *context)
     exception_restore(raised);
 }
 
-/* The record of a response that did not end, if any: NULL with no exception set when
- * there is none to make. */
+/* The record still to hand over once the application has ended, if any: that of a
+ * response that did not end, or the one held for a log that reads notes (see
+ * asgi_send.c), with the notes the request has now.  NULL with no exception set when
+ * there is none. */
 static PyObject *
-unfinished_record(Capture *capture)
+pending_record(Capture *capture)
 {
     PyObject *record = NULL;
     if (capture == NULL) {
         return NULL;
     }
     Py_BEGIN_CRITICAL_SECTION(capture);
-    if (!capture->finished) {
+    if (capture->held != NULL) {
+        PyObject *held = capture->held;
+        capture->held = NULL;
+        record = asgi_with_notes(capture, held);
+        Py_DECREF(held);
+    }
+    else if (!capture->finished) {
         /* `status or 500`: no response had started, and the server answers 500. */
         int started = capture->status == NULL ? 0 : PyObject_IsTrue(capture->status);
         PyObject *status = started < 0 ? NULL
@@ -180,14 +189,14 @@ unfinished_record(Capture *capture)
 }
 
 /* The application ended: `status` is how (PYGEN_RETURN, or PYGEN_ERROR with its
- * exception set).  Hands over the record of a response that did not end. */
+ * exception set).  Hands over the record still pending (pending_record). */
 static PySendResult
 app_ended(Exchange *exchange, PySendResult status, PyObject **result)
 {
     Py_CLEAR(exchange->inner);
     exchange->state = DONE;
     PyObject *error = status == PYGEN_ERROR ? exception_take() : NULL;
-    PyObject *record = unfinished_record(exchange->capture);
+    PyObject *record = pending_record(exchange->capture);
     int accepted = 1;
     if (record != NULL) {
         accepted = handoff_offer((Handoff *)exchange->middleware->handoff, record);
@@ -420,7 +429,7 @@ exchange_throw(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return result;
 }
 
-/* close(): the application is closed, and the record of a response that did not end
+/* close(): the application is closed, and the record still pending (pending_record)
  * is handed over without waiting, since a closed coroutine cannot wait (under "wait"
  * with a full queue it is counted as refused). */
 static PyObject *
@@ -440,7 +449,7 @@ exchange_close_locked(Exchange *exchange)
     Py_XDECREF(result);
     PyObject *error = status == PYGEN_ERROR ? exception_take() : NULL;
     if (state == RUNNING_APP) {
-        PyObject *record = unfinished_record(exchange->capture);
+        PyObject *record = pending_record(exchange->capture);
         if (record != NULL) {
             result = PyObject_CallOneArg(exchange->middleware->submit_on_close, record);
             Py_XDECREF(result);

@@ -295,3 +295,28 @@ done:
     Py_DECREF(extras);
     return record;
 }
+
+PyObject *
+asgi_with_notes(Capture *capture, PyObject *record)
+{
+    PyTypeObject *type = Py_TYPE(record);
+    if (PyTuple_GET_SIZE(record) != FIELDS) {
+        PyErr_SetString(PyExc_SystemError, "asgi_with_notes(): not a record");
+        return NULL;
+    }
+    PyObject *notes = capture->notes != NULL && PyDict_Size(capture->notes) > 0
+                      ? PyDict_Copy(capture->notes) : Py_NewRef(Py_None);
+    if (notes == NULL) {
+        return NULL;
+    }
+    PyObject *copy = type->tp_alloc(type, FIELDS);
+    if (copy == NULL) {
+        Py_DECREF(notes);
+        return NULL;
+    }
+    for (int i = 0; i < FIELDS; i++) {
+        PyTuple_SET_ITEM(copy, i, i == NOTES ? notes : Py_NewRef(PyTuple_GET_ITEM(record, i)));
+    }
+    PyObject_GC_UnTrack(copy); /* as asgi_record's */
+    return copy;
+}

@@ -3,7 +3,12 @@
  * It returns the server's own awaitable for every message (no coroutine of its own),
  * and runs on the event loop for each of them: no formatting, no I/O, no lock.  The
  * record goes to the queue before the response's last message is handed to the
- * server, so a client never has a response whose record is not queued or counted. */
+ * server, so a client never has a response whose record is not queued or counted.
+ *
+ * But for a log that reads notes: the application may still add fields once its
+ * response has ended (Starlette's background tasks run after the last body message,
+ * inside the application's call), so the record is held until the application returns
+ * (asgi_exchange.c's pending_record) and then takes the notes as they are. */
 #include "asgi.h"
 
 #include <stddef.h>
@@ -28,6 +33,7 @@ capture_new(Middleware *middleware, PyObject *scope, PyObject *send, double star
     capture->sent_object = NULL;
     capture->notes = NULL;
     capture->request_id = NULL;
+    capture->held = NULL;
     capture->sent = 0;
     capture->started = started;
     capture->finished = 0;
@@ -148,6 +154,11 @@ capture_send(Capture *capture, PyObject *message)
         if (record == NULL) {
             rc = -1;
         }
+        else if (capture->notes != NULL) {
+            capture->held = record; /* stolen */
+            record = NULL;
+            rc = FORWARD;
+        }
     }
     Py_END_CRITICAL_SECTION();
     if (rc < 0) {
@@ -207,6 +218,7 @@ capture_traverse(PyObject *self, visitproc visit, void *arg)
     Py_VISIT(capture->sent_object);
     Py_VISIT(capture->notes);
     Py_VISIT(capture->request_id);
+    Py_VISIT(capture->held);
     return 0;
 }
 
@@ -222,6 +234,7 @@ capture_clear(PyObject *self)
     Py_CLEAR(capture->sent_object);
     Py_CLEAR(capture->notes);
     Py_CLEAR(capture->request_id);
+    Py_CLEAR(capture->held);
     return 0;
 }
 

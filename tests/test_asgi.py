@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+import boundlog
 from _helpers import BlockedPipe, wait_until
 from _records import CapturingFormat, make_record
 from boundlog import AccessLog, ConfigurationError, SinkError
@@ -149,10 +150,41 @@ def test_trailers_finish_the_response_not_the_last_body(tmp_path: Path) -> None:
         order.append(f"trailers sent, logged={log.stats().submitted}")
 
     path = tmp_path / "access.log"
-    with AccessLog(str(path), format="json") as log:
+    # A log that reads no notes: its record goes with the response's last message.
+    with AccessLog(str(path), format="common") as log:
         asyncio.run(call(AccessLogMiddleware(app, log=log), http_scope()))
     assert order == ["body sent, logged=0", "trailers sent, logged=1"]
-    assert json_lines(path)[0]["bytes_sent"] == 2
+    assert path.read_bytes().split()[-1] == b"2"
+
+
+class AppError(Exception):
+    """What the application raises after its response."""
+
+
+@pytest.mark.parametrize("core", ["c", "python"])
+def test_a_log_reading_notes_holds_the_record_until_the_application_returns(
+    tmp_path: Path, core: str
+) -> None:
+    """Fields added after the response (a background task's) join the record; the
+    duration still ends with the response's last message."""
+    order: list[str] = []
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await send(start(200))
+        await send({"type": "http.response.body", "body": b"ab"})
+        order.append(f"response sent, logged={log.stats().submitted}")
+        boundlog.add_fields(background="done")
+        raise AppError("the background task failed")
+
+    path = tmp_path / "access.log"
+    with AccessLog(str(path), format="json") as log:
+        middleware = AccessLogMiddleware(app, log=log)
+        with pytest.raises(AppError):
+            asyncio.run(call(middleware if core == "c" else middleware.__call__, http_scope()))
+        assert order == ["response sent, logged=0"]
+        assert log.stats().submitted == 1
+    [line] = json_lines(path)
+    assert (line["status"], line["bytes_sent"], line["background"]) == (200, 2, "done")
 
 
 def test_scopes_of_other_types_reach_the_app_untouched(tmp_path: Path) -> None:

@@ -162,12 +162,13 @@ def test_the_asgi_middleware_sets_notes_only_for_a_log_that_reads_them(
         assert fmt is not None
         assert [record.notes for record in fmt.records] == [None, None]
     else:
-        # A new dict each request; what came after the response is not in the line.
+        # A new dict each request; what came after the response (a background task's)
+        # is in the line too: the record waits for the application to return.
         assert [notes for _, notes in seen] == [{}, {}]
         assert seen[0][0] != seen[1][0]
         lines = (tmp_path / "access.log").read_bytes().splitlines()
         assert [list(json.loads(line).items())[len(JSON_FIELDS) :] for line in lines] == [
-            [("thread", 1), ("task", True)]
+            [("thread", 1), ("task", True), ("after", "the response")]
         ] * 2
 
 

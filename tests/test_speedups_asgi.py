@@ -99,7 +99,8 @@ ACTION = st.one_of(
     st.tuples(st.just("raise")),
     st.tuples(st.just("return")),
 )
-# boundlog.add_fields from the application (after its response too: not in the record).
+# boundlog.add_fields from the application (after its response too: a log that reads notes
+# holds the record until the application ends, so those join it).
 NOTE = st.tuples(
     st.just("note"),
     st.sampled_from(["user", "status", "n"]),

@@ -162,13 +162,17 @@ class AccessLogMiddleware:
         sent = 0
         # The start message, until the record is handed over; then _FINISHED.
         response: Message = _NO_RESPONSE
+        # The record of a response that ended, for a log that reads notes: held until
+        # the application returns, so that the fields its background tasks add (they
+        # run after the last body message, in the application's call) join it.
+        held: Record | None = None
         counting = _CountingReceive(receive) if self._counts_received else None
 
         # The closure reads the log's methods through self: every name it shares with
         # this frame is a cell made per request, so it shares only what it must.
         def counting_send(message: Message) -> Awaitable[None]:
             # Runs on the event loop for every message: no formatting, no I/O, no lock.
-            nonlocal status, sent, response
+            nonlocal status, sent, response, held
             kind = message["type"]
             if kind == "http.response.body":
                 sent += len(message.get("body", b""))
@@ -199,6 +203,9 @@ class AccessLogMiddleware:
                 extras if counting is None else counting.learnt(extras),
             )
             response = _FINISHED
+            if notes is not None:
+                held = entry
+                return send(message)
             if self._offer(entry):
                 return send(message)
             return self._admit_then(entry, send, message)
@@ -231,6 +238,8 @@ class AccessLogMiddleware:
                     extras if counting is None else counting.learnt(extras),
                 )
                 await self._submit_async(entry)
+            elif held is not None:
+                await self._submit_async(held._replace(notes=snapshot(notes)))
 
     async def _admit_then(self, entry: Record, send: Send, message: Message) -> None:
         # Off the fast path: the queue was full, so apply the policy (count the drop, or
@@ -512,8 +521,9 @@ if _core.asgi_middleware is not None:
             )
 
         async def _submit_unfinished(self, entry: Record, error: BaseException | None) -> None:
-            # The application ended without ending its response and the queue had no
-            # room: the reference's finally block, from its await on.
+            # The application ended without ending its response, or with the record of
+            # one held (a log reading notes), and the queue had no room: the
+            # reference's finally block, from its await on.
             await self._submit_async(entry)
             if error is not None:
                 raise error

@@ -8,8 +8,8 @@
   written ``app.status``);
 * ``/sync/{rid}``, a sync endpoint Starlette runs in its thread pool: ``rid`` and
   ``kind="sync"``;
-* both add ``late`` from a background task, which runs after the response has ended:
-  too late for the record;
+* both add ``late`` from a background task, which runs after the response has ended,
+  still in the application's call: the record waits for it;
 * ``/plain``: adds nothing.
 
 Its log options come from the environment (see ``tests.apps.log_options``).
