@@ -6,9 +6,10 @@ context; ``add_fields`` adds to that dict.  Every place a request's code runs se
 the endpoint's task, a thread pool's thread that copied the context (Starlette's
 ``run_in_threadpool``, ``asyncio.to_thread``), a task a middleware started for the
 downstream application (Starlette's ``BaseHTTPMiddleware``), since a copied context
-holds the same dict.  The record takes a copy of the dict when the response ends, so
-fields added later (a background task that runs after the response) are not in it,
-and nothing changes a record the writer may be reading.  A new request starts with a
+holds the same dict.  The record takes a copy of the dict when the application's
+call ends (under ASGI after its background tasks, which run once the response has
+gone: the middleware holds the record until then), so nothing changes a record the
+writer may be reading.  A new request starts with a
 new dict, so fields never pass from one request to another, even in a thread or a
 context that serves many; outside a logged request ``NOTES`` holds None and
 ``add_fields`` does nothing.  The WSGI middleware resets ``NOTES`` when the server

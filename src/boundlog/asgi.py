@@ -406,7 +406,7 @@ def _record(
         # a log that reads it, not to keep an application's list alive for nothing.
         status, sent, headers,
         response.get("headers", ()) if keeps_response_headers else (),
-        # A copy: the application may add fields after the response ends.
+        # A copy: the application may add fields later.
         snapshot(notes), extras,
     ))  # fmt: skip
 
