@@ -78,8 +78,8 @@ _AIOHTTP_DEFAULT = web_log.AccessLogger.LOG_FORMAT
 _stdout_logs: dict[str, AccessLog] = {}
 _building = threading.Lock()
 
-# Where boundlog's middleware leaves the span's ids among the request's items: aiohttp
-# 3.13 and later warn of a str key (NotAppKeyWarning) and take a RequestKey.
+# Where boundlog's middleware leaves the span's ids among the request's items: an
+# aiohttp that has RequestKey warns of a str key (NotAppKeyWarning).
 _TRACE: Any = (
     web.RequestKey("boundlog.trace", tuple) if hasattr(web, "RequestKey") else "boundlog.trace"
 )
