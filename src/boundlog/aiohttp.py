@@ -42,7 +42,10 @@ request and response aiohttp hands it, once the handler has run:
 
 aiohttp gives no request ids: its handlers see the request's headers read-only, so a
 new id could not reach them as a header, as it does under ``boundlog.asgi`` and
-``boundlog.wsgi``.
+``boundlog.wsgi``.  Handing the handler ``request.clone(headers=...)`` instead would
+hide from the logger, which aiohttp gives the request it made, the items the handler
+leaves on the clone, and the clone encodes the headers again, which fails on a
+header's bytes that are not UTF-8.
 """
 
 from __future__ import annotations
