@@ -109,15 +109,17 @@ def wsgi_learner(
     return learn
 
 
-def wsgi_trace_reader(reads: frozenset[str]) -> Callable[[], tuple[int, int] | None] | None:
-    """For a WSGI log that reads the trace, a function returning the ids of the span
-    current as the application is called, or None.
+def early_trace_reader(reads: frozenset[str]) -> Callable[[], tuple[int, int] | None] | None:
+    """For a log that reads the trace, a function returning the ids of the span current
+    as the application is called, or None.
 
-    The span is read then, not when the response ends: OpenTelemetry's WSGI middleware
-    makes its span current while it calls the application and while the server takes
-    the body, but the server closes the body (where the record is made) after that
-    middleware's context has ended.  What the reader raises gives no ids rather than
-    fail the request: the trace is the telemetry's, the request the application's.
+    The WSGI middleware and aiohttp's read the span then, not when the response ends:
+    OpenTelemetry's WSGI middleware makes its span current while it calls the
+    application and while the server takes the body, but the server closes the body
+    (where the record is made) after that middleware's context has ended; aiohttp calls
+    its access logger after OpenTelemetry's aiohttp middleware has returned.  What the
+    reader raises gives no ids rather than fail the request: the trace is the
+    telemetry's, the request the application's.
     """
     current_trace = trace_reader() if "trace" in reads else None
     if current_trace is None:

@@ -13,7 +13,11 @@ left in the very mapping the middleware holds:
   copy: Starlette's own middleware, ``BaseHTTPMiddleware`` included, and its mounts
   pass the same dict on;
 * Litestar: its router sets ``scope["path_template"]``, the full template, router
-  prefixes included.
+  prefixes included;
+* aiohttp: the request's ``match_info`` names the route matched, whose resource's
+  ``canonical`` is the template, a sub-application's prefix included (a static route's
+  is its prefix); a 404 or 405 matched a system route, which has no resource.  The
+  logger reads it from the request aiohttp logs, whose items hold ``ROUTE_KEY`` too.
 
 Only lookups here: it runs on the request path of every request whose log reads the
 route, and keeps no reference to the route object.
@@ -77,3 +81,16 @@ def _starlette_template(scope: Mapping[str, Any], route: Any) -> str | None:
             return prefix[: len(prefix) - len(own)] + template
         return prefix + "/{path}"
     return prefix + template
+
+
+def aiohttp_route(request: Mapping[Any, Any]) -> str | None:
+    """The route template an aiohttp request matched, or None (no route matched: a 404
+    or a 405; a low-level ``web.Server``'s requests have no ``match_info``)."""
+    route = request.get(ROUTE_KEY)
+    if type(route) is str:
+        return route
+    resource = getattr(
+        getattr(getattr(request, "match_info", None), "route", None), "resource", None
+    )
+    template = getattr(resource, "canonical", None)
+    return template if type(template) is str else None

@@ -44,7 +44,7 @@ from . import _core
 from ._environ import compiled as _compiled_environ_record
 from ._environ import environ_record
 from ._environment import log_for_middleware, request_ids_for_middleware
-from ._extras import NO_EXTRAS, wsgi_learner, wsgi_trace_reader
+from ._extras import NO_EXTRAS, early_trace_reader, wsgi_learner
 from ._headers import environ_key
 from ._log import AccessLog
 from ._notes import NOTES, snapshot
@@ -109,7 +109,7 @@ class AccessLogMiddleware:
             self.log.reads_extras, self.log.environ_names, self._budget.limit
         )
         # The span current as the application is called, for a log that reads it.
-        self._trace = wsgi_trace_reader(self.log.reads_extras)
+        self._trace = early_trace_reader(self.log.reads_extras)
         reads = self.log.reads_extras
         self._reads_completed = "completed" in reads
         # Only this module's path counts the request body's bytes (the C one hands such
