@@ -212,16 +212,35 @@ response_headers(Capture *capture)
 }
 
 /* What the log's extras function learns of the exchange (asgi.AccessLogMiddleware
- * ._extras): a new reference, None when the log reads no extras, NULL on error. */
+ * ._extras), with the request body's bytes the application received when the log
+ * reads them, as the reference adds them: a new reference, None when the log reads no
+ * extras, NULL on error. */
 static PyObject *
 learn_extras(Capture *capture, int completed)
 {
-    PyObject *learn = capture->middleware->extras;
+    Middleware *middleware = capture->middleware;
+    PyObject *learn = middleware->extras;
+    PyObject *extras;
     if (learn == Py_None) {
-        return Py_NewRef(Py_None);
+        extras = Py_NewRef(Py_None);
     }
-    PyObject *args[] = {capture->scope, completed ? Py_True : Py_False};
-    return PyObject_Vectorcall(learn, args, 2, NULL);
+    else {
+        PyObject *args[] = {capture->scope, completed ? Py_True : Py_False};
+        extras = PyObject_Vectorcall(learn, args, 2, NULL);
+    }
+    if (extras == NULL || capture->counting_receive == NULL) {
+        return extras;
+    }
+    PyObject *received = PyObject_GetAttr(capture->counting_receive,
+                                          middleware->names[NAME_RECEIVED]);
+    PyObject *counted = NULL;
+    if (received != NULL) {
+        PyObject *args[] = {extras, received};
+        counted = PyObject_Vectorcall(middleware->with_bytes_received, args, 2, NULL);
+        Py_DECREF(received);
+    }
+    Py_DECREF(extras);
+    return counted;
 }
 
 PyObject *

@@ -28,6 +28,7 @@ capture_new(Middleware *middleware, PyObject *scope, PyObject *send, double star
     capture->sent_object = NULL;
     capture->notes = NULL;
     capture->request_id = NULL;
+    capture->counting_receive = NULL;
     capture->sent = 0;
     capture->started = started;
     capture->finished = 0;
@@ -207,6 +208,7 @@ capture_traverse(PyObject *self, visitproc visit, void *arg)
     Py_VISIT(capture->sent_object);
     Py_VISIT(capture->notes);
     Py_VISIT(capture->request_id);
+    Py_VISIT(capture->counting_receive);
     return 0;
 }
 
@@ -222,6 +224,7 @@ capture_clear(PyObject *self)
     Py_CLEAR(capture->sent_object);
     Py_CLEAR(capture->notes);
     Py_CLEAR(capture->request_id);
+    Py_CLEAR(capture->counting_receive);
     return 0;
 }
 
