@@ -227,9 +227,7 @@ class AccessLogMiddleware:
                     self._keeps_response_headers,
                     self._budget,
                     notes,
-                    extras
-                    if counting is None
-                    else with_bytes_received(extras, counting.received),
+                    extras if counting is None else with_bytes_received(extras, counting.received),
                 )
                 await self._submit_async(entry)
 

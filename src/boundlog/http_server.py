@@ -29,7 +29,7 @@ import threading
 from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler
 from time import perf_counter, time
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from ._counting import CountingReader
 from ._environment import log_for_middleware
@@ -81,7 +81,10 @@ class AccessLogMixin(BaseHTTPRequestHandler):
         self.wfile = _CountingWriter(self.wfile)
         self._counted = None
         if "bytes_received" in self._log().reads_extras:
-            self.rfile = self._counted = CountingReader(self.rfile)
+            self._counted = CountingReader(self.rfile)
+            # Not a BufferedIOBase, but it reads like one: what it does not count, the
+            # handler's own rfile does.
+            self.rfile = cast(io.BufferedIOBase, self._counted)
 
     def handle_one_request(self) -> None:
         log = self._log()

@@ -40,10 +40,10 @@ from types import MethodType, TracebackType
 from typing import Any, Self
 
 from . import _core
+from ._counting import CountingReader
 from ._environ import compiled as _compiled_environ_record
 from ._environ import environ_record
 from ._environment import log_for_middleware, request_ids_for_middleware
-from ._counting import CountingReader
 from ._extras import with_bytes_received, wsgi_learner, wsgi_trace_reader
 from ._headers import environ_key
 from ._log import AccessLog
