@@ -29,6 +29,7 @@ from test_e2e_completed import abandon
 from test_extras import MIDDLEWARES, WSGI_MIDDLEWARES, Capture, finishing, http_scope, send
 
 BOTH = frozenset({"completed", "bytes_received"})
+RECEIVED = frozenset({"bytes_received"})
 BODY = (b"first line\n", b"second\n", b"", b"rest")
 
 
@@ -91,7 +92,7 @@ def test_the_asgi_middleware_counts_the_body_bytes_the_application_received(
 
 @pytest.mark.parametrize("middleware", MIDDLEWARES)
 def test_bytes_received_alone_are_learnt_alone(middleware: Any) -> None:
-    record = asgi_exchange(middleware, reading_the_body, frozenset({"bytes_received"}))
+    record = asgi_exchange(middleware, reading_the_body, RECEIVED)
     assert record.extras == Extras(bytes_received=sum(map(len, BODY)))
 
 
@@ -129,7 +130,7 @@ def test_an_asgi_log_reading_no_bytes_received_keeps_the_c_path_and_the_servers_
 
 @pytest.mark.skipif(_core.asgi_middleware is None, reason="no C core")
 def test_an_asgi_log_reading_bytes_received_keeps_the_c_path_and_wraps_receive() -> None:
-    call, (given, server_receive) = call_of(frozenset({"bytes_received"}))
+    call, (given, server_receive) = call_of(RECEIVED)
     assert not inspect.iscoroutine(call)
     assert given is not server_receive
 
@@ -239,6 +240,15 @@ def test_a_wsgi_response_completes_when_the_server_asks_past_its_last_chunk(
 
 
 @pytest.mark.parametrize("middleware", WSGI_MIDDLEWARES)
+def test_a_log_counting_bytes_received_counts_a_list_body_as_the_server_takes_it(
+    middleware: Any,
+) -> None:
+    """As for ``completed``: both request paths take a list chunk by chunk."""
+    record = wsgi_exchange(middleware, answering(b"a", b"bb", b"ccc"), RECEIVED, taken=1)
+    assert (record.bytes_sent, record.extras) == (1, Extras(bytes_received=0))
+
+
+@pytest.mark.parametrize("middleware", WSGI_MIDDLEWARES)
 def test_a_wsgi_application_that_raises_mid_body_is_logged_incomplete(middleware: Any) -> None:
     fmt = Capture(BOTH)
     log = logged(fmt)
@@ -298,7 +308,7 @@ def test_a_wsgi_log_reading_no_bytes_received_keeps_the_c_path_and_the_servers_i
 def test_a_wsgi_log_reading_bytes_received_keeps_the_c_path_and_wraps_wsgi_input() -> None:
     from boundlog.wsgi import _Exchange
 
-    body, given, server_input = wsgi_call(frozenset({"bytes_received"}))
+    body, given, server_input = wsgi_call(RECEIVED)
     assert not isinstance(body, _Exchange)
     assert given is not server_input
     assert given.server_attribute == "kept"
