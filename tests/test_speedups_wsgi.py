@@ -381,16 +381,21 @@ def test_a_full_queue_goes_to_the_policy(policy: str) -> None:
 
 
 @pytest.mark.parametrize("request_id", [None, "X-Request-ID"])
-def test_the_c_path_keeps_no_reference_to_what_it_was_given(request_id: str | None) -> None:
-    collecting = Collecting(True)
+@pytest.mark.parametrize("reads_received", [False, True])
+def test_the_c_path_keeps_no_reference_to_what_it_was_given(
+    request_id: str | None, reads_received: bool
+) -> None:
+    collecting = Collecting(True, reads_received=reads_received)
     log = AccessLog("/dev/null", collecting, flush_interval=0, max_queue=100_000)
     try:
         middleware = _middleware(log, request_id)
         environ = {"REQUEST_METHOD": "GET", "PATH_INFO": "/p", "HTTP_USER_AGENT": "curl"}
         headers = [("Content-Type", "text/plain")]
         chunks = [b"x" * 10]
+        stream = io.BytesIO(b"uploaded")
 
         def app(environ: Any, start_response: Any) -> Any:
+            environ["wsgi.input"].read(4)
             start_response("200 OK", headers)("w")
             return iter(chunks) if environ.get("GENERATOR") else chunks
 
@@ -401,6 +406,8 @@ def test_the_c_path_keeps_no_reference_to_what_it_was_given(request_id: str | No
 
         def run(times: int) -> None:
             for _ in range(times):
+                stream.seek(0)
+                environ["wsgi.input"] = stream
                 response = middleware(environ, start_response)
                 list(response)
                 response.close()
@@ -411,7 +418,7 @@ def test_the_c_path_keeps_no_reference_to_what_it_was_given(request_id: str | No
             assert log.flush(timeout=30)
             collecting.records.clear()
 
-        watched = [environ, chunks, app, middleware, headers]
+        watched = [environ, chunks, app, middleware, headers, stream]
         run(100)
         before = [sys.getrefcount(thing) for thing in watched]
         run(20_000)
