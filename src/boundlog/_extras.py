@@ -50,8 +50,13 @@ NO_EXTRAS = Extras()
 
 
 def with_bytes_received(extras: Extras | None, received: int) -> Extras:
-    """``extras`` (None: those of a log that reads no other) with ``bytes_received``."""
-    return (extras or NO_EXTRAS)._replace(bytes_received=received)
+    """``extras`` (None: those of a log that reads no other) with ``bytes_received``.
+
+    By position, as ``learn`` builds them: ``_replace`` costs the request path a keyword
+    dict and two Python-level calls more.
+    """
+    route, trace, completed, _, close_code, environ = extras or NO_EXTRAS
+    return new_extras(Extras, (route, trace, completed, received, close_code, environ))
 
 
 def learner(
