@@ -22,6 +22,7 @@ from _helpers import wait_until
 from _servers import LOOPBACK
 from apps.exchange_fields import CHUNK
 from boundlog import AccessLog, Extras, Record, _core
+from boundlog._counting import CountingReader
 from boundlog.asgi import AccessLogMiddleware
 from boundlog.http_server import AccessLogMixin
 from boundlog.wsgi import AccessLogMiddleware as WsgiMiddleware
@@ -139,6 +140,24 @@ class Stream(io.BytesIO):
     """A server's wsgi.input, with an attribute of its own besides the stream's."""
 
     server_attribute = "kept"
+
+
+def test_the_counting_reader_counts_each_way_of_reading_and_forwards_the_rest() -> None:
+    """wsgi.input's and http.server's rfile's reader (_counting): PEP 3333's reads, and
+    the buffered reader's read1 and readinto."""
+    stream = Stream(b"".join(BODY))
+    reader = CountingReader(stream)
+    buffer = bytearray(3)
+    assert reader.read1(2) == b"fi"
+    assert (reader.readinto(buffer), buffer) == (3, bytearray(b"rst"))
+    assert reader.readline() == b" line\n"
+    assert reader.readlines(1) == [b"second\n"]
+    assert list(reader) == [b"rest"]
+    assert reader.read() == b""
+    assert reader.bytes_read == sum(map(len, BODY))
+    assert reader.server_attribute == "kept"
+    reader.close()
+    assert stream.closed
 
 
 def wsgi_exchange(
