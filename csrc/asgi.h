@@ -59,7 +59,7 @@ typedef struct {
     PyObject *counting_receive; /* (receive) -> the receive the application gets, which
                                  * counts in `received` the request body's bytes, when
                                  * the log reads them (asgi._CountingReceive), else None */
-    PyObject *with_bytes_received; /* (extras, received) -> Extras (_extras) */
+    PyObject *no_extras;      /* _extras.NO_EXTRAS: the extras of a log that reads none */
     PyTypeObject *exchange_type;
     PyTypeObject *capture_type;
     Py_ssize_t budget_limit;

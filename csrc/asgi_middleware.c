@@ -13,6 +13,7 @@
 #include "app_attribute.h"
 #include "arguments.h"
 #include "compat.h"
+#include "extras.h"
 
 static const char *const name_strings[NAMES] = {
     [NAME_TYPE] = "type",
@@ -40,7 +41,7 @@ static const char *const bind_keywords[] = {
     "reference_call", "handoff", "admit_then", "submit_unfinished",
     "submit_on_close", "python_record", "file_size", "record_type", "protocols",
     "budget", "perf_counter", "wall_clock", "keeps_response_headers", "notes", "extras",
-    "request_scope", "request_start", "counting_receive", "with_bytes_received",
+    "request_scope", "request_start", "counting_receive", "no_extras",
 };
 #define BIND_ARGUMENTS (sizeof(bind_keywords) / sizeof(bind_keywords[0]))
 
@@ -55,7 +56,7 @@ bound_field(Middleware *middleware, size_t i)
         &middleware->perf_counter, &middleware->wall_clock,
         &middleware->keeps_response_headers, &middleware->notes, &middleware->extras,
         &middleware->request_scope, &middleware->request_start,
-        &middleware->counting_receive, &middleware->with_bytes_received,
+        &middleware->counting_receive, &middleware->no_extras,
     };
     return fields[i];
 }
@@ -86,10 +87,9 @@ middleware_bind(PyObject *self, PyTypeObject *defining_class, PyObject *const *a
         PyErr_SetString(PyExc_TypeError, "bind(): extras must be callable or None");
         return NULL;
     }
-    if ((values[17] != Py_None && !PyCallable_Check(values[17]))
-        || !PyCallable_Check(values[18])) {
+    if ((values[17] != Py_None && !PyCallable_Check(values[17])) || !extras_usable(values[18])) {
         PyErr_SetString(PyExc_TypeError, "bind(): counting_receive must be callable or None, "
-                                         "with_bytes_received callable");
+                                         "no_extras an Extras");
         return NULL;
     }
     int ids_off = values[15] == Py_None;

@@ -9,6 +9,7 @@
 
 #include "clock.h"
 #include "compat.h"
+#include "extras.h"
 #include "record.h"
 
 /* The reference's FIELD_OVERHEAD (_budget.py): what a header pair costs beyond its bytes. */
@@ -233,12 +234,9 @@ learn_extras(Capture *capture, int completed)
     }
     PyObject *received = PyObject_GetAttr(capture->counting_receive,
                                           middleware->names[NAME_RECEIVED]);
-    PyObject *counted = NULL;
-    if (received != NULL) {
-        PyObject *args[] = {extras, received};
-        counted = PyObject_Vectorcall(middleware->with_bytes_received, args, 2, NULL);
-        Py_DECREF(received);
-    }
+    PyObject *counted = received == NULL ? NULL
+                        : extras_with_bytes_received(middleware->no_extras, extras, received);
+    Py_XDECREF(received);
     Py_DECREF(extras);
     return counted;
 }

@@ -44,7 +44,7 @@ typedef struct {
     PyObject *counting_input; /* (stream) -> the wsgi.input the application gets, which
                                * counts in `bytes_read` what it reads, when the log reads
                                * bytes_received (_counting.CountingReader), else None */
-    PyObject *with_bytes_received; /* (extras, received) -> Extras (_extras) */
+    PyObject *no_extras;      /* _extras.NO_EXTRAS: the extras of a log that reads none */
     PyObject *input_name;     /* "wsgi.input" and "bytes_read", interned */
     PyObject *bytes_read_name;
     PyObject *module;         /* boundlog._speedups, whose state environ_record reads */

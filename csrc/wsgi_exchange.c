@@ -18,6 +18,7 @@
 #include "clock.h"
 #include "compat.h"
 #include "environ.h"
+#include "extras.h"
 
 typedef struct {
     PyObject_HEAD
@@ -249,13 +250,10 @@ exchange_record(Exchange *exchange)
     if (extras != NULL && exchange->input != NULL) {
         /* With what the application read of wsgi.input (wsgi._LearningExchange). */
         PyObject *bytes_read = PyObject_GetAttr(exchange->input, middleware->bytes_read_name);
-        PyObject *counted = NULL;
-        if (bytes_read != NULL) {
-            PyObject *counted_args[] = {extras, bytes_read};
-            counted = PyObject_Vectorcall(middleware->with_bytes_received, counted_args, 2,
-                                          NULL);
-            Py_DECREF(bytes_read);
-        }
+        PyObject *counted = bytes_read == NULL ? NULL
+                            : extras_with_bytes_received(middleware->no_extras, extras,
+                                                         bytes_read);
+        Py_XDECREF(bytes_read);
         Py_SETREF(extras, counted);
     }
     PyObject *record = NULL;

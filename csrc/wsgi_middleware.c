@@ -10,13 +10,14 @@
 #include "arguments.h"
 #include "asgi.h"
 #include "compat.h"
+#include "extras.h"
 
 /* bind()'s arguments, all keyword-only, in this order; `limit` and the flags last. */
 static const char *const bind_keywords[] = {
     "reference_call", "handoff", "submit", "status_code", "status_codes", "picked_keys",
     "bound", "python_record", "record_type", "perf_counter", "wall_clock",
     "keeps_response_headers", "notes", "extras", "request_ids", "trace", "counting_input",
-    "with_bytes_received", "limit", "counts_chunks",
+    "no_extras", "limit", "counts_chunks",
 };
 #define BIND_ARGUMENTS (sizeof(bind_keywords) / sizeof(bind_keywords[0]))
 /* All but limit and counts_chunks, which are kept as C values. */
@@ -32,7 +33,7 @@ bound_field(WsgiMiddleware *middleware, size_t i)
         &middleware->perf_counter, &middleware->wall_clock,
         &middleware->keeps_response_headers, &middleware->notes, &middleware->extras,
         &middleware->request_ids, &middleware->trace, &middleware->counting_input,
-        &middleware->with_bytes_received,
+        &middleware->no_extras,
     };
     return fields[i];
 }
@@ -74,8 +75,8 @@ wsgi_middleware_bind(PyObject *self, PyTypeObject *defining_class, PyObject *con
             return NULL;
         }
     }
-    if (!PyCallable_Check(values[17])) {
-        PyErr_SetString(PyExc_TypeError, "bind(): with_bytes_received must be callable");
+    if (!extras_usable(values[17])) {
+        PyErr_SetString(PyExc_TypeError, "bind(): no_extras must be an Extras");
         return NULL;
     }
     Py_ssize_t limit = PyLong_AsSsize_t(values[18]);

@@ -504,7 +504,7 @@ if _core.asgi_middleware is not None:
                 request_start=None if ids is None else ids.asgi_start,
                 # Only a log that reads the request body's bytes has receive wrapped.
                 counting_receive=_CountingReceive if self._counts_received else None,
-                with_bytes_received=with_bytes_received,
+                no_extras=NO_EXTRAS,
             )
 
         async def _submit_unfinished(self, entry: Record, error: BaseException | None) -> None:

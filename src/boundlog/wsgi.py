@@ -44,7 +44,7 @@ from ._counting import CountingReader
 from ._environ import compiled as _compiled_environ_record
 from ._environ import environ_record
 from ._environment import log_for_middleware, request_ids_for_middleware
-from ._extras import with_bytes_received, wsgi_learner, wsgi_trace_reader
+from ._extras import NO_EXTRAS, with_bytes_received, wsgi_learner, wsgi_trace_reader
 from ._headers import environ_key
 from ._log import AccessLog
 from ._notes import NOTES, snapshot
@@ -362,7 +362,7 @@ if _core.wsgi_middleware is not None:
                 request_ids=None if self._request_ids is None else self._request_ids.wsgi,
                 trace=self._trace,
                 counting_input=CountingReader if self._counts_received else None,
-                with_bytes_received=with_bytes_received,
+                no_extras=NO_EXTRAS,
                 # The C code measures picked fields against the budget; a whole environ
                 # is measured by bounded_environ (limit -1), as in _Exchange._record.
                 limit=-1 if picked is None else self._budget.limit,
