@@ -14,8 +14,8 @@ benchmark, ``boundlog`` with the ``drop`` policy and the combined format; on req
 with two fields per request; both apps run under the same small wrapper;
 ``boundlog-json-no-extras``, the JSON log whose format reads no extras, so that its
 middleware asks OpenTelemetry for no span; ``boundlog-received``, the JSON log with
-``bytes_received``, which takes the pure-Python request path to count what the
-application receives; and ``boundlog-logging``, a ``LoggingSink``
+``bytes_received``, whose middleware wraps each request's ``receive`` to count what
+the application receives; and ``boundlog-logging``, a ``LoggingSink``
 in uvicorn's shape to uvicorn's ``AccessFormatter`` on /dev/null), uvicorn
 (httptools, uvloop, one process) runs under callgrind with each thread counted apart;
 wrk warms it up, the counters are zeroed, wrk runs for ``--seconds``, and the counters
@@ -92,7 +92,7 @@ def create_app() -> Any:
 def _json_format(logger: str) -> Any:
     """The JSON format of a logger: as it is, reading no extras (its middleware reads no
     span), or adding the request body's bytes (its middleware counts what the
-    application receives, on the pure-Python request path)."""
+    application receives)."""
     from boundlog import JsonFormat
 
     if logger == "boundlog-received":

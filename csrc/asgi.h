@@ -29,7 +29,7 @@ enum {
     NAME_TYPE, NAME_HTTP, NAME_BODY_MESSAGE, NAME_START_MESSAGE, NAME_TRAILERS_MESSAGE,
     NAME_PATHSEND_MESSAGE, NAME_BODY, NAME_MORE_BODY, NAME_TRAILERS, NAME_MORE_TRAILERS,
     NAME_STATUS, NAME_HEADERS, NAME_CLIENT, NAME_HTTP_VERSION, NAME_RAW_PATH,
-    NAME_QUERY_STRING, NAME_METHOD,
+    NAME_QUERY_STRING, NAME_METHOD, NAME_RECEIVED,
     NAMES
 };
 
@@ -56,10 +56,13 @@ typedef struct {
                                * ids, else None (_request_id.RequestIds.asgi_scope) */
     PyObject *request_start;  /* (message, id) -> message, the start message with the id
                                * (RequestIds.asgi_start), else None */
+    PyObject *counting_receive; /* (receive) -> the receive the application gets, which
+                                 * counts in `received` the request body's bytes, when
+                                 * the log reads them (asgi._CountingReceive), else None */
+    PyObject *no_extras;      /* _extras.NO_EXTRAS: the extras of a log that reads none */
     PyTypeObject *exchange_type;
     PyTypeObject *capture_type;
     Py_ssize_t budget_limit;
-    int reference_only; /* every request takes reference_call (asgi.py says when) */
     PyObject *names[NAMES];
 } Middleware;
 
@@ -77,6 +80,7 @@ typedef struct {
     PyObject *request_id;  /* the request's id when the middleware gives ids, else NULL */
     PyObject *held;        /* a log reading notes: the record of the response that ended,
                             * held until the application returns (asgi_send.c) */
+    PyObject *counting_receive; /* what counting_receive made for the request, else NULL */
     Py_ssize_t sent;       /* body bytes counted, added to sent_object if set */
     double started;        /* perf_counter() when the exchange started */
     int finished;          /* the record is handed over */

@@ -127,6 +127,19 @@ start(Exchange *exchange)
             exchange->capture->notes = notes;
         }
     }
+    if (exchange->capture != NULL && middleware->counting_receive != Py_None) {
+        /* A log that reads the request body's bytes: the application receives through
+         * a wrapper that counts them, which the record reads (asgi_record.c). */
+        PyObject *counting = PyObject_CallOneArg(middleware->counting_receive,
+                                                 exchange->receive);
+        if (counting == NULL) {
+            Py_CLEAR(exchange->capture);
+        }
+        else {
+            Py_SETREF(exchange->receive, counting);
+            exchange->capture->counting_receive = Py_NewRef(counting);
+        }
+    }
     PyObject *app = exchange->capture == NULL ? NULL : middleware_app(middleware);
     PyObject *awaitable = NULL;
     if (app != NULL) {

@@ -13,6 +13,7 @@
 #include "app_attribute.h"
 #include "arguments.h"
 #include "compat.h"
+#include "extras.h"
 
 static const char *const name_strings[NAMES] = {
     [NAME_TYPE] = "type",
@@ -32,23 +33,22 @@ static const char *const name_strings[NAMES] = {
     [NAME_RAW_PATH] = "raw_path",
     [NAME_QUERY_STRING] = "query_string",
     [NAME_METHOD] = "method",
+    [NAME_RECEIVED] = "received",
 };
 
-/* bind()'s arguments, all keyword-only, in this order. */
+/* bind()'s arguments, all keyword-only, in this order, each kept as it is. */
 static const char *const bind_keywords[] = {
     "reference_call", "handoff", "admit_then", "submit_unfinished",
     "submit_on_close", "python_record", "file_size", "record_type", "protocols",
     "budget", "perf_counter", "wall_clock", "keeps_response_headers", "notes", "extras",
-    "request_scope", "request_start", "reference_only",
+    "request_scope", "request_start", "counting_receive", "no_extras",
 };
 #define BIND_ARGUMENTS (sizeof(bind_keywords) / sizeof(bind_keywords[0]))
-/* All but reference_only, a flag, are kept as they are. */
-#define BOUND_FIELDS (BIND_ARGUMENTS - 1)
 
 static PyObject **
 bound_field(Middleware *middleware, size_t i)
 {
-    PyObject **fields[BOUND_FIELDS] = {
+    PyObject **fields[BIND_ARGUMENTS] = {
         &middleware->reference_call, &middleware->handoff,
         &middleware->admit_then, &middleware->submit_unfinished,
         &middleware->submit_on_close, &middleware->python_record, &middleware->file_size,
@@ -56,6 +56,7 @@ bound_field(Middleware *middleware, size_t i)
         &middleware->perf_counter, &middleware->wall_clock,
         &middleware->keeps_response_headers, &middleware->notes, &middleware->extras,
         &middleware->request_scope, &middleware->request_start,
+        &middleware->counting_receive, &middleware->no_extras,
     };
     return fields[i];
 }
@@ -73,11 +74,9 @@ middleware_bind(PyObject *self, PyTypeObject *defining_class, PyObject *const *a
         PyErr_SetString(PyExc_RuntimeError, "bind() was called already");
         return NULL;
     }
-    if (!PyType_Check(values[7]) || !PyDict_CheckExact(values[8]) || !PyBool_Check(values[12])
-        || !PyBool_Check(values[17])) {
+    if (!PyType_Check(values[7]) || !PyDict_CheckExact(values[8]) || !PyBool_Check(values[12])) {
         PyErr_SetString(PyExc_TypeError, "bind(): record_type must be a type, protocols a "
-                                         "dict, keeps_response_headers and reference_only "
-                                         "bools");
+                                         "dict, keeps_response_headers a bool");
         return NULL;
     }
     if (values[13] != Py_None && !PyContextVar_CheckExact(values[13])) {
@@ -86,6 +85,11 @@ middleware_bind(PyObject *self, PyTypeObject *defining_class, PyObject *const *a
     }
     if (values[14] != Py_None && !PyCallable_Check(values[14])) {
         PyErr_SetString(PyExc_TypeError, "bind(): extras must be callable or None");
+        return NULL;
+    }
+    if ((values[17] != Py_None && !PyCallable_Check(values[17])) || !extras_usable(values[18])) {
+        PyErr_SetString(PyExc_TypeError, "bind(): counting_receive must be callable or None, "
+                                         "no_extras an Extras");
         return NULL;
     }
     int ids_off = values[15] == Py_None;
@@ -119,10 +123,9 @@ middleware_bind(PyObject *self, PyTypeObject *defining_class, PyObject *const *a
             return NULL;
         }
     }
-    for (size_t i = 0; i < BOUND_FIELDS; i++) {
+    for (size_t i = 0; i < BIND_ARGUMENTS; i++) {
         *bound_field(middleware, i) = Py_NewRef(values[i]);
     }
-    middleware->reference_only = values[17] == Py_True;
     for (int i = 0; i < NAMES; i++) {
         middleware->names[i] = names[i];
     }
@@ -165,10 +168,8 @@ middleware_call(PyObject *self, PyObject *args, PyObject *kwargs)
     if (http < 0) {
         return NULL;
     }
-    if (!http || middleware->reference_only) {
-        /* Lifespan, websocket, or a scope of an odd type: the reference does it all; so
-         * it does every request for a log whose extras the C path does not learn (the
-         * request body's bytes, counted by wrapping receive). */
+    if (!http) {
+        /* Lifespan, websocket, or a scope of an odd type: the reference does it all. */
         return PyObject_Call(middleware->reference_call, args, NULL);
     }
     return exchange_new(middleware, scope, PyTuple_GET_ITEM(args, 1), PyTuple_GET_ITEM(args, 2));
@@ -179,7 +180,7 @@ middleware_traverse(PyObject *self, visitproc visit, void *arg)
 {
     Middleware *middleware = (Middleware *)self;
     Py_VISIT(Py_TYPE(self));
-    for (size_t i = 0; i < BOUND_FIELDS; i++) {
+    for (size_t i = 0; i < BIND_ARGUMENTS; i++) {
         Py_VISIT(*bound_field(middleware, i));
     }
     Py_VISIT(middleware->app);
@@ -192,7 +193,7 @@ static int
 middleware_clear(PyObject *self)
 {
     Middleware *middleware = (Middleware *)self;
-    for (size_t i = 0; i < BOUND_FIELDS; i++) {
+    for (size_t i = 0; i < BIND_ARGUMENTS; i++) {
         Py_CLEAR(*bound_field(middleware, i));
     }
     Py_CLEAR(middleware->app);

@@ -9,6 +9,7 @@
 
 #include "clock.h"
 #include "compat.h"
+#include "extras.h"
 #include "record.h"
 
 /* The reference's FIELD_OVERHEAD (_budget.py): what a header pair costs beyond its bytes. */
@@ -212,16 +213,32 @@ response_headers(Capture *capture)
 }
 
 /* What the log's extras function learns of the exchange (asgi.AccessLogMiddleware
- * ._extras): a new reference, None when the log reads no extras, NULL on error. */
+ * ._extras), with the request body's bytes the application received when the log
+ * reads them, as the reference adds them: a new reference, None when the log reads no
+ * extras, NULL on error. */
 static PyObject *
 learn_extras(Capture *capture, int completed)
 {
-    PyObject *learn = capture->middleware->extras;
+    Middleware *middleware = capture->middleware;
+    PyObject *learn = middleware->extras;
+    PyObject *extras;
     if (learn == Py_None) {
-        return Py_NewRef(Py_None);
+        extras = Py_NewRef(Py_None);
     }
-    PyObject *args[] = {capture->scope, completed ? Py_True : Py_False};
-    return PyObject_Vectorcall(learn, args, 2, NULL);
+    else {
+        PyObject *args[] = {capture->scope, completed ? Py_True : Py_False};
+        extras = PyObject_Vectorcall(learn, args, 2, NULL);
+    }
+    if (extras == NULL || capture->counting_receive == NULL) {
+        return extras;
+    }
+    PyObject *received = PyObject_GetAttr(capture->counting_receive,
+                                          middleware->names[NAME_RECEIVED]);
+    PyObject *counted = received == NULL ? NULL
+                        : extras_with_bytes_received(middleware->no_extras, extras, received);
+    Py_XDECREF(received);
+    Py_DECREF(extras);
+    return counted;
 }
 
 PyObject *

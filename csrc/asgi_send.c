@@ -34,6 +34,7 @@ capture_new(Middleware *middleware, PyObject *scope, PyObject *send, double star
     capture->notes = NULL;
     capture->request_id = NULL;
     capture->held = NULL;
+    capture->counting_receive = NULL;
     capture->sent = 0;
     capture->started = started;
     capture->finished = 0;
@@ -219,6 +220,7 @@ capture_traverse(PyObject *self, visitproc visit, void *arg)
     Py_VISIT(capture->notes);
     Py_VISIT(capture->request_id);
     Py_VISIT(capture->held);
+    Py_VISIT(capture->counting_receive);
     return 0;
 }
 
@@ -235,6 +237,7 @@ capture_clear(PyObject *self)
     Py_CLEAR(capture->notes);
     Py_CLEAR(capture->request_id);
     Py_CLEAR(capture->held);
+    Py_CLEAR(capture->counting_receive);
     return 0;
 }
 

@@ -41,13 +41,19 @@ typedef struct {
                                * (_request_id.RequestIds.wsgi) */
     PyObject *trace;          /* () -> the current span's ids, when the log reads them,
                                * else None (_extras.wsgi_trace_reader) */
+    PyObject *counting_input; /* (stream) -> the wsgi.input the application gets, which
+                               * counts in `bytes_read` what it reads, when the log reads
+                               * bytes_received (_counting.CountingReader), else None */
+    PyObject *no_extras;      /* _extras.NO_EXTRAS: the extras of a log that reads none */
+    PyObject *input_name;     /* "wsgi.input" and "bytes_read", interned */
+    PyObject *bytes_read_name;
     PyObject *module;         /* boundlog._speedups, whose state environ_record reads */
     PyObject *close_name;     /* "close", interned */
     PyTypeObject *exchange_type;
     PyTypeObject *body_type;
     Py_ssize_t limit; /* the budget's limit for picked fields; -1 for a whole environ */
-    int reads_completed; /* the log reads whether the body was sent to its end */
-    int reference_only;  /* every request takes reference_call (wsgi.py says when) */
+    int counts_chunks; /* a list or tuple body is counted chunk by chunk as the server
+                        * takes it, as for any other body (wsgi.py says when) */
 } WsgiMiddleware;
 
 extern PyType_Spec wsgi_middleware_spec;

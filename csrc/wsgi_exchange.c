@@ -18,6 +18,7 @@
 #include "clock.h"
 #include "compat.h"
 #include "environ.h"
+#include "extras.h"
 
 typedef struct {
     PyObject_HEAD
@@ -31,10 +32,11 @@ typedef struct {
     PyObject *notes;            /* the request's notes (a dict) when the log reads them */
     PyObject *notes_token;      /* what setting them returned, until close() resets them */
     PyObject *trace;            /* the span's ids as the application was called, or NULL */
+    PyObject *input;            /* the counting wsgi.input (counting_input), or NULL */
     Py_ssize_t sent;
     double started; /* perf_counter() when the request came in */
     int closed;
-    int completed; /* the server asked past the body's last chunk (reads_completed) */
+    int completed; /* the server asked past the body's last chunk (counts_chunks) */
 } Exchange;
 
 /* A body that is not a list or tuple, counted as the server takes it. */
@@ -245,6 +247,15 @@ exchange_record(Exchange *exchange)
                  ? Py_NewRef(Py_None)
                  : PyObject_Vectorcall(middleware->extras, learn_args, 3, NULL);
     }
+    if (extras != NULL && exchange->input != NULL) {
+        /* With what the application read of wsgi.input (wsgi._LearningExchange). */
+        PyObject *bytes_read = PyObject_GetAttr(exchange->input, middleware->bytes_read_name);
+        PyObject *counted = bytes_read == NULL ? NULL
+                            : extras_with_bytes_received(middleware->no_extras, extras,
+                                                         bytes_read);
+        Py_XDECREF(bytes_read);
+        Py_SETREF(extras, counted);
+    }
     PyObject *record = NULL;
     if (extras != NULL) {
         PyObject *args[12] = {middleware->record_type, exchange->environ, received, elapsed,
@@ -364,6 +375,30 @@ exchange_close(PyObject *self, PyObject *Py_UNUSED(ignored))
     Py_RETURN_NONE;
 }
 
+/* For a log that reads bytes_received: the environ's wsgi.input, if it has one, becomes
+ * a counting reader before the application runs (wsgi._LearningExchange), which the
+ * exchange keeps to read its count.  0, or -1 with an exception set. */
+static int
+counting_input(Exchange *exchange)
+{
+    WsgiMiddleware *middleware = exchange->middleware;
+    PyObject *environ = exchange->environ;
+    int present = PySequence_Contains(environ, middleware->input_name);
+    if (present <= 0) {
+        return present;
+    }
+    PyObject *stream = PyObject_GetItem(environ, middleware->input_name);
+    PyObject *input = stream == NULL ? NULL
+                      : PyObject_CallOneArg(middleware->counting_input, stream);
+    Py_XDECREF(stream);
+    if (input == NULL || PyObject_SetItem(environ, middleware->input_name, input) < 0) {
+        Py_XDECREF(input);
+        return -1;
+    }
+    exchange->input = input;
+    return 0;
+}
+
 PyObject *
 wsgi_exchange_run(WsgiMiddleware *middleware, PyObject *environ, PyObject *start_response)
 {
@@ -390,6 +425,7 @@ wsgi_exchange_run(WsgiMiddleware *middleware, PyObject *environ, PyObject *start
     exchange->notes = NULL;
     exchange->notes_token = NULL;
     exchange->trace = NULL;
+    exchange->input = NULL;
     exchange->sent = 0;
     exchange->started = started;
     exchange->closed = 0;
@@ -407,6 +443,10 @@ wsgi_exchange_run(WsgiMiddleware *middleware, PyObject *environ, PyObject *start
             return NULL;
         }
         exchange->notes_token = token;
+    }
+    if (middleware->counting_input != Py_None && counting_input(exchange) < 0) {
+        Py_DECREF(self);
+        return NULL;
     }
 
     PyObject *app = app_attribute_read((PyObject *)middleware);
@@ -468,7 +508,7 @@ exchange_iter(PyObject *self)
     }
     PyObject *iterator = NULL;
     if ((PyList_CheckExact(body) || PyTuple_CheckExact(body))
-        && !exchange->middleware->reads_completed) {
+        && !exchange->middleware->counts_chunks) {
         Py_ssize_t total = 0;
         PyObject *chunk;
         for (Py_ssize_t i = 0; total >= 0 && (chunk = sequence_item_ref(body, i)) != NULL; i++) {
@@ -557,6 +597,7 @@ exchange_traverse(PyObject *self, visitproc visit, void *arg)
     Py_VISIT(exchange->notes);
     Py_VISIT(exchange->notes_token);
     Py_VISIT(exchange->trace);
+    Py_VISIT(exchange->input);
     return 0;
 }
 
@@ -574,6 +615,7 @@ exchange_clear(PyObject *self)
     Py_CLEAR(exchange->notes);
     Py_CLEAR(exchange->notes_token);
     Py_CLEAR(exchange->trace);
+    Py_CLEAR(exchange->input);
     return 0;
 }
 

@@ -10,17 +10,18 @@
 #include "arguments.h"
 #include "asgi.h"
 #include "compat.h"
+#include "extras.h"
 
 /* bind()'s arguments, all keyword-only, in this order; `limit` and the flags last. */
 static const char *const bind_keywords[] = {
     "reference_call", "handoff", "submit", "status_code", "status_codes", "picked_keys",
     "bound", "python_record", "record_type", "perf_counter", "wall_clock",
-    "keeps_response_headers", "notes", "extras", "request_ids", "trace", "limit",
-    "reads_completed", "reference_only",
+    "keeps_response_headers", "notes", "extras", "request_ids", "trace", "counting_input",
+    "no_extras", "limit", "counts_chunks",
 };
 #define BIND_ARGUMENTS (sizeof(bind_keywords) / sizeof(bind_keywords[0]))
-/* All but limit, reads_completed and reference_only, which are kept as C values. */
-#define BOUND_FIELDS (BIND_ARGUMENTS - 3)
+/* All but limit and counts_chunks, which are kept as C values. */
+#define BOUND_FIELDS (BIND_ARGUMENTS - 2)
 
 static PyObject **
 bound_field(WsgiMiddleware *middleware, size_t i)
@@ -31,7 +32,8 @@ bound_field(WsgiMiddleware *middleware, size_t i)
         &middleware->bound, &middleware->python_record, &middleware->record_type,
         &middleware->perf_counter, &middleware->wall_clock,
         &middleware->keeps_response_headers, &middleware->notes, &middleware->extras,
-        &middleware->request_ids, &middleware->trace,
+        &middleware->request_ids, &middleware->trace, &middleware->counting_input,
+        &middleware->no_extras,
     };
     return fields[i];
 }
@@ -66,20 +68,23 @@ wsgi_middleware_bind(PyObject *self, PyTypeObject *defining_class, PyObject *con
         PyErr_SetString(PyExc_TypeError, "bind(): notes must be a ContextVar or None");
         return NULL;
     }
-    for (int i = 13; i <= 15; i++) {
+    for (int i = 13; i <= 16; i++) {
         if (values[i] != Py_None && !PyCallable_Check(values[i])) {
-            PyErr_SetString(PyExc_TypeError,
-                            "bind(): extras, request_ids and trace must be callable or None");
+            PyErr_SetString(PyExc_TypeError, "bind(): extras, request_ids, trace and "
+                                             "counting_input must be callable or None");
             return NULL;
         }
     }
-    Py_ssize_t limit = PyLong_AsSsize_t(values[16]);
+    if (!extras_usable(values[17])) {
+        PyErr_SetString(PyExc_TypeError, "bind(): no_extras must be an Extras");
+        return NULL;
+    }
+    Py_ssize_t limit = PyLong_AsSsize_t(values[18]);
     if (limit == -1 && PyErr_Occurred()) {
         return NULL;
     }
-    if (!PyBool_Check(values[17]) || !PyBool_Check(values[18])) {
-        PyErr_SetString(PyExc_TypeError, "bind(): reads_completed and reference_only must "
-                                         "be bools");
+    if (!PyBool_Check(values[19])) {
+        PyErr_SetString(PyExc_TypeError, "bind(): counts_chunks must be a bool");
         return NULL;
     }
     AsgiTypes *state = PyType_GetModuleState(defining_class);
@@ -88,19 +93,25 @@ wsgi_middleware_bind(PyObject *self, PyTypeObject *defining_class, PyObject *con
         return NULL;
     }
     PyObject *close_name = PyUnicode_InternFromString("close");
-    if (close_name == NULL) {
+    PyObject *input_name = PyUnicode_InternFromString("wsgi.input");
+    PyObject *bytes_read_name = PyUnicode_InternFromString("bytes_read");
+    if (close_name == NULL || input_name == NULL || bytes_read_name == NULL) {
+        Py_XDECREF(close_name);
+        Py_XDECREF(input_name);
+        Py_XDECREF(bytes_read_name);
         return NULL;
     }
     for (size_t i = 0; i < BOUND_FIELDS; i++) {
         *bound_field(middleware, i) = Py_NewRef(values[i]);
     }
     middleware->close_name = close_name;
+    middleware->input_name = input_name;
+    middleware->bytes_read_name = bytes_read_name;
     middleware->module = Py_NewRef(PyType_GetModule(defining_class));
     middleware->exchange_type = (PyTypeObject *)Py_NewRef(state->wsgi_exchange_type);
     middleware->body_type = (PyTypeObject *)Py_NewRef(state->wsgi_body_type);
     middleware->limit = limit;
-    middleware->reads_completed = values[17] == Py_True;
-    middleware->reference_only = values[18] == Py_True;
+    middleware->counts_chunks = values[19] == Py_True;
     Py_RETURN_NONE;
 }
 
@@ -113,9 +124,8 @@ wsgi_middleware_call(PyObject *self, PyObject *args, PyObject *kwargs)
                                          "not run");
         return NULL;
     }
-    if (kwargs != NULL || PyTuple_GET_SIZE(args) != 2 || middleware->reference_only) {
-        /* Keywords, or a log whose extras the C path does not learn (the bytes the
-         * application read of the request body): the reference (wsgi.py). */
+    if (kwargs != NULL || PyTuple_GET_SIZE(args) != 2) {
+        /* Keywords: the reference (wsgi.py). */
         return PyObject_Call(middleware->reference_call, args, kwargs);
     }
     return wsgi_exchange_run(middleware, PyTuple_GET_ITEM(args, 0), PyTuple_GET_ITEM(args, 1));
@@ -146,6 +156,8 @@ wsgi_middleware_clear(PyObject *self)
     Py_CLEAR(middleware->app);
     Py_CLEAR(middleware->module);
     Py_CLEAR(middleware->close_name);
+    Py_CLEAR(middleware->input_name);
+    Py_CLEAR(middleware->bytes_read_name);
     Py_CLEAR(middleware->exchange_type);
     Py_CLEAR(middleware->body_type);
     return 0;

@@ -22,6 +22,7 @@ from _helpers import wait_until
 from _servers import LOOPBACK
 from apps.exchange_fields import CHUNK
 from boundlog import AccessLog, Extras, Record, _core
+from boundlog._counting import CountingReader
 from boundlog.asgi import AccessLogMiddleware
 from boundlog.http_server import AccessLogMixin
 from boundlog.wsgi import AccessLogMiddleware as WsgiMiddleware
@@ -29,6 +30,7 @@ from test_e2e_completed import abandon
 from test_extras import MIDDLEWARES, WSGI_MIDDLEWARES, Capture, finishing, http_scope, send
 
 BOTH = frozenset({"completed", "bytes_received"})
+RECEIVED = frozenset({"bytes_received"})
 BODY = (b"first line\n", b"second\n", b"", b"rest")
 
 
@@ -91,7 +93,7 @@ def test_the_asgi_middleware_counts_the_body_bytes_the_application_received(
 
 @pytest.mark.parametrize("middleware", MIDDLEWARES)
 def test_bytes_received_alone_are_learnt_alone(middleware: Any) -> None:
-    record = asgi_exchange(middleware, reading_the_body, frozenset({"bytes_received"}))
+    record = asgi_exchange(middleware, reading_the_body, RECEIVED)
     assert record.extras == Extras(bytes_received=sum(map(len, BODY)))
 
 
@@ -127,9 +129,10 @@ def test_an_asgi_log_reading_no_bytes_received_keeps_the_c_path_and_the_servers_
     assert given is server_receive
 
 
-def test_an_asgi_log_reading_bytes_received_takes_the_reference_path() -> None:
-    call, (given, server_receive) = call_of(frozenset({"bytes_received"}))
-    assert inspect.iscoroutine(call)
+@pytest.mark.skipif(_core.asgi_middleware is None, reason="no C core")
+def test_an_asgi_log_reading_bytes_received_keeps_the_c_path_and_wraps_receive() -> None:
+    call, (given, server_receive) = call_of(RECEIVED)
+    assert not inspect.iscoroutine(call)
     assert given is not server_receive
 
 
@@ -137,6 +140,24 @@ class Stream(io.BytesIO):
     """A server's wsgi.input, with an attribute of its own besides the stream's."""
 
     server_attribute = "kept"
+
+
+def test_the_counting_reader_counts_each_way_of_reading_and_forwards_the_rest() -> None:
+    """wsgi.input's and http.server's rfile's reader (_counting): PEP 3333's reads, and
+    the buffered reader's read1 and readinto."""
+    stream = Stream(b"".join(BODY))
+    reader = CountingReader(stream)
+    buffer = bytearray(3)
+    assert reader.read1(2) == b"fi"
+    assert (reader.readinto(buffer), buffer) == (3, bytearray(b"rst"))
+    assert reader.readline() == b" line\n"
+    assert reader.readlines(1) == [b"second\n"]
+    assert list(reader) == [b"rest"]
+    assert reader.read() == b""
+    assert reader.bytes_read == sum(map(len, BODY))
+    assert reader.server_attribute == "kept"
+    reader.close()
+    assert stream.closed
 
 
 def wsgi_exchange(
@@ -238,6 +259,15 @@ def test_a_wsgi_response_completes_when_the_server_asks_past_its_last_chunk(
 
 
 @pytest.mark.parametrize("middleware", WSGI_MIDDLEWARES)
+def test_a_log_counting_bytes_received_counts_a_list_body_as_the_server_takes_it(
+    middleware: Any,
+) -> None:
+    """As for ``completed``: both request paths take a list chunk by chunk."""
+    record = wsgi_exchange(middleware, answering(b"a", b"bb", b"ccc"), RECEIVED, taken=1)
+    assert (record.bytes_sent, record.extras) == (1, Extras(bytes_received=0))
+
+
+@pytest.mark.parametrize("middleware", WSGI_MIDDLEWARES)
 def test_a_wsgi_application_that_raises_mid_body_is_logged_incomplete(middleware: Any) -> None:
     fmt = Capture(BOTH)
     log = logged(fmt)
@@ -293,12 +323,14 @@ def test_a_wsgi_log_reading_no_bytes_received_keeps_the_c_path_and_the_servers_i
     assert given is server_input
 
 
-def test_a_wsgi_log_reading_bytes_received_takes_the_reference_path() -> None:
-    from boundlog.wsgi import _LearningExchange
+@pytest.mark.skipif(_core.wsgi_middleware is None, reason="no C core")
+def test_a_wsgi_log_reading_bytes_received_keeps_the_c_path_and_wraps_wsgi_input() -> None:
+    from boundlog.wsgi import _Exchange
 
-    body, given, server_input = wsgi_call(frozenset({"bytes_received"}))
-    assert type(body) is _LearningExchange
+    body, given, server_input = wsgi_call(RECEIVED)
+    assert not isinstance(body, _Exchange)
     assert given is not server_input
+    assert given.server_attribute == "kept"
 
 
 class HttpServerHandler(AccessLogMixin, BaseHTTPRequestHandler):

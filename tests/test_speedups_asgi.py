@@ -25,7 +25,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from boundlog import AccessLog, Extras, Record, _core, _request_id, add_fields
+from boundlog import AccessLog, Extras, JsonFormat, Record, _core, _request_id, add_fields
 from boundlog.asgi import AccessLogMiddleware
 
 pytestmark = pytest.mark.skipif(
@@ -49,15 +49,17 @@ class Suspend:
 
 
 class Collecting:
-    """A format that keeps the records it is given, and writes nothing."""
+    """A format that keeps the records it is given, and writes nothing; it reads every
+    extra, or every one but ``bytes_received`` (the C path then wraps no receive)."""
 
-    # Every extra but the one the C path does not learn: a log reading the bytes the
-    # application received takes the reference's path.
-    reads_extras = frozenset(Extras._fields) - {"bytes_received"}
-
-    def __init__(self, reads_headers: bool, reads_notes: bool = True) -> None:
+    def __init__(
+        self, reads_headers: bool, reads_notes: bool = True, reads_received: bool = True
+    ) -> None:
         self.records: list[Record] = []
         self.reads_notes = reads_notes
+        self.reads_extras = frozenset(Extras._fields) - (
+            frozenset() if reads_received else {"bytes_received"}
+        )
         if not reads_headers:
             self.request_header_names = frozenset({b"user-agent"})
             self.response_header_names: frozenset[bytes] = frozenset()
@@ -96,6 +98,7 @@ MESSAGE = st.one_of(START, BODY, BODY, TRAILERS, PATHSEND, OTHER)
 ACTION = st.one_of(
     st.tuples(st.just("send"), MESSAGE, st.booleans()),
     st.tuples(st.just("suspend")),
+    st.tuples(st.just("receive")),
     st.tuples(st.just("raise")),
     st.tuples(st.just("return")),
 )
@@ -153,6 +156,8 @@ def _application(script: list[tuple[Any, ...]]) -> Any:
                 await send(types.MappingProxyType(message) if proxied else message)
             elif action[0] == "suspend":
                 await Suspend()
+            elif action[0] == "receive":
+                await receive()
             elif action[0] == "raise":
                 raise AppError("scripted")
             elif action[0] == "note":
@@ -188,13 +193,31 @@ def _drive(awaitable: Any, driver: tuple[Any, ...]) -> tuple[Any, ...]:
         return ("raised", type(error), error.args)
 
 
+# The request body the server receives, message by message: a chunked upload is
+# several, with more_body; a message may leave its body out (b"", by the ASGI spec).
+REQUEST = st.lists(st.binary(max_size=12) | st.none(), max_size=3)
+
+
 def _exchange(
-    middleware: AccessLogMiddleware, call: Any, scope: dict[str, Any], script: Any, driver: Any
+    middleware: AccessLogMiddleware,
+    call: Any,
+    scope: dict[str, Any],
+    script: Any,
+    driver: Any,
+    request: Sequence[bytes | None] = (),
 ) -> tuple[Any, ...]:
     seen: list[Any] = []
+    messages = iter(
+        [
+            {"type": "http.request", "more_body": index < len(request) - 1}
+            | ({} if chunk is None else {"body": chunk})
+            for index, chunk in enumerate(request or [b""])
+        ]
+    )
 
     async def receive() -> dict[str, Any]:
-        return {"type": "http.request", "body": b"", "more_body": False}
+        # Once the body is received, the server waits for the client to leave.
+        return next(messages, {"type": "http.disconnect"})
 
     async def send(message: Any) -> None:
         seen.append(dict(message))
@@ -211,18 +234,19 @@ def _exchange(
 def _comparable(record: Record) -> tuple[Any, ...]:
     # Times differ between two runs; everything else must not.
     assert record.duration >= 0
-    return (*record[2:9], list(record[9]), list(record[10]), record[11])
+    return (*record[2:9], list(record[9]), list(record[10]), record[11], record[12])
 
 
 @pytest.fixture(scope="module")
-def logs() -> Iterator[dict[tuple[str, bool, bool], tuple[AccessLog, Collecting]]]:
+def logs() -> Iterator[dict[tuple[str, bool, bool, bool], tuple[AccessLog, Collecting]]]:
     made = {}
     for path in ("python", "c"):
         for reads_headers in (True, False):
             for reads_notes in (True, False):
-                fmt = Collecting(reads_headers, reads_notes)
-                log = AccessLog("/dev/null", fmt, flush_interval=0, max_record_bytes=4096)
-                made[path, reads_headers, reads_notes] = log, fmt
+                for reads_received in (True, False):
+                    fmt = Collecting(reads_headers, reads_notes, reads_received)
+                    log = AccessLog("/dev/null", fmt, flush_interval=0, max_record_bytes=4096)
+                    made[path, reads_headers, reads_notes, reads_received] = log, fmt
     yield made
     for log, _ in made.values():
         log.close()
@@ -247,27 +271,31 @@ def _middleware(log: AccessLog, request_id: str | None = None) -> AccessLogMiddl
     driver=DRIVER,
     reads_headers=st.booleans(),
     reads_notes=st.booleans(),
+    reads_received=st.booleans(),
     request_id=st.sampled_from([None, "X-Request-ID", "User-Agent"]),
+    request=REQUEST,
 )
 def test_c_and_python_give_the_same_exchange_records_and_counts(
-    logs: dict[tuple[str, bool, bool], tuple[AccessLog, Collecting]],
+    logs: dict[tuple[str, bool, bool, bool], tuple[AccessLog, Collecting]],
     script: list[tuple[Any, ...]],
     scope: dict[str, Any],
     driver: tuple[Any, ...],
     reads_headers: bool,
     reads_notes: bool,
+    reads_received: bool,
     request_id: str | None,
+    request: list[bytes | None],
 ) -> None:
     results = []
     for path in ("python", "c"):
-        log, fmt = logs[path, reads_headers, reads_notes]
+        log, fmt = logs[path, reads_headers, reads_notes, reads_received]
         middleware = _middleware(log, request_id)
         call = middleware.__call__ if path == "python" else middleware
         before = log.stats()
         # One id for both paths, so that their scopes, messages and records compare.
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr(_request_id, "new_request_id", lambda: "0" * 32)
-            outcome, seen = _exchange(middleware, call, dict(scope), script, driver)
+            outcome, seen = _exchange(middleware, call, dict(scope), script, driver, request)
         assert log.flush(timeout=10)
         after = log.stats()
         records = [_comparable(record) for record in fmt.records]
@@ -394,18 +422,25 @@ def test_threads_sharing_a_middleware_lose_nothing() -> None:
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 @pytest.mark.parametrize("ending", ["finished", "raised", "closed"])
 @pytest.mark.parametrize("request_id", [None, "X-Request-ID"])
+@pytest.mark.parametrize("counts_received", [False, True])
 def test_the_c_path_keeps_no_reference_to_what_it_was_given(
-    ending: str, request_id: str | None
+    ending: str, request_id: str | None, counts_received: bool
 ) -> None:
     """A reference the C code took and never gave back shows in sys.getrefcount."""
-    log = AccessLog("/dev/null", flush_interval=0, max_queue=100_000)
+    fmt = JsonFormat(extras=["bytes_received"]) if counts_received else "combined"
+    log = AccessLog("/dev/null", fmt, flush_interval=0, max_queue=100_000)
     try:
         middleware = _middleware(log, request_id)
         scope = _scope_of({"http_version": "1.1", "raw_path": b"/r", "headers": [(b"a", b"b")]})
         start = {"type": "http.response.start", "status": 200, "headers": [(b"x", b"y")]}
         body = {"type": "http.response.body", "body": b"abc"}
+        request = {"type": "http.request", "body": b"uploaded"}
+
+        async def receive() -> dict[str, Any]:
+            return request
 
         async def app(scope: Any, receive: Any, send: Any) -> None:
+            await receive()
             await send(start)
             if ending == "raised":
                 raise AppError("after the start")
@@ -417,12 +452,12 @@ def test_the_c_path_keeps_no_reference_to_what_it_was_given(
             pass
 
         middleware.app = app
-        watched = (scope, start, body, send, app, middleware)
+        watched = (scope, start, body, request, receive, send, app, middleware)
 
         def run(times: int) -> None:
             driver = ("close", 0) if ending == "closed" else ("run",)
             for _ in range(times):
-                _drive(middleware(scope, None, send), driver)
+                _drive(middleware(scope, receive, send), driver)
             assert log.flush(timeout=30)
             gc.collect()
 

@@ -13,6 +13,7 @@ calls, chunks and exceptions, and hand the log the same records with the same co
 from __future__ import annotations
 
 import functools
+import io
 import sys
 import threading
 from collections.abc import Iterator, Sequence
@@ -48,15 +49,17 @@ class Environ(dict[str, Any]):
 
 
 class Collecting:
-    """A format that keeps the records it is given, and writes nothing."""
+    """A format that keeps the records it is given, and writes nothing; it reads every
+    extra, or every one but ``bytes_received`` (the C path then wraps no wsgi.input)."""
 
-    # Every extra but the one the C path does not learn: a log reading what the
-    # application read of the request body takes the reference's path.
-    reads_extras = frozenset(Extras._fields) - {"bytes_received"}
-
-    def __init__(self, reads_headers: bool, reads_notes: bool = True) -> None:
+    def __init__(
+        self, reads_headers: bool, reads_notes: bool = True, reads_received: bool = True
+    ) -> None:
         self.records: list[Record] = []
         self.reads_notes = reads_notes
+        self.reads_extras = frozenset(Extras._fields) - (
+            frozenset() if reads_received else {"bytes_received"}
+        )
         if reads_headers:
             self.request_header_names = frozenset({b"user-agent", b"referer"})
             self.response_header_names = frozenset({b"content-type"})
@@ -83,6 +86,12 @@ BODY = st.one_of(
 ACTION = st.one_of(
     st.tuples(st.just("start"), STATUS, HEADERS, st.booleans(), st.booleans()),
     st.tuples(st.just("write"), CHUNK),
+    # Reading wsgi.input each way PEP 3333 gives, all of it or some (a size, a hint).
+    st.tuples(
+        st.just("read"),
+        st.sampled_from(["read", "readline", "readlines", "iterate"]),
+        st.none() | st.integers(0, 8),
+    ),
     st.tuples(st.just("raise")),
     # boundlog.add_fields from the application.
     st.tuples(
@@ -103,6 +112,8 @@ ENVIRON = st.fixed_dictionaries(
     },
     optional={"RAW_URI": st.sampled_from(["/raw?x=1", "/r"]), "HTTP_REFERER": st.just("ref")},
 )
+# The request body in wsgi.input, in lines and pieces; None: an environ without one.
+REQUEST = st.none() | st.lists(st.sampled_from([b"line\n", b"\n", b"ab", b"x" * 10])).map(b"".join)
 # The server: how much of the body it takes (None: all), and how often it closes it.
 SERVER = st.tuples(st.none() | st.integers(0, 3), st.integers(0, 2))
 
@@ -154,6 +165,13 @@ def _body(kind: tuple[Any, ...], seen: list[Any]) -> Any:
     return None
 
 
+def _read(stream: Any, way: str, size: int | None) -> Any:
+    if way == "iterate":
+        return list(stream)
+    method = getattr(stream, way)
+    return method() if size is None else method(size)
+
+
 def _application(script: tuple[list[tuple[Any, ...]], tuple[Any, ...]], seen: list[Any]) -> Any:
     actions, body = script
 
@@ -176,6 +194,8 @@ def _application(script: tuple[list[tuple[Any, ...]], tuple[Any, ...]], seen: li
                     write = start_response(status, headers, exc_info)
             elif action[0] == "write" and write is not None:
                 seen.append(("write returned", write(action[1])))
+            elif action[0] == "read" and "wsgi.input" in environ:
+                seen.append(("read", _read(environ["wsgi.input"], action[1], action[2])))
             elif action[0] == "raise":
                 raise AppError("scripted")
             elif action[0] == "note":
@@ -229,22 +249,25 @@ def _serve(
 
 
 def _comparable(record: Record) -> tuple[Any, ...]:
-    # Times differ between two runs; everything else must not.
+    # Times differ between two runs; everything else must not.  A whole environ holds
+    # each run's own wsgi.input: of that, its type.
     assert record.duration >= 0
-    return (
-        *record[2:9], dict(record[9]) if record[9] else record[9], list(record[10]), record[11]
-    )  # fmt: skip
+    environ = dict(record[9]) if record[9] else record[9]
+    if environ and "wsgi.input" in environ:
+        environ["wsgi.input"] = type(environ["wsgi.input"])
+    return (*record[2:9], environ, list(record[10]), record[11], record[12])
 
 
 @pytest.fixture(scope="module")
-def logs() -> Iterator[dict[tuple[str, bool, bool], tuple[AccessLog, Collecting]]]:
+def logs() -> Iterator[dict[tuple[str, bool, bool, bool], tuple[AccessLog, Collecting]]]:
     made = {}
     for path in ("python", "c"):
         for reads_headers in (True, False):
             for reads_notes in (True, False):
-                fmt = Collecting(reads_headers, reads_notes)
-                log = AccessLog("/dev/null", fmt, flush_interval=0, max_record_bytes=4096)
-                made[path, reads_headers, reads_notes] = log, fmt
+                for reads_received in (True, False):
+                    fmt = Collecting(reads_headers, reads_notes, reads_received)
+                    log = AccessLog("/dev/null", fmt, flush_interval=0, max_record_bytes=4096)
+                    made[path, reads_headers, reads_notes, reads_received] = log, fmt
     yield made
     for log, _ in made.values():
         log.close()
@@ -266,21 +289,25 @@ def _middleware(log: AccessLog, request_id: str | None = None) -> Any:
     server=SERVER,
     reads_headers=st.booleans(),
     reads_notes=st.booleans(),
+    reads_received=st.booleans(),
     request_id=st.sampled_from([None, "X-Request-ID", "User-Agent"]),
+    request=REQUEST,
 )
 def test_c_and_python_serve_alike_and_log_the_same_records(
-    logs: dict[tuple[str, bool, bool], tuple[AccessLog, Collecting]],
+    logs: dict[tuple[str, bool, bool, bool], tuple[AccessLog, Collecting]],
     script: tuple[list[tuple[Any, ...]], tuple[Any, ...]],
     environ: dict[str, Any],
     subclass: bool,
     server: tuple[Any, int],
     reads_headers: bool,
     reads_notes: bool,
+    reads_received: bool,
     request_id: str | None,
+    request: bytes | None,
 ) -> None:
     results = []
     for path in ("python", "c"):
-        log, fmt = logs[path, reads_headers, reads_notes]
+        log, fmt = logs[path, reads_headers, reads_notes, reads_received]
         middleware = _middleware(log, request_id)
         seen: list[Any] = []
         middleware.app = _application(script, seen)
@@ -292,6 +319,8 @@ def test_c_and_python_serve_alike_and_log_the_same_records(
         )
         before = log.stats()
         given_environ = Environ(environ) if subclass else dict(environ)
+        if request is not None:
+            given_environ["wsgi.input"] = io.BytesIO(request)
         # One id for both paths, so that their environs, responses and records compare.
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr(_request_id, "new_request_id", lambda: "0" * 32)
@@ -352,16 +381,21 @@ def test_a_full_queue_goes_to_the_policy(policy: str) -> None:
 
 
 @pytest.mark.parametrize("request_id", [None, "X-Request-ID"])
-def test_the_c_path_keeps_no_reference_to_what_it_was_given(request_id: str | None) -> None:
-    collecting = Collecting(True)
+@pytest.mark.parametrize("reads_received", [False, True])
+def test_the_c_path_keeps_no_reference_to_what_it_was_given(
+    request_id: str | None, reads_received: bool
+) -> None:
+    collecting = Collecting(True, reads_received=reads_received)
     log = AccessLog("/dev/null", collecting, flush_interval=0, max_queue=100_000)
     try:
         middleware = _middleware(log, request_id)
         environ = {"REQUEST_METHOD": "GET", "PATH_INFO": "/p", "HTTP_USER_AGENT": "curl"}
         headers = [("Content-Type", "text/plain")]
         chunks = [b"x" * 10]
+        stream = io.BytesIO(b"uploaded")
 
         def app(environ: Any, start_response: Any) -> Any:
+            environ["wsgi.input"].read(4)
             start_response("200 OK", headers)("w")
             return iter(chunks) if environ.get("GENERATOR") else chunks
 
@@ -372,6 +406,8 @@ def test_the_c_path_keeps_no_reference_to_what_it_was_given(request_id: str | No
 
         def run(times: int) -> None:
             for _ in range(times):
+                stream.seek(0)
+                environ["wsgi.input"] = stream
                 response = middleware(environ, start_response)
                 list(response)
                 response.close()
@@ -382,7 +418,7 @@ def test_the_c_path_keeps_no_reference_to_what_it_was_given(request_id: str | No
             assert log.flush(timeout=30)
             collecting.records.clear()
 
-        watched = [environ, chunks, app, middleware, headers]
+        watched = [environ, chunks, app, middleware, headers, stream]
         run(100)
         before = [sys.getrefcount(thing) for thing in watched]
         run(20_000)

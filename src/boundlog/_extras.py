@@ -14,10 +14,10 @@ The server variables a format names (``%{NAME}e``, ``AccessLog.environ_names``) 
 copied out, name by name, into a dict of their own (``Extras.environ``): a record never
 keeps the environ or scope they come from (see ``wsgi._Exchange._record``).
 
-The bytes of the request body the application received (ASGI, WSGI) are learnt by the
-integration, not here: counting them means wrapping ``receive`` or ``wsgi.input``,
-which the C request paths do not do, so a log reading them takes the pure-Python path,
-and the integration fills them in (``NO_EXTRAS._replace``).
+The bytes of the request body the application received (ASGI, WSGI) are counted by
+the integration, not here: counting them means wrapping ``receive`` or ``wsgi.input``
+before the application runs, for a log that reads them.  Both request paths fill the
+count in with :func:`with_bytes_received` (the C ones as csrc/extras.h does).
 """
 
 from __future__ import annotations
@@ -45,8 +45,18 @@ ReadEnviron = Callable[[Mapping[Any, Any]], dict[str, Any]]
 _CUT_TEXT = CUT_MARKER.decode("ascii").replace("bytes", "characters")
 
 #: The extras of a log that reads none an integration learns by itself, to fill in what
-#: it does learn (``NO_EXTRAS._replace(bytes_received=n)``).
+#: it does learn (``NO_EXTRAS._replace(close_code=n)``).
 NO_EXTRAS = Extras()
+
+
+def with_bytes_received(extras: Extras | None, received: int) -> Extras:
+    """``extras`` (None: those of a log that reads no other) with ``bytes_received``.
+
+    By position, as ``learn`` builds them: ``_replace`` costs the request path a keyword
+    dict and two Python-level calls more.
+    """
+    route, trace, completed, _, close_code, environ = extras or NO_EXTRAS
+    return new_extras(Extras, (route, trace, completed, received, close_code, environ))
 
 
 def learner(

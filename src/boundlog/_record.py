@@ -71,7 +71,8 @@ class Extras(NamedTuple):
 #: The names of the fields of :class:`Extras`.
 EXTRAS_FIELDS: Final = frozenset(Extras._fields)
 #: What a format that does not say reads: every field but ``bytes_received``, which
-#: costs each request the pure-Python path and is counted only when a format asks.
+#: costs each request a wrapped ``receive`` or ``wsgi.input`` and is counted only when
+#: a format asks.
 DEFAULT_EXTRAS: Final = EXTRAS_FIELDS - {"bytes_received"}
 
 

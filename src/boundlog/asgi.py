@@ -41,10 +41,10 @@ request header, the client's or a new one, and its response carries it back (see
 With the C core (``_core``), ``AccessLogMiddleware(...)`` makes a
 ``_CompiledAccessLogMiddleware``, whose HTTP requests take the same path in C
 (csrc/asgi_*.c); this module stays its reference, and the C code calls back into it
-for everything rare, and into ``_request_id`` for the request ids.  The C path passes
-``receive`` through untouched, so a log that reads ``bytes_received`` (the body bytes of
-the ``http.request`` messages the application received, counted by wrapping
-``receive``) has every request take this module's path.
+for everything rare, and into ``_request_id`` for the request ids.  For a log that
+reads ``bytes_received`` (the body bytes of the ``http.request`` messages the
+application received), both paths hand the application a ``_CountingReceive`` instead
+of the server's ``receive``; for any other log, the server's goes through untouched.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ from . import _core
 from ._budget import FIELD_OVERHEAD, RecordBudget
 from ._environment import log_for_middleware, request_ids_for_middleware
 from ._errors import AccessLogError
-from ._extras import NO_EXTRAS, learner
+from ._extras import NO_EXTRAS, learner, with_bytes_received
 from ._log import AccessLog
 from ._notes import NOTES, snapshot
 from ._record import Extras, Record, new_record
@@ -134,8 +134,7 @@ class AccessLogMiddleware:
         self._logs_websockets = self.log.websockets
         # Learning a close code means watching every message the application receives.
         self._reads_close_code = "close_code" in self.log.reads_extras
-        # So does counting the request body's bytes, which only the reference path does
-        # (the C one passes receive through untouched).
+        # So does counting the request body's bytes (both request paths).
         self._counts_received = "bytes_received" in self.log.reads_extras
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -200,7 +199,7 @@ class AccessLogMiddleware:
                 self._keeps_response_headers,
                 self._budget,
                 notes,
-                extras if counting is None else counting.learnt(extras),
+                extras if counting is None else with_bytes_received(extras, counting.received),
             )
             response = _FINISHED
             if notes is not None:
@@ -235,7 +234,7 @@ class AccessLogMiddleware:
                     self._keeps_response_headers,
                     self._budget,
                     notes,
-                    extras if counting is None else counting.learnt(extras),
+                    extras if counting is None else with_bytes_received(extras, counting.received),
                 )
                 await self._submit_async(entry)
             elif held is not None:
@@ -280,7 +279,7 @@ class AccessLogMiddleware:
             if self._reads_close_code:
                 extras = (extras or NO_EXTRAS)._replace(close_code=session.close_code)
             if self._counts_received:
-                extras = (extras or NO_EXTRAS)._replace(bytes_received=session.received)
+                extras = with_bytes_received(extras, session.received)
             entry = _record(
                 # The handshake was a GET (RFC 6455 4.1); a websocket scope says neither
                 # that nor, at times, its HTTP version, whose default the ASGI spec gives.
@@ -336,7 +335,8 @@ class AccessLogMiddleware:
 class _CountingReceive:
     """``receive`` for a log that reads ``bytes_received``: it counts the body bytes of
     the ``http.request`` messages the application receives, which is what it read of
-    the request's body (Apache's ``%I`` without the headers)."""
+    the request's body (Apache's ``%I`` without the headers).  The C path makes one per
+    request too, and reads ``received`` when it makes the record."""
 
     __slots__ = ("_receive", "received")
 
@@ -349,10 +349,6 @@ class _CountingReceive:
         if message["type"] == "http.request":
             self.received += len(message.get("body", b""))
         return message
-
-    def learnt(self, extras: Extras | None) -> Extras:
-        """``extras`` with the bytes received so far."""
-        return (extras or NO_EXTRAS)._replace(bytes_received=self.received)
 
 
 async def _answer_lifespan(receive: Receive, send: Send) -> None:
@@ -515,9 +511,9 @@ if _core.asgi_middleware is not None:
                 extras=self._extras,
                 request_scope=None if ids is None else ids.asgi_scope,
                 request_start=None if ids is None else ids.asgi_start,
-                # The C path passes receive through untouched: a log that reads the
-                # request body's bytes takes the reference's path, which counts them.
-                reference_only=self._counts_received,
+                # Only a log that reads the request body's bytes has receive wrapped.
+                counting_receive=_CountingReceive if self._counts_received else None,
+                no_extras=NO_EXTRAS,
             )
 
         async def _submit_unfinished(self, entry: Record, error: BaseException | None) -> None:

@@ -29,14 +29,15 @@ import threading
 from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler
 from time import perf_counter, time
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
+from ._counting import CountingReader
 from ._environment import log_for_middleware
 from ._log import AccessLog
 from ._record import Extras, Record, new_extras, new_record
 
 if TYPE_CHECKING:
-    from _typeshed import ReadableBuffer, WriteableBuffer
+    from _typeshed import ReadableBuffer
 
 _building = threading.Lock()
 # The extras the mixin learns.
@@ -53,7 +54,7 @@ class AccessLogMixin(BaseHTTPRequestHandler):
 
     wfile: _CountingWriter
     # Counting what the handler reads, for a log that reads bytes_received; else None.
-    _counted: _CountingReader | None
+    _counted: CountingReader | None
     # Where the request's body starts in what _counted counted; -1 until the request's
     # header fields are read (a request line too long to read has no body read).
     _body_read_start: int
@@ -80,7 +81,10 @@ class AccessLogMixin(BaseHTTPRequestHandler):
         self.wfile = _CountingWriter(self.wfile)
         self._counted = None
         if "bytes_received" in self._log().reads_extras:
-            self.rfile = self._counted = _CountingReader(self.rfile)
+            self._counted = CountingReader(self.rfile)
+            # Not a BufferedIOBase, but it reads like one: what it does not count, the
+            # handler's own rfile does.
+            self.rfile = cast(io.BufferedIOBase, self._counted)
 
     def handle_one_request(self) -> None:
         log = self._log()
@@ -110,7 +114,7 @@ class AccessLogMixin(BaseHTTPRequestHandler):
         if self._counted is not None:
             # The header fields are read, or the request refused: what the handler reads
             # next is the body.
-            self._body_read_start = self._counted.count
+            self._body_read_start = self._counted.bytes_read
         return parsed
 
     def _extras(self, log: AccessLog, completed: bool) -> Extras | None:
@@ -120,7 +124,7 @@ class AccessLogMixin(BaseHTTPRequestHandler):
         counted, start = self._counted, self._body_read_start
         return new_extras(Extras, (
             None, None, completed if "completed" in reads else None,
-            None if counted is None else 0 if start < 0 else counted.count - start, None, None,
+            None if counted is None else 0 if start < 0 else counted.bytes_read - start, None, None,
         ))  # fmt: skip
 
     def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
@@ -163,44 +167,6 @@ class AccessLogMixin(BaseHTTPRequestHandler):
             self.request_version or "-", self._status, self.wfile.count - self._body_start,
             headers, self._response_headers or (), None, extras,
         ))  # fmt: skip
-
-
-class _CountingReader(io.BufferedIOBase):
-    """The handler's ``rfile``, counting the bytes read through it."""
-
-    def __init__(self, raw: io.BufferedIOBase) -> None:
-        super().__init__()
-        self._raw = raw
-        self.count = 0
-
-    def readable(self) -> bool:
-        return True
-
-    def read(self, size: int | None = -1, /) -> bytes:
-        data = self._raw.read(size)
-        self.count += len(data)
-        return data
-
-    def read1(self, size: int = -1, /) -> bytes:
-        data = self._raw.read1(size)
-        self.count += len(data)
-        return data
-
-    def readline(self, size: int | None = -1, /) -> bytes:
-        line = self._raw.readline(size)
-        self.count += len(line)
-        return line
-
-    def readinto(self, buffer: WriteableBuffer, /) -> int:
-        read = self._raw.readinto(buffer)
-        self.count += read
-        return read
-
-    def close(self) -> None:
-        try:
-            super().close()
-        finally:
-            self._raw.close()
 
 
 class _CountingWriter(io.BufferedIOBase):

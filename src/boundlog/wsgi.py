@@ -13,8 +13,7 @@ server took the body's last chunk and asked for more: it stopped early when the 
 went away or a write failed, or the application raised), for which a list or tuple
 body is iterated chunk by chunk too, its bytes counted as the server takes them; and
 how many bytes of the request body the application read from ``wsgi.input``, which the
-middleware then wraps.  The C path learns the first, not the second: a log reading
-``bytes_received`` takes this module's path.
+middleware then wraps (in ``_counting``'s reader, on both request paths).
 
 Under ``policy="wait"`` a full queue blocks the request's own thread in ``close()``,
 which is what a threaded server's backpressure looks like; other requests keep going.
@@ -41,10 +40,11 @@ from types import MethodType, TracebackType
 from typing import Any, Self
 
 from . import _core
+from ._counting import CountingReader
 from ._environ import compiled as _compiled_environ_record
 from ._environ import environ_record
 from ._environment import log_for_middleware, request_ids_for_middleware
-from ._extras import NO_EXTRAS, early_trace_reader, wsgi_learner
+from ._extras import NO_EXTRAS, early_trace_reader, with_bytes_received, wsgi_learner
 from ._headers import environ_key
 from ._log import AccessLog
 from ._notes import NOTES, snapshot
@@ -112,12 +112,10 @@ class AccessLogMiddleware:
         self._trace = early_trace_reader(self.log.reads_extras)
         reads = self.log.reads_extras
         self._reads_completed = "completed" in reads
-        # Only this module's path counts the request body's bytes (the C one hands such
-        # logs here).
         self._counts_received = "bytes_received" in reads
         # A class of its own keeps the work of learning off the other logs' path.
-        learns = self._reads_completed or self._counts_received
-        self._exchange = _LearningExchange if learns else _Exchange
+        self._learns = self._reads_completed or self._counts_received
+        self._exchange = _LearningExchange if self._learns else _Exchange
 
     def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
         exchange = self._exchange(environ, start_response, self)
@@ -287,10 +285,10 @@ class _LearningExchange(_Exchange):
         self, environ: Environ, start_response: StartResponse, middleware: AccessLogMiddleware
     ) -> None:
         super().__init__(environ, start_response, middleware)
-        self._input: _CountingInput | None = None
+        self._input: CountingReader | None = None
         if middleware._counts_received and "wsgi.input" in environ:
             # Before the application runs: what it reads, it reads through the wrapper.
-            self._input = environ["wsgi.input"] = _CountingInput(environ["wsgi.input"])
+            self._input = environ["wsgi.input"] = CountingReader(environ["wsgi.input"])
 
     def __iter__(self) -> Iterator[bytes]:
         # A list chunk by chunk too: taking its last chunk is not the end of sending it.
@@ -306,43 +304,7 @@ class _LearningExchange(_Exchange):
         counted = self._input
         if counted is None:
             return record
-        extras = (record.extras or NO_EXTRAS)._replace(bytes_received=counted.received)
-        return record._replace(extras=extras)
-
-
-class _CountingInput:
-    """``wsgi.input`` for a log that reads ``bytes_received``: it counts the bytes the
-    application reads of the request body, however it reads them (PEP 3333's read,
-    readline, readlines and iteration); anything else is the server's stream's."""
-
-    __slots__ = ("_stream", "received")
-
-    def __init__(self, stream: Any) -> None:
-        self._stream = stream
-        self.received = 0
-
-    def read(self, *size: int | None) -> bytes:
-        data: bytes = self._stream.read(*size)
-        self.received += len(data)
-        return data
-
-    def readline(self, *size: int | None) -> bytes:
-        line: bytes = self._stream.readline(*size)
-        self.received += len(line)
-        return line
-
-    def readlines(self, *hint: int) -> list[bytes]:
-        lines: list[bytes] = self._stream.readlines(*hint)
-        self.received += sum(map(len, lines))
-        return lines
-
-    def __iter__(self) -> Iterator[bytes]:
-        for line in self._stream:
-            self.received += len(line)
-            yield line
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._stream, name)
+        return record._replace(extras=with_bytes_received(record.extras, counted.bytes_read))
 
 
 def _status_code(status: str) -> int:
@@ -399,9 +361,11 @@ if _core.wsgi_middleware is not None:
                 extras=self._extras,
                 request_ids=None if self._request_ids is None else self._request_ids.wsgi,
                 trace=self._trace,
+                counting_input=CountingReader if self._counts_received else None,
+                no_extras=NO_EXTRAS,
                 # The C code measures picked fields against the budget; a whole environ
                 # is measured by bounded_environ (limit -1), as in _Exchange._record.
                 limit=-1 if picked is None else self._budget.limit,
-                reads_completed=self._reads_completed,
-                reference_only=self._counts_received,
+                # As _LearningExchange takes a list or tuple body.
+                counts_chunks=self._learns,
             )
