@@ -20,6 +20,26 @@ extras_field(PyObject *record, int index, PyObject **field)
 }
 
 int
+extras_lookup(PyObject *values, PyObject *name, PyObject **value)
+{
+    *value = NULL;
+    if (values == Py_None) {
+        return 0;
+    }
+    if (!PyDict_CheckExact(values)) {
+        return UNSUPPORTED;
+    }
+    /* A strong reference: on a free-threaded build another thread holding the dict
+     * could replace the value meanwhile (the record's own copy, which none does).  A
+     * key whose comparison raises is left to the reference, to raise or not. */
+    if (PyDict_GetItemRef(values, name, value) < 0) {
+        PyErr_Clear();
+        return UNSUPPORTED;
+    }
+    return 0;
+}
+
+int
 extras_environ_value(PyObject *record, PyObject *name, PyObject **value)
 {
     *value = NULL;
@@ -27,18 +47,5 @@ extras_environ_value(PyObject *record, PyObject *name, PyObject **value)
     if (extras_field(record, EXTRAS_ENVIRON, &environ) != 0) {
         return UNSUPPORTED;
     }
-    if (environ == Py_None) {
-        return 0;
-    }
-    if (!PyDict_CheckExact(environ)) {
-        return UNSUPPORTED;
-    }
-    /* A strong reference: on a free-threaded build another thread holding the dict
-     * could replace the value meanwhile (the record's own copy, which none does).  A
-     * key whose comparison raises is left to the reference, to raise or not. */
-    if (PyDict_GetItemRef(environ, name, value) < 0) {
-        PyErr_Clear();
-        return UNSUPPORTED;
-    }
-    return 0;
+    return extras_lookup(environ, name, value);
 }

@@ -1,5 +1,6 @@
 /* A record's extras (_record.Extras) as the formats read them: None, or a tuple of
- * the fields below, in order. */
+ * the fields below, in order; and the values of a record's dicts of named values (its
+ * notes, its extras' environ). */
 #ifndef BOUNDLOG_EXTRAS_H
 #define BOUNDLOG_EXTRAS_H
 
@@ -15,11 +16,16 @@ enum { EXTRAS_ROUTE, EXTRAS_TRACE, EXTRAS_COMPLETED, EXTRAS_BYTES_RECEIVED, EXTR
  * UNSUPPORTED (record.h) for extras that are not a tuple of EXTRAS_FIELDS items. */
 int extras_field(PyObject *record, int index, PyObject **field);
 
+/* The value of `name` (a str) in `values`, a record's dict of named values (its notes,
+ * its extras' environ), as a strong reference in *value, or NULL when it holds none
+ * (`values` None, or the name absent).  0, or UNSUPPORTED for `values` that are not an
+ * exact dict (another mapping's lookup is Python code) or a lookup that raised. */
+int extras_lookup(PyObject *values, PyObject *name, PyObject **value);
+
 /* The value of the server variable `name` (a str) in the record's extras.environ, as
  * a strong reference in *value, or NULL when the environ holds none (no extras, an
  * environ of None or empty, the name absent).  0, or UNSUPPORTED for extras
- * extras_field refuses, an environ that is not an exact dict (another mapping's
- * lookup is Python code), or a lookup that raised. */
+ * extras_field refuses or an environ extras_lookup refuses. */
 int extras_environ_value(PyObject *record, PyObject *name, PyObject **value);
 
 #endif

@@ -131,6 +131,22 @@ EXTRAS = st.builds(
     environ=st.none()
     | st.dictionaries(st.sampled_from(ENVIRON_NAMES), st.none() | TEXT | st.integers()),
 )
+#: Values of the JSON scalar types, ints within 64 bits, and bytes: what notes and
+#: server variables usually hold.
+ORDINARY_VALUES = (
+    st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.floats() | TEXT | RAW
+)
+#: What integrations learn: a route, valid ids, a completion, counts, and variables of
+#: the usual kinds (a WSGI environ's str, an ASGI scope's bytes, ints, bools).
+ORDINARY_EXTRAS = st.none() | st.builds(
+    Extras,
+    route=st.none() | TEXT,
+    trace=st.none() | st.tuples(st.integers(1, (1 << 128) - 1), st.integers(1, (1 << 64) - 1)),
+    completed=st.none() | st.booleans(),
+    bytes_received=st.none() | st.integers(min_value=0, max_value=10**12),
+    close_code=st.none() | st.integers(min_value=1000, max_value=4999),
+    environ=st.none() | st.dictionaries(st.sampled_from(ENVIRON_NAMES), ORDINARY_VALUES),
+)
 #: Extras as the formats' C core may be handed them: every field also any value an
 #: application or server may put there (a note's kinds, bytes of every kind), the
 #: variables too, and an environ that is empty or not a dict.

@@ -231,6 +231,7 @@ def _hostile_batch() -> list[Record]:
                     query=[b"", b"q=\x00"][i % 2], status=[200, 304, 101][i % 3],
                     request_headers=[[(b"Referer", "\u20ac"), ("REFERER", "caf\xe9"),
                                       (b"user-agent", b"ua\x7f"), (b"cookie", b"s"),
+                                      (b"connection", b"keep-alive"),
                                       (b"authorization", b"Basic YWxpY2U6c2VjcmV0")],
                                      {"HTTP_USER_AGENT": "wsgi\xe9", "HTTP_REFERER": None},
                                      ()][i % 3],
@@ -249,7 +250,9 @@ def _c_formatter(name: str, *, utc: bool) -> Callable[[list[Record]], bytes | No
     if name == "template":
         template = Template(
             '%h %l %u %t "%r" %>s %b %B %D %T %Tf %(M)s %P %(p)s %{sec}t %{msec_frac}t '
-            '%{%Y-%m-%d %z}t "%{Referer}i" "%{Cookie}i" "%{Accept}i" %{Content-Type}o',
+            '%{%Y-%m-%d %z}t "%{Referer}i" "%{Cookie}i" "%{Accept}i" %{Content-Type}o '
+            "%X %I %{route}x %{trace_id}x %{span_id}x %{completed}x %{close_code}x "
+            "%{REMOTE_USER}e %{raw_path}e %{user}n %{raw}n",
             utc=utc,
         )
         format_template = _core.format_template

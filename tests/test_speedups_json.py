@@ -19,6 +19,8 @@ from _records import make_record
 from _strategies import (
     ENVIRON_NAMES,
     JSON_TIMES,
+    ORDINARY_EXTRAS,
+    ORDINARY_VALUES,
     RAW,
     TEXT,
     VALUES,
@@ -130,26 +132,11 @@ def test_a_batch_mixing_plain_and_hostile_records(
 
 # The fields applications add (boundlog.add_fields): names that clash with no key,
 # hostile text among them, and values of the JSON scalar types, ints within 64 bits.
-# Values of the JSON scalar types, ints within 64 bits, and bytes.
-ORDINARY_VALUES = (
-    st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.floats() | TEXT | RAW
-)
 ORDINARY_NOTES = st.none() | st.dictionaries(
     st.sampled_from(["user", "tenant", "model_id", "caf\xe9", 'q"', "b\\s", "\ud800", "k\n"]),
     ORDINARY_VALUES,
     min_size=1,
     max_size=4,
-)
-# What integrations learn: a route, ids, a completion, counts, and variables of the
-# usual kinds (a WSGI environ's str, an ASGI scope's bytes, ints, bools).
-ORDINARY_EXTRAS = st.none() | st.builds(
-    Extras,
-    route=st.none() | TEXT,
-    trace=st.none() | st.tuples(st.integers(1, (1 << 128) - 1), st.integers(1, (1 << 64) - 1)),
-    completed=st.none() | st.booleans(),
-    bytes_received=st.none() | st.integers(min_value=0, max_value=10**12),
-    close_code=st.none() | st.integers(min_value=1000, max_value=4999),
-    environ=st.none() | st.dictionaries(st.sampled_from(ENVIRON_NAMES), ORDINARY_VALUES),
 )
 
 
