@@ -218,13 +218,7 @@ write_milliseconds(Buffer *buffer, double milliseconds)
         return 0;
     }
     /* Python's own formatting of "%.3f" (negative, or very large). */
-    char *text = PyOS_double_to_string(milliseconds, 'f', 3, 0, NULL);
-    if (text == NULL) {
-        return -1;
-    }
-    int rc = buffer_write(buffer, text, (Py_ssize_t)strlen(text));
-    PyMem_Free(text);
-    return rc;
+    return buffer_write_double(buffer, milliseconds, 'f', 3, 0);
 }
 
 /* Appends a text field (client, method, protocol) as _json._json_text: null for None,

@@ -6,19 +6,6 @@
 #include "escape.h"
 #include "record.h"
 
-/* float.__repr__'s own formatting of a finite float. */
-static int
-write_float(Buffer *buffer, double number)
-{
-    char *text = PyOS_double_to_string(number, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
-    if (text == NULL) {
-        return -1;
-    }
-    int rc = buffer_write(buffer, text, (Py_ssize_t)strlen(text));
-    PyMem_Free(text);
-    return rc;
-}
-
 /* Appends str() of an exact bytes object, as a JSON string or escaped.  str() is
  * called rather than repr() copied: under python -b it warns as the reference's does,
  * and when it raises (-bb) the reference writes "<unprintable bytes>", so the record
@@ -65,7 +52,8 @@ write_value(Buffer *buffer, PyObject *value, int json)
         if (!isfinite(number)) {
             return json ? BUFFER_LITERAL(buffer, "null") : BUFFER_LITERAL(buffer, "-");
         }
-        return write_float(buffer, number);
+        /* float.__repr__'s own formatting. */
+        return buffer_write_double(buffer, number, 'r', 0, Py_DTSF_ADD_DOT_0);
     }
     if (PyBytes_CheckExact(value)) {
         return write_bytes_text(buffer, value, json);
