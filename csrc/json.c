@@ -308,9 +308,10 @@ write_notes(Buffer *buffer, PyObject *notes, PyObject *taken)
 }
 
 /* Appends a line's route, trace id, span id and completion, each with the text before
- * it, as JsonFormat._extras_text does: 0, -1, or UNSUPPORTED for extras that are not a
- * tuple of Extras's size, a route that is not None or an exact str, a completion that
- * is not None or a bool, or request headers the traceparent lookup leaves. */
+ * it, as JsonFormat._extras_text does (a route and a completion as scalar.h writes
+ * them, which for a str is what _json_text writes): 0, -1, or UNSUPPORTED for extras
+ * that are not a tuple of Extras's size, a route or a completion scalar.h leaves, or
+ * request headers the traceparent lookup leaves. */
 static int
 write_extras(Buffer *buffer, Buffer *scratch, PyObject *record, PyObject *texts,
              PyObject *trace_header)
@@ -325,10 +326,6 @@ write_extras(Buffer *buffer, Buffer *scratch, PyObject *record, PyObject *texts,
         trace = PyTuple_GET_ITEM(extras, EXTRAS_TRACE);
         completed = PyTuple_GET_ITEM(extras, EXTRAS_COMPLETED);
     }
-    if ((route != Py_None && !PyUnicode_CheckExact(route))
-        || (completed != Py_None && !PyBool_Check(completed))) {
-        return UNSUPPORTED;
-    }
     TraceIds ids;
     int found = trace_ids_from_span(trace, &ids);
     if (!found) {
@@ -340,12 +337,16 @@ write_extras(Buffer *buffer, Buffer *scratch, PyObject *record, PyObject *texts,
             return rc;
         }
     }
-    if (write_bytes_object(buffer, PyTuple_GET_ITEM(texts, BEFORE_ROUTE)) < 0
-        || write_json_text(buffer, route) < 0
-        || write_bytes_object(buffer, PyTuple_GET_ITEM(texts, BEFORE_TRACE_ID)) < 0) {
+    if (write_bytes_object(buffer, PyTuple_GET_ITEM(texts, BEFORE_ROUTE)) < 0) {
         return -1;
     }
-    int rc;
+    int rc = scalar_write_json(buffer, route);
+    if (rc != 0) {
+        return rc;
+    }
+    if (write_bytes_object(buffer, PyTuple_GET_ITEM(texts, BEFORE_TRACE_ID)) < 0) {
+        return -1;
+    }
     if (!found) {
         rc = BUFFER_LITERAL(buffer, "null") < 0
              || write_bytes_object(buffer, PyTuple_GET_ITEM(texts, BEFORE_SPAN_ID)) < 0
@@ -358,11 +359,10 @@ write_extras(Buffer *buffer, Buffer *scratch, PyObject *record, PyObject *texts,
              || BUFFER_LITERAL(buffer, "\"") < 0 || buffer_write(buffer, ids.span_id, 16) < 0
              || BUFFER_LITERAL(buffer, "\"") < 0 ? -1 : 0;
     }
-    if (rc == 0) {
-        rc = write_bytes_object(buffer, PyTuple_GET_ITEM(texts, BEFORE_COMPLETED)) < 0
-             || scalar_write_json(buffer, completed) < 0 ? -1 : 0;
+    if (rc != 0 || write_bytes_object(buffer, PyTuple_GET_ITEM(texts, BEFORE_COMPLETED)) < 0) {
+        return -1;
     }
-    return rc;
+    return scalar_write_json(buffer, completed);
 }
 
 /* Appends the fields a format adds from a record's extras (`extras_fields`), each
