@@ -91,3 +91,15 @@ buffer_write_decimal(Buffer *buffer, long long number)
     }
     return buffer_write(buffer, start, end - start);
 }
+
+int
+buffer_write_double(Buffer *buffer, double number, char format, int precision, int flags)
+{
+    char *text = PyOS_double_to_string(number, format, precision, flags, NULL);
+    if (text == NULL) {
+        return -1;
+    }
+    int rc = buffer_write(buffer, text, (Py_ssize_t)strlen(text));
+    PyMem_Free(text);
+    return rc;
+}

@@ -30,6 +30,10 @@ void buffer_free(Buffer *buffer);
 PyObject *buffer_result(Buffer *buffer, int rc);
 /* Appends `number` in decimal, as b"%d" % number does: 0, or -1 with MemoryError set. */
 int buffer_write_decimal(Buffer *buffer, long long number);
+/* Appends `number` as Python formats it: PyOS_double_to_string(number, format,
+ * precision, flags) ("%.3f" is 'f', 3, 0; repr() 'r', 0, Py_DTSF_ADD_DOT_0).  0, or -1
+ * with an exception set. */
+int buffer_write_double(Buffer *buffer, double number, char format, int precision, int flags);
 
 static inline int
 buffer_reserve(Buffer *buffer, Py_ssize_t extra)

@@ -244,3 +244,15 @@ escape_json_write(Buffer *buffer, const char *bytes, Py_ssize_t size)
     buffer->length = out - buffer->data;
     return 0;
 }
+
+int
+escape_json_text_write(Buffer *buffer, PyObject *text)
+{
+    TextBytes bytes;
+    if (text_utf8(text, &bytes) < 0) {
+        return -1;
+    }
+    int rc = escape_json_write(buffer, bytes.data, bytes.size);
+    text_release(&bytes);
+    return rc;
+}

@@ -28,4 +28,8 @@ int escape_text_write(Buffer *buffer, PyObject *text, EscapeMode mode);
  * 0, or -1 with MemoryError set. */
 int escape_json_write(Buffer *buffer, const char *bytes, Py_ssize_t size);
 
+/* Appends a str's UTF-8 bytes (surrogatepass, text.h) as a JSON string, as
+ * _json._json_text writes a str; 0, or -1 with an exception set. */
+int escape_json_text_write(Buffer *buffer, PyObject *text);
+
 #endif

@@ -1,6 +1,8 @@
-/* A record's Extras (_record.py) as the C request paths complete it: the request
- * body's bytes the application received, added to what the log's learner found, as
- * _extras.with_bytes_received adds them (tests/test_speedups_asgi.py and
+/* A record's extras (_record.Extras): None, or a tuple of the fields below, in order.
+ * The formats read them, and the values of a record's dicts of named values (its
+ * notes, its extras' environ), with the functions of extras.c; the C request paths
+ * complete them with the request body's bytes the application received, as
+ * _extras.with_bytes_received does (tests/test_speedups_asgi.py and
  * test_speedups_wsgi.py compare the records of both). */
 #ifndef BOUNDLOG_EXTRAS_H
 #define BOUNDLOG_EXTRAS_H
@@ -8,8 +10,26 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
-/* The position of bytes_received in an Extras (_record.BYTES_RECEIVED). */
-#define EXTRAS_BYTES_RECEIVED 3
+enum { EXTRAS_ROUTE, EXTRAS_TRACE, EXTRAS_COMPLETED, EXTRAS_BYTES_RECEIVED, EXTRAS_CLOSE_CODE,
+       EXTRAS_ENVIRON, EXTRAS_FIELDS };
+
+/* The field `index` of the record's extras in *field, None when the record has none
+ * (the reference's `None if extras is None else extras[index]`): borrowed from the
+ * record, which the caller holds, and a tuple's items cannot change.  0, or
+ * UNSUPPORTED (record.h) for extras that are not a tuple of EXTRAS_FIELDS items. */
+int extras_field(PyObject *record, int index, PyObject **field);
+
+/* The value of `name` (a str) in `values`, a record's dict of named values (its notes,
+ * its extras' environ), as a strong reference in *value, or NULL when it holds none
+ * (`values` None, or the name absent).  0, or UNSUPPORTED for `values` that are not an
+ * exact dict (another mapping's lookup is Python code) or a lookup that raised. */
+int extras_lookup(PyObject *values, PyObject *name, PyObject **value);
+
+/* The value of the server variable `name` (a str) in the record's extras.environ, as
+ * a strong reference in *value, or NULL when the environ holds none (no extras, an
+ * environ of None or empty, the name absent).  0, or UNSUPPORTED for extras
+ * extras_field refuses or an environ extras_lookup refuses. */
+int extras_environ_value(PyObject *record, PyObject *name, PyObject **value);
 
 /* Whether `no_extras` can stand for _extras.NO_EXTRAS: a tuple with the field. */
 static inline int

@@ -4,10 +4,11 @@
  *   "query":"","protocol":"HTTP/1.1","status":200,"bytes_sent":5,"duration_ms":0.412,
  *   "referer":null,"user_agent":"curl/8.0","request_id":null}
  *
- * with the keys and added header fields the format was built with (json.h), then the
- * record's notes (boundlog.add_fields) of the usual kinds.  Every
- * string follows the JSON string rule (escape.c); the stamp's text comes from the
- * Python clock, once per distinct second per batch. */
+ * with the keys, added header fields, fields of the record's extras and server
+ * variables the format was built with (json.h), then the record's notes
+ * (boundlog.add_fields) of the usual kinds.  Every string follows the JSON string rule
+ * (escape.c); the stamp's text comes from the Python clock, once per distinct second
+ * per batch. */
 #include "json.h"
 
 #include <math.h>
@@ -15,10 +16,11 @@
 #include "buffer.h"
 #include "compat.h"
 #include "escape.h"
+#include "extras.h"
 #include "headers.h"
 #include "record.h"
+#include "scalar.h"
 #include "stamps.h"
-#include "text.h"
 #include "trace.h"
 
 /* The items of `texts` (json.h). */
@@ -29,8 +31,9 @@ enum { BEFORE_TIME, BEFORE_CLIENT, BEFORE_METHOD, BEFORE_PATH, BEFORE_QUERY, BEF
 #define BUILT_IN_HEADER_FIELDS 3
 /* The items of `trace_header`. */
 enum { TRACE_HEADER_NAME, TRACE_HEADER_ENVIRON_KEY, TRACE_HEADER_ITEMS };
-/* The fields of a record's extras (_record.Extras) read here. */
-enum { EXTRAS_ROUTE, EXTRAS_TRACE, EXTRAS_COMPLETED, EXTRAS_FIELDS = 6 };
+/* The items of each of `extras_fields`: the text before it, and what it shows (an
+ * index into the record's extras, or the name of a server variable). */
+enum { ADDED_TEXT, ADDED_SOURCE, ADDED_ITEMS };
 /* The items of each of `headers`. */
 enum { HEADER_TEXT, HEADER_RESPONSE, HEADER_NAME, HEADER_ENVIRON_KEY, HEADER_REDACTION,
        HEADER_ITEMS };
@@ -215,13 +218,7 @@ write_milliseconds(Buffer *buffer, double milliseconds)
         return 0;
     }
     /* Python's own formatting of "%.3f" (negative, or very large). */
-    char *text = PyOS_double_to_string(milliseconds, 'f', 3, 0, NULL);
-    if (text == NULL) {
-        return -1;
-    }
-    int rc = buffer_write(buffer, text, (Py_ssize_t)strlen(text));
-    PyMem_Free(text);
-    return rc;
+    return buffer_write_double(buffer, milliseconds, 'f', 3, 0);
 }
 
 /* Appends a text field (client, method, protocol) as _json._json_text: null for None,
@@ -232,13 +229,7 @@ write_json_text(Buffer *buffer, PyObject *text)
     if (text == Py_None) {
         return BUFFER_LITERAL(buffer, "null");
     }
-    TextBytes bytes;
-    if (text_utf8(text, &bytes) < 0) {
-        return -1;
-    }
-    int rc = escape_json_write(buffer, bytes.data, bytes.size);
-    text_release(&bytes);
-    return rc;
+    return escape_json_text_write(buffer, text);
 }
 
 /* Appends a bytes field (path, query) as _json._json_bytes: null for None. */
@@ -278,50 +269,10 @@ write_header(Buffer *buffer, Buffer *scratch, PyObject *record, PyObject *field)
     return escape_json_write(buffer, scratch->data, scratch->length);
 }
 
-/* Appends one note's value as _json._json_scalar: null, true, false, an int of 64 bits,
- * a float as repr() writes it (null when not finite), a str as a JSON string; 0, -1, or
- * UNSUPPORTED for any other value (written from its str() by the reference). */
-static int
-write_note_value(Buffer *buffer, PyObject *value)
-{
-    if (value == Py_None) {
-        return BUFFER_LITERAL(buffer, "null");
-    }
-    if (value == Py_True) {
-        return BUFFER_LITERAL(buffer, "true");
-    }
-    if (value == Py_False) {
-        return BUFFER_LITERAL(buffer, "false");
-    }
-    if (PyUnicode_CheckExact(value)) {
-        return write_json_text(buffer, value);
-    }
-    if (PyLong_CheckExact(value)) {
-        long long number;
-        return record_integer(value, &number) != 0 ? UNSUPPORTED
-                                                   : buffer_write_decimal(buffer, number);
-    }
-    if (!PyFloat_CheckExact(value)) {
-        return UNSUPPORTED;
-    }
-    double number = PyFloat_AS_DOUBLE(value);
-    if (!isfinite(number)) {
-        return BUFFER_LITERAL(buffer, "null");
-    }
-    /* float.__repr__'s own formatting. */
-    char *text = PyOS_double_to_string(number, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
-    if (text == NULL) {
-        return -1;
-    }
-    int rc = buffer_write(buffer, text, (Py_ssize_t)strlen(text));
-    PyMem_Free(text);
-    return rc;
-}
-
 /* Appends a record's notes as JsonFormat._notes_text does, before the line's end:
  * ,"key":value for each, in order.  0, -1, or UNSUPPORTED for notes that are not an
  * exact dict, a key that is not an exact str or that is one of `taken` (the reference
- * prefixes it), or a value write_note_value leaves. */
+ * prefixes it), or a value scalar_write_json leaves. */
 static int
 write_notes(Buffer *buffer, PyObject *notes, PyObject *taken)
 {
@@ -345,24 +296,22 @@ write_notes(Buffer *buffer, PyObject *notes, PyObject *taken)
         int clash = PySet_Contains(taken, key);
         rc = clash < 0 ? -1 : clash ? UNSUPPORTED : 0;
         if (rc == 0) {
+            /* Held while it is written: bytes' str() may run Python code (a warning). */
+            Py_INCREF(value);
             rc = BUFFER_LITERAL(buffer, ",") < 0 || write_json_text(buffer, key) < 0
-                 || BUFFER_LITERAL(buffer, ":") < 0 ? -1 : write_note_value(buffer, value);
+                 || BUFFER_LITERAL(buffer, ":") < 0 ? -1 : scalar_write_json(buffer, value);
+            Py_DECREF(value);
         }
     }
     Py_END_CRITICAL_SECTION();
     return rc;
 }
 
-static int
-write_as_is(Buffer *buffer, const char *bytes, Py_ssize_t size)
-{
-    return buffer_write(buffer, bytes, size);
-}
-
 /* Appends a line's route, trace id, span id and completion, each with the text before
- * it, as JsonFormat._extras_text does: 0, -1, or UNSUPPORTED for extras that are not a
- * tuple of Extras's size, a route that is not None or an exact str, a completion that
- * is not None or a bool, or request headers the traceparent lookup leaves. */
+ * it, as JsonFormat._extras_text does (a route and a completion as scalar.h writes
+ * them, which for a str is what _json_text writes): 0, -1, or UNSUPPORTED for extras
+ * that are not a tuple of Extras's size, a route or a completion scalar.h leaves, or
+ * request headers the traceparent lookup leaves. */
 static int
 write_extras(Buffer *buffer, Buffer *scratch, PyObject *record, PyObject *texts,
              PyObject *trace_header)
@@ -377,29 +326,27 @@ write_extras(Buffer *buffer, Buffer *scratch, PyObject *record, PyObject *texts,
         trace = PyTuple_GET_ITEM(extras, EXTRAS_TRACE);
         completed = PyTuple_GET_ITEM(extras, EXTRAS_COMPLETED);
     }
-    if ((route != Py_None && !PyUnicode_CheckExact(route))
-        || (completed != Py_None && !PyBool_Check(completed))) {
-        return UNSUPPORTED;
-    }
     TraceIds ids;
     int found = trace_ids_from_span(trace, &ids);
     if (!found) {
-        scratch->length = 0;
-        int rc = headers_find(scratch, PyTuple_GET_ITEM(record, REQUEST_HEADERS),
-                              PyTuple_GET_ITEM(trace_header, TRACE_HEADER_NAME),
-                              PyTuple_GET_ITEM(trace_header, TRACE_HEADER_ENVIRON_KEY),
-                              write_as_is);
-        if (rc == -1 || rc == HEADERS_UNSUPPORTED) {
+        int rc = trace_ids_from_headers(scratch, PyTuple_GET_ITEM(record, REQUEST_HEADERS),
+                                        PyTuple_GET_ITEM(trace_header, TRACE_HEADER_NAME),
+                                        PyTuple_GET_ITEM(trace_header, TRACE_HEADER_ENVIRON_KEY),
+                                        &ids, &found);
+        if (rc != 0) {
             return rc;
         }
-        found = rc == 0 && trace_ids_from_header(scratch->data, scratch->length, &ids);
     }
-    if (write_bytes_object(buffer, PyTuple_GET_ITEM(texts, BEFORE_ROUTE)) < 0
-        || write_json_text(buffer, route) < 0
-        || write_bytes_object(buffer, PyTuple_GET_ITEM(texts, BEFORE_TRACE_ID)) < 0) {
+    if (write_bytes_object(buffer, PyTuple_GET_ITEM(texts, BEFORE_ROUTE)) < 0) {
         return -1;
     }
-    int rc;
+    int rc = scalar_write_json(buffer, route);
+    if (rc != 0) {
+        return rc;
+    }
+    if (write_bytes_object(buffer, PyTuple_GET_ITEM(texts, BEFORE_TRACE_ID)) < 0) {
+        return -1;
+    }
     if (!found) {
         rc = BUFFER_LITERAL(buffer, "null") < 0
              || write_bytes_object(buffer, PyTuple_GET_ITEM(texts, BEFORE_SPAN_ID)) < 0
@@ -412,11 +359,47 @@ write_extras(Buffer *buffer, Buffer *scratch, PyObject *record, PyObject *texts,
              || BUFFER_LITERAL(buffer, "\"") < 0 || buffer_write(buffer, ids.span_id, 16) < 0
              || BUFFER_LITERAL(buffer, "\"") < 0 ? -1 : 0;
     }
-    if (rc == 0) {
-        rc = write_bytes_object(buffer, PyTuple_GET_ITEM(texts, BEFORE_COMPLETED)) < 0
-             || write_note_value(buffer, completed) < 0 ? -1 : 0;
+    if (rc != 0 || write_bytes_object(buffer, PyTuple_GET_ITEM(texts, BEFORE_COMPLETED)) < 0) {
+        return -1;
     }
-    return rc;
+    return scalar_write_json(buffer, completed);
+}
+
+/* Appends the fields a format adds from a record's extras (`extras_fields`), each
+ * with the text before it, as JsonFormat._extras_text does after the completion: a
+ * field of the extras, or a server variable of their environ, null when there is
+ * none.  0, -1, or UNSUPPORTED for extras or a value this code does not read. */
+static int
+write_extras_fields(Buffer *buffer, PyObject *record, PyObject *extras_fields)
+{
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(extras_fields); i++) {
+        PyObject *field = PyTuple_GET_ITEM(extras_fields, i);
+        PyObject *source = PyTuple_GET_ITEM(field, ADDED_SOURCE);
+        if (write_bytes_object(buffer, PyTuple_GET_ITEM(field, ADDED_TEXT)) < 0) {
+            return -1;
+        }
+        int rc;
+        if (PyLong_CheckExact(source)) {
+            PyObject *value;
+            rc = extras_field(record, (int)PyLong_AsLong(source), &value);
+            if (rc == 0) {
+                rc = scalar_write_json(buffer, value);
+            }
+        }
+        else {
+            PyObject *value;
+            rc = extras_environ_value(record, source, &value);
+            if (rc == 0) {
+                rc = value == NULL ? BUFFER_LITERAL(buffer, "null")
+                                   : scalar_write_json(buffer, value);
+                Py_XDECREF(value);
+            }
+        }
+        if (rc != 0) {
+            return rc;
+        }
+    }
+    return 0;
 }
 
 static int
@@ -438,6 +421,7 @@ typedef struct {
     PyObject *headers; /* a tuple of HEADER_ITEMS-tuples */
     PyObject *taken;   /* a frozenset: the keys a note must not have */
     PyObject *trace_header; /* (name, environ key) of the traceparent field */
+    PyObject *extras_fields; /* a tuple of ADDED_ITEMS-tuples */
     int one_by_one;    /* how the clock reads this batch's times (read_times) */
 } Line;
 
@@ -499,6 +483,9 @@ write_line(Buffer *buffer, Buffer *scratch, Stamps *stamps, const Line *line, Py
     for (Py_ssize_t i = 0; i <= headers; i++) {
         if (i == (headers < BUILT_IN_HEADER_FIELDS ? headers : BUILT_IN_HEADER_FIELDS)) {
             rc = write_extras(buffer, scratch, record, line->texts, line->trace_header);
+            if (rc == 0) {
+                rc = write_extras_fields(buffer, record, line->extras_fields);
+            }
             if (rc != 0) {
                 return rc;
             }
@@ -515,6 +502,34 @@ write_line(Buffer *buffer, Buffer *scratch, Stamps *stamps, const Line *line, Py
         return rc;
     }
     return write_bytes_object(buffer, TEXT(line, LINE_END));
+}
+
+/* Whether `extras_fields` has the shape json.h gives. */
+static int
+check_extras_fields(PyObject *extras_fields)
+{
+    if (!PyTuple_CheckExact(extras_fields)) {
+        return 0;
+    }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(extras_fields); i++) {
+        PyObject *field = PyTuple_GET_ITEM(extras_fields, i);
+        if (!PyTuple_CheckExact(field) || PyTuple_GET_SIZE(field) != ADDED_ITEMS
+            || !PyBytes_CheckExact(PyTuple_GET_ITEM(field, ADDED_TEXT))) {
+            return 0;
+        }
+        PyObject *source = PyTuple_GET_ITEM(field, ADDED_SOURCE);
+        if (PyLong_CheckExact(source)) {
+            long index = PyLong_AsLong(source);
+            if (index < 0 || index >= EXTRAS_FIELDS) {
+                PyErr_Clear(); /* an OverflowError: refused all the same */
+                return 0;
+            }
+        }
+        else if (!PyUnicode_CheckExact(source)) {
+            return 0;
+        }
+    }
+    return 1;
 }
 
 /* Whether the arguments other than the records have the shapes json.h gives. */
@@ -550,18 +565,20 @@ check_arguments(PyObject *texts, PyObject *headers, PyObject *trace_header)
 PyObject *
 json_format_json(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 6) {
-        PyErr_SetString(PyExc_TypeError, "format_json() takes 6 arguments");
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "format_json() takes 7 arguments");
         return NULL;
     }
-    if (!check_arguments(args[2], args[3], args[5]) || !PyFrozenSet_CheckExact(args[4])) {
+    if (!check_arguments(args[2], args[3], args[5]) || !PyFrozenSet_CheckExact(args[4])
+        || !check_extras_fields(args[6])) {
         PyErr_SetString(PyExc_TypeError,
                         "format_json(): texts must be a tuple of 14 bytes, headers a tuple "
                         "of (bytes, bool, bytes, str, bytes | None) tuples, taken a "
-                        "frozenset and trace_header a (bytes, str) tuple");
+                        "frozenset, trace_header a (bytes, str) tuple and extras_fields a "
+                        "tuple of (bytes, int | str) tuples, each int an index of Extras");
         return NULL;
     }
-    Line line = {args[1], args[2], args[3], args[4], args[5], 0};
+    Line line = {args[1], args[2], args[3], args[4], args[5], args[6], 0};
     /* A tuple of the records, each held: the caller's list may change meanwhile (a
      * list is copied under its lock on a free-threaded build). */
     PyObject *records = PySequence_Tuple(args[0]);

@@ -5,23 +5,28 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
-/* format_json(records, stamp_parts, texts, headers, taken, trace_header) -> bytes | None
+/* format_json(records, stamp_parts, texts, headers, taken, trace_header, extras_fields)
+ *     -> bytes | None
  *
  * `stamp_parts` is the format's Rfc3339Clock.parts: parts(second) gives a second's
  * stamp as the bytes before its milliseconds and after them.  `texts` are the line's
  * own text around the built-in fields, keys included: 14 bytes objects, before the
  * time, client, method, path, query, protocol, status, bytes sent and duration, the
- * line's end, and before the route, trace id, span id and completion.  `headers` are the header
- * fields, in order, the route, trace ids and completion coming after the first three (the
- * built-in referer, user_agent and request_id), each a tuple
+ * line's end, and before the route, trace id, span id and completion.  `headers` are
+ * the header fields, in order, the route, trace ids and completion coming after the
+ * first three (the built-in referer, user_agent and request_id), each a tuple
  * (text before it, from the response (bool), lower-case name, WSGI environ key, JSON
  * string written for a present value instead of it (redaction) or None).  `taken` is
  * the frozenset of the keys before the notes: a note of one of those names (which the
- * reference prefixes with "app."), a note whose value is not None, a bool, an int of
- * 64 bits, a float or a str, or notes that are not a dict of str keys, are left to the
- * pure-Python core.  `trace_header` is the traceparent field's (lower-case name, WSGI
- * environ key), read for the trace ids of a record whose extras hold no span's
- * (trace.h).
+ * reference prefixes with "app."), a note whose value is not one scalar.h writes, or
+ * notes that are not a dict of str keys, are left to the pure-Python core.
+ * `trace_header` is the traceparent field's (lower-case name, WSGI environ key), read
+ * for the trace ids of a record whose extras hold no span's (trace.h).
+ * `extras_fields` are the fields the format adds after the completion (extras= and
+ * environ=), in order, each a tuple (text before it, source): the source an int, the
+ * index of a field of the record's extras (extras.h), or a str, the name of a server
+ * variable in its extras.environ; each value is written as scalar.h writes it, null
+ * when unknown.
  *
  * None means "not handled here": a record holds a value of a type this code does not
  * read, an integer past 64 bits, a time this code or the clock refuses; the caller

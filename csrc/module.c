@@ -21,7 +21,8 @@ static PyMethodDef methods[] = {
      "The common or combined lines of a batch, or None to leave it to the pure-Python\n"
      "core (_formats.ApacheFormat)."},
     {"format_json", (PyCFunction)(void (*)(void))json_format_json, METH_FASTCALL,
-     "format_json(records, stamp_parts, texts, headers, taken) -> bytes | None\n\n"
+     "format_json(records, stamp_parts, texts, headers, taken, trace_header,\n"
+     "            extras_fields) -> bytes | None\n\n"
      "The JSON lines of a batch, or None to leave it to the pure-Python core\n"
      "(_json.JsonFormat)."},
     {"format_template", (PyCFunction)(void (*)(void))template_format_template, METH_FASTCALL,

@@ -11,10 +11,9 @@ enum { TIME, DURATION, CLIENT, METHOD, PATH, QUERY, PROTOCOL, STATUS, BYTES_SENT
        REQUEST_HEADERS, RESPONSE_HEADERS, NOTES, EXTRAS, FIELDS };
 
 /* NOTES is None or a dict (boundlog.add_fields).  The Apache lines never show it; the C
- * JSON format writes notes of the usual kinds (json.c) and leaves a batch with any
- * other (a key that clashes, a value that is not a JSON scalar) to the Python core
- * (UNSUPPORTED); a template that shows notes (%{name}n) is formatted in Python whole,
- * so that template.c needs no op for them. */
+ * JSON format and templates (%{name}n) write notes of the usual kinds (scalar.h) and
+ * leave a batch with any other (a key that clashes, a value of another type) to the
+ * Python core (UNSUPPORTED).  EXTRAS is None or an Extras tuple (extras.h). */
 
 /* What a format's writer returns besides 0 and -1 (an exception is set) for a record
  * it does not read: the batch is left to the pure-Python core.  The value is

@@ -13,9 +13,12 @@
 
 #include "buffer.h"
 #include "escape.h"
+#include "extras.h"
 #include "headers.h"
 #include "record.h"
+#include "scalar.h"
 #include "stamps.h"
+#include "trace.h"
 
 /* The ops: their codes (the order of _templates._C_OPS), and their number and object
  * (anything, unread, where none is given). */
@@ -38,6 +41,12 @@ enum {
     OP_SECONDS_FRACTION, /* the duration as seconds.microseconds */
     OP_HEADER,           /* number: HEADER_* flags; object: (name, environ_key) */
     OP_USER,             /* object: (name, environ_key, user): the Basic credentials' user */
+    OP_EXTRA,            /* number: the index of a field of the record's extras (extras.h) */
+    OP_TRACE,            /* number: 0 the trace id, 1 the span id; object: (name,
+                          * environ_key) of the traceparent field */
+    OP_CONNECTION_STATUS, /* object: (name, environ_key) of the Connection field: %X */
+    OP_ENVIRON,          /* object: the name (str) of a server variable in the extras */
+    OP_NOTE,             /* object: the name (str) of a note */
     OPS
 };
 enum { HEADER_RESPONSE = 1, HEADER_REDACT = 2 };
@@ -50,7 +59,7 @@ typedef struct {
     int code;
     long long number;
     PyObject *object;
-    PyObject *name, *environ_key, *user; /* OP_HEADER and OP_USER's parts */
+    PyObject *name, *environ_key, *user; /* the parts of the ops that read a header field */
     Stamps stamps;                       /* OP_TIME's, for the call */
 } Op;
 
@@ -92,9 +101,16 @@ read_op(PyObject *item, Op *op)
     case OP_EPOCH_FRACTION:
     case OP_DURATION:
         return number >= 1 && number <= 1000000;
+    case OP_EXTRA:
+        return number >= 0 && number < EXTRAS_FIELDS;
+    case OP_ENVIRON:
+    case OP_NOTE:
+        return PyUnicode_CheckExact(object);
     case OP_HEADER:
-    case OP_USER: {
-        Py_ssize_t size = code == OP_HEADER ? 2 : 3;
+    case OP_USER:
+    case OP_TRACE:
+    case OP_CONNECTION_STATUS: {
+        Py_ssize_t size = code == OP_USER ? 3 : 2;
         if (!PyTuple_CheckExact(object) || PyTuple_GET_SIZE(object) != size
             || !PyBytes_CheckExact(PyTuple_GET_ITEM(object, 0))
             || !PyUnicode_CheckExact(PyTuple_GET_ITEM(object, 1))
@@ -104,7 +120,10 @@ read_op(PyObject *item, Op *op)
         op->name = PyTuple_GET_ITEM(object, 0);
         op->environ_key = PyTuple_GET_ITEM(object, 1);
         op->user = code == OP_USER ? PyTuple_GET_ITEM(object, 2) : NULL;
-        return code == OP_USER || (number >= 0 && number <= (HEADER_RESPONSE | HEADER_REDACT));
+        if (code == OP_HEADER) {
+            return number >= 0 && number <= (HEADER_RESPONSE | HEADER_REDACT);
+        }
+        return code != OP_TRACE || number == 0 || number == 1;
     }
     default:
         return 1;
@@ -344,6 +363,163 @@ write_duration(Buffer *buffer, PyObject *record, long long divisor, int seconds_
     return write_padded(buffer, microseconds % 1000000, 6);
 }
 
+/* A field of the record's extras (%{route}x, %I and the others): note_text's text,
+ * escaped, "-" when unknown. */
+static int
+write_extra(Buffer *buffer, PyObject *record, int index)
+{
+    PyObject *value;
+    if (extras_field(record, index, &value) != 0) {
+        return UNSUPPORTED;
+    }
+    return scalar_write_text(buffer, value);
+}
+
+/* %{trace_id}x or %{span_id}x (_templates._trace_column): the span's, else the
+ * traceparent field's, "-" for none.  The field is looked up even when the span gives
+ * the ids, as the reference reads it for every record: headers it would fail on are
+ * left to it. */
+static int
+write_trace(Buffer *buffer, Line *line, const Op *op, PyObject *record)
+{
+    PyObject *trace;
+    if (extras_field(record, EXTRAS_TRACE, &trace) != 0) {
+        return UNSUPPORTED;
+    }
+    TraceIds ids, span;
+    int found;
+    int rc = trace_ids_from_headers(&line->scratch, PyTuple_GET_ITEM(record, REQUEST_HEADERS),
+                                    op->name, op->environ_key, &ids, &found);
+    if (rc != 0) {
+        return rc;
+    }
+    if (trace_ids_from_span(trace, &span)) {
+        ids = span;
+        found = 1;
+    }
+    if (!found) {
+        return BUFFER_LITERAL(buffer, "-");
+    }
+    return op->number == 0 ? buffer_write(buffer, ids.trace_id, 32)
+                           : buffer_write(buffer, ids.span_id, 16);
+}
+
+/* What str.strip() strips of text decoded as latin-1: the Unicode whitespace below
+ * 256, which holds 0x1c-0x1f, 0x85 and 0xa0 besides ASCII's. */
+static int
+is_latin1_space(unsigned char c)
+{
+    return (c >= '\t' && c <= '\r') || (c >= 0x1c && c <= ' ') || c == 0x85 || c == 0xa0;
+}
+
+/* Whether `token` is `lower` (lower-case ASCII) once lower-cased: no character of
+ * latin-1 but A-Z lower-cases into ASCII, so the rest must match as they are. */
+static int
+token_is(const unsigned char *token, Py_ssize_t size, const char *lower)
+{
+    if ((size_t)size != strlen(lower)) {
+        return 0;
+    }
+    for (Py_ssize_t i = 0; i < size; i++) {
+        unsigned char c = token[i];
+        if (c >= 'A' && c <= 'Z') {
+            c = (unsigned char)(c + ('a' - 'A'));
+        }
+        if (c != (unsigned char)lower[i]) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Notes in *close and *keep_alive the tokens of a Connection value (its bytes read as
+ * latin-1): split at commas, stripped, lower-cased, as _connection_status reads them. */
+static void
+read_connection_tokens(const char *value, Py_ssize_t size, int *close, int *keep_alive)
+{
+    const unsigned char *bytes = (const unsigned char *)value;
+    Py_ssize_t start = 0;
+    while (start <= size) {
+        Py_ssize_t end = start;
+        while (end < size && bytes[end] != ',') {
+            end++;
+        }
+        Py_ssize_t first = start, last = end;
+        while (first < last && is_latin1_space(bytes[first])) {
+            first++;
+        }
+        while (last > first && is_latin1_space(bytes[last - 1])) {
+            last--;
+        }
+        *close |= token_is(bytes + first, last - first, "close");
+        *keep_alive |= token_is(bytes + first, last - first, "keep-alive");
+        start = end + 1;
+    }
+}
+
+/* Apache's %X (_templates._connection_status): "X" when the response did not complete,
+ * "-" when nobody knows or the connection closes after it, "+" when it may stay open.
+ * Both Connection fields are looked up whatever the completion: the reference reads
+ * them for every record. */
+static int
+write_connection_status(Buffer *buffer, Line *line, const Op *op, PyObject *record)
+{
+    PyObject *completed;
+    if (extras_field(record, EXTRAS_COMPLETED, &completed) != 0) {
+        return UNSUPPORTED;
+    }
+    int close = 0, keep_alive = 0;
+    for (int response = 0; response <= 1; response++) {
+        line->scratch.length = 0;
+        int rc = headers_find(&line->scratch,
+                              PyTuple_GET_ITEM(record, response ? RESPONSE_HEADERS : REQUEST_HEADERS),
+                              op->name, op->environ_key, buffer_write);
+        if (rc == 0) {
+            read_connection_tokens(line->scratch.data, line->scratch.length, &close,
+                                   &keep_alive);
+        }
+        else if (rc != HEADERS_ABSENT) {
+            return rc;
+        }
+    }
+    if (completed == Py_False) {
+        return BUFFER_LITERAL(buffer, "X");
+    }
+    if (completed != Py_True || close) {
+        return BUFFER_LITERAL(buffer, "-");
+    }
+    /* HTTP/1.0 closes unless the client asks to keep the connection. */
+    PyObject *protocol = PyTuple_GET_ITEM(record, PROTOCOL);
+    if (protocol != Py_None && !PyUnicode_CheckExact(protocol)) {
+        return UNSUPPORTED; /* compared with == by the reference */
+    }
+    if (protocol != Py_None && PyUnicode_CompareWithASCIIString(protocol, "HTTP/1.0") == 0
+        && !keep_alive) {
+        return BUFFER_LITERAL(buffer, "-");
+    }
+    return BUFFER_LITERAL(buffer, "+");
+}
+
+/* A server variable (%{NAME}e) or a note (%{name}n): note_text's text of its value,
+ * escaped, "-" when there is none. */
+static int
+write_variable(Buffer *buffer, const Op *op, PyObject *record)
+{
+    PyObject *value;
+    int rc = op->code == OP_ENVIRON ? extras_environ_value(record, op->object, &value)
+                                    : extras_lookup(PyTuple_GET_ITEM(record, NOTES),
+                                                    op->object, &value);
+    if (rc != 0) {
+        return rc;
+    }
+    if (value == NULL) {
+        return BUFFER_LITERAL(buffer, "-");
+    }
+    rc = scalar_write_text(buffer, value);
+    Py_DECREF(value);
+    return rc;
+}
+
 /* Appends one op's piece of a record's line: 0, -1 with an exception set, or
  * UNSUPPORTED.  The record is held by the caller and a tuple's items cannot change:
  * they may be borrowed. */
@@ -395,6 +571,15 @@ write_op(Buffer *buffer, Line *line, Op *op, PyObject *record)
         return write_header(buffer, line, op, record);
     case OP_USER:
         return write_user(buffer, line, op, PyTuple_GET_ITEM(record, REQUEST_HEADERS));
+    case OP_EXTRA:
+        return write_extra(buffer, record, (int)op->number);
+    case OP_TRACE:
+        return write_trace(buffer, line, op, record);
+    case OP_CONNECTION_STATUS:
+        return write_connection_status(buffer, line, op, record);
+    case OP_ENVIRON:
+    case OP_NOTE:
+        return write_variable(buffer, op, record);
     default:
         return UNSUPPORTED; /* read_op admits no other code */
     }

@@ -4,6 +4,8 @@
 
 #include <string.h>
 
+#include "headers.h"
+
 static const char HEX[] = "0123456789abcdef";
 
 /* Writes the 16 hex digits of `number` into `out`. */
@@ -110,4 +112,20 @@ trace_ids_from_header(const char *value, Py_ssize_t size, TraceIds *ids)
     memcpy(ids->trace_id, value + 3, 32);
     memcpy(ids->span_id, value + 36, 16);
     return 1;
+}
+
+int
+trace_ids_from_headers(Buffer *scratch, PyObject *headers, PyObject *name,
+                       PyObject *environ_key, TraceIds *ids, int *found)
+{
+    *found = 0;
+    scratch->length = 0;
+    int rc = headers_find(scratch, headers, name, environ_key, buffer_write);
+    if (rc == HEADERS_ABSENT) {
+        return 0;
+    }
+    if (rc == 0) {
+        *found = trace_ids_from_header(scratch->data, scratch->length, ids);
+    }
+    return rc;
 }

@@ -2,8 +2,7 @@
 #ifndef BOUNDLOG_TRACE_H
 #define BOUNDLOG_TRACE_H
 
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include "buffer.h"
 
 /* Lower-case hex digits of a trace id and a span id. */
 typedef struct {
@@ -18,5 +17,12 @@ int trace_ids_from_span(PyObject *trace, TraceIds *ids);
 /* The ids of a traceparent header's value, by the rule of _trace's docstring: 1 with
  * *ids set, else 0. */
 int trace_ids_from_header(const char *value, Py_ssize_t size, TraceIds *ids);
+
+/* The ids of the traceparent field in a record's request `headers`, found by its
+ * lower-case `name` and WSGI `environ_key` (headers.h) and gathered in `scratch`: 0
+ * with *found 1 and *ids set, or *found 0 when the field is absent or gives none; -1
+ * with an exception set, or HEADERS_UNSUPPORTED for headers headers_find leaves. */
+int trace_ids_from_headers(Buffer *scratch, PyObject *headers, PyObject *name,
+                           PyObject *environ_key, TraceIds *ids, int *found);
 
 #endif

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from types import MappingProxyType
 from typing import Any
 
 from hypothesis import strategies as st
@@ -112,20 +113,54 @@ def notes_dicts() -> st.SearchStrategy[dict[str, Any]]:
     return st.dictionaries(NOTE_NAMES, NOTE_VALUES, min_size=1, max_size=4)
 
 
+#: The server variables records' extras hold (Extras.environ).
+ENVIRON_NAMES = ["REMOTE_USER", "user", "x"]
+_TRACES = (
+    st.none()
+    | st.tuples(st.integers(0, (1 << 128) - 1), st.integers(0, (1 << 64) - 1))
+    | st.tuples(st.integers(), st.integers())
+)
 #: A record's extras: what an integration learnt of the exchange for a log that asks.
 EXTRAS = st.builds(
     Extras,
     route=st.none() | st.sampled_from(["/items/{item_id}", "/"]) | TEXT,
-    trace=st.none()
-    | st.tuples(st.integers(0, (1 << 128) - 1), st.integers(0, (1 << 64) - 1))
-    | st.tuples(st.integers(), st.integers()),
+    trace=_TRACES,
     completed=st.none() | st.booleans(),
     bytes_received=st.none() | st.integers(min_value=0, max_value=10**12) | st.integers(),
     close_code=st.none() | st.integers(min_value=1000, max_value=4999) | st.integers(),
     environ=st.none()
-    | st.dictionaries(
-        st.sampled_from(["REMOTE_USER", "user", "x"]), st.none() | TEXT | st.integers()
-    ),
+    | st.dictionaries(st.sampled_from(ENVIRON_NAMES), st.none() | TEXT | st.integers()),
+)
+#: Values of the JSON scalar types, ints within 64 bits, and bytes: what notes and
+#: server variables usually hold.
+ORDINARY_VALUES = (
+    st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.floats() | TEXT | RAW
+)
+#: What integrations learn: a route, valid ids, a completion, counts, and variables of
+#: the usual kinds (a WSGI environ's str, an ASGI scope's bytes, ints, bools).
+ORDINARY_EXTRAS = st.none() | st.builds(
+    Extras,
+    route=st.none() | TEXT,
+    trace=st.none() | st.tuples(st.integers(1, (1 << 128) - 1), st.integers(1, (1 << 64) - 1)),
+    completed=st.none() | st.booleans(),
+    bytes_received=st.none() | st.integers(min_value=0, max_value=10**12),
+    close_code=st.none() | st.integers(min_value=1000, max_value=4999),
+    environ=st.none() | st.dictionaries(st.sampled_from(ENVIRON_NAMES), ORDINARY_VALUES),
+)
+#: Extras as the formats' C core may be handed them: every field also any value an
+#: application or server may put there (a note's kinds, bytes of every kind), the
+#: variables too, and an environ that is empty or not a dict.
+HOSTILE_EXTRAS = st.builds(
+    Extras,
+    route=st.none() | st.sampled_from(["/items/{item_id}", "/"]) | TEXT | NOTE_VALUES,
+    trace=_TRACES,
+    completed=st.none() | st.booleans() | NOTE_VALUES,
+    bytes_received=st.none() | st.integers(min_value=0, max_value=10**12) | NOTE_VALUES,
+    close_code=st.none() | st.integers(min_value=1000, max_value=4999) | NOTE_VALUES,
+    environ=st.none()
+    | st.just({})
+    | st.dictionaries(st.sampled_from(ENVIRON_NAMES), NOTE_VALUES | RAW)
+    | st.just(MappingProxyType({"x": "1"})),
 )
 # Every record a test builds with st.builds(Record, ...) without naming its extras gets
 # these: None, or extras of every kind.
@@ -140,7 +175,7 @@ def hostile_records(
 ) -> st.SearchStrategy[Record]:
     """Records of every kind a format may be handed: hostile text and bytes, None where a
     server may leave a field empty or none should, odd times and durations, integers past
-    64 bits, request and response headers drawn from ``headers``, and notes."""
+    64 bits, request and response headers drawn from ``headers``, notes, and extras."""
     return st.builds(
         Record,
         time=JSON_TIMES,
@@ -155,6 +190,7 @@ def hostile_records(
         request_headers=headers,
         response_headers=headers,
         notes=notes,
+        extras=st.none() | HOSTILE_EXTRAS,
     )
 
 

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 from _records import make_record
 from _strategies import NUMBERS, RAW, RECORD_NOTES, TEXT, TIMES, VALUES, outcome
-from boundlog import JsonFormat, Record, Template, _core
+from boundlog import Extras, JsonFormat, Record, Template, _core
 from boundlog._formats import ApacheFormat
 
 FORCED_PURE = bool(os.environ.get(_core.NO_EXTENSIONS_VARIABLE))
@@ -210,18 +210,34 @@ def test_the_extension_keeps_the_gil_disabled() -> None:
 
 def _hostile_batch() -> list[Record]:
     # Every path of the C code: plain, escaped, UTF-8 and latin-1 text, repeated and
-    # missing fields, an environ, and stamps for several seconds.
+    # missing fields, an environ, stamps for several seconds, notes, and extras with
+    # and without a span and server variables (text, bytes, a number).
+    extras = [
+        Extras(
+            route="/items/{id}",
+            trace=(1, 2),
+            completed=True,
+            bytes_received=5,
+            close_code=1000,
+            environ={"REMOTE_USER": "ada", "raw_path": b"/p\xff"},
+        ),
+        None,
+        Extras(completed=False, bytes_received=2**40, environ={"REMOTE_USER": 7}),
+    ]
+    notes = [{"user": "ada", "n": 7, "raw": b"\xff"}, None, {"user": 1.5}]
     return [
         make_record(time=1.7e9 + i % 3 + 0.5, client=["1.2.3.4", None, "a b\ud800"][i % 3],
                     method=["GET", "HEAD", "G\xe9T"][i % 3], path=b'/p"\\\n\xff' * (i % 2),
                     query=[b"", b"q=\x00"][i % 2], status=[200, 304, 101][i % 3],
                     request_headers=[[(b"Referer", "\u20ac"), ("REFERER", "caf\xe9"),
                                       (b"user-agent", b"ua\x7f"), (b"cookie", b"s"),
+                                      (b"connection", b"keep-alive"),
                                       (b"authorization", b"Basic YWxpY2U6c2VjcmV0")],
                                      {"HTTP_USER_AGENT": "wsgi\xe9", "HTTP_REFERER": None},
                                      ()][i % 3],
                     response_headers=[[(b"Content-Type", b"t\xff")], {"HTTP_CONTENT_TYPE": "x"},
-                                      ()][i % 3])
+                                      ()][i % 3],
+                    notes=notes[i % 3], extras=extras[i % 3])
         for i in range(1000)
     ]  # fmt: skip
 
@@ -229,11 +245,14 @@ def _hostile_batch() -> list[Record]:
 def _c_formatter(name: str, *, utc: bool) -> Callable[[list[Record]], bytes | None]:
     """The C core's function for the format ``name`` (combined, json or template), its
     other arguments bound; the JSON format and the template with added, redacted and
-    response header fields, the template with every kind of field."""
+    response header fields, the JSON format with the optional fields and variables, the
+    template with every kind of field."""
     if name == "template":
         template = Template(
             '%h %l %u %t "%r" %>s %b %B %D %T %Tf %(M)s %P %(p)s %{sec}t %{msec_frac}t '
-            '%{%Y-%m-%d %z}t "%{Referer}i" "%{Cookie}i" "%{Accept}i" %{Content-Type}o',
+            '%{%Y-%m-%d %z}t "%{Referer}i" "%{Cookie}i" "%{Accept}i" %{Content-Type}o '
+            "%X %I %{route}x %{trace_id}x %{span_id}x %{completed}x %{close_code}x "
+            "%{REMOTE_USER}e %{raw_path}e %{user}n %{raw}n",
             utc=utc,
         )
         format_template = _core.format_template
@@ -241,13 +260,14 @@ def _c_formatter(name: str, *, utc: bool) -> Callable[[list[Record]], bytes | No
         return lambda records: format_template(records, template._ops, os.getpid())
     if name == "json":
         json = JsonFormat(
-            utc=utc, request_headers=["Accept", "Cookie"], response_headers=["Content-Type"]
-        )
+            utc=utc, request_headers=["Accept", "Cookie"], response_headers=["Content-Type"],
+            extras=["bytes_received", "close_code"], environ=["REMOTE_USER", "raw_path"],
+        )  # fmt: skip
         format_json = _core.format_json
         assert format_json is not None
         return lambda records: format_json(
             records, json._clock.parts, json._texts, json._header_fields, json._keys,
-            json._trace_header,
+            json._trace_header, json._extras_fields,
         )  # fmt: skip
     apache = ApacheFormat(combined=True, utc=utc)
     return lambda records: c_lines(apache, records)

@@ -8,6 +8,7 @@ back (None) every batch it does not, which the format then formats in Python.
 from __future__ import annotations
 
 import math
+from types import MappingProxyType
 from typing import Any
 
 import pytest
@@ -15,9 +16,20 @@ from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from _records import make_record
-from _strategies import JSON_TIMES, RAW, TEXT, VALUES, compared, hostile_records, outcome
-from boundlog import ConfigurationError, JsonFormat, Record, _core
-from boundlog._json import JSON_FIELDS
+from _strategies import (
+    ENVIRON_NAMES,
+    JSON_TIMES,
+    ORDINARY_EXTRAS,
+    ORDINARY_VALUES,
+    RAW,
+    TEXT,
+    VALUES,
+    compared,
+    hostile_records,
+    outcome,
+)
+from boundlog import ConfigurationError, Extras, JsonFormat, Record, _core
+from boundlog._json import JSON_FIELDS, OPTIONAL_EXTRAS
 
 needs_c = pytest.mark.skipif(
     _core.speedups is None, reason=f"the C core is not in use ({_core.description})"
@@ -68,6 +80,14 @@ OPTIONS = st.fixed_dictionaries(
         "response_headers": HEADER_OPTION,
         "rename": st.dictionaries(st.sampled_from(JSON_FIELDS), KEYS.map(lambda key: "r:" + key)),
         "allow_headers": st.lists(st.sampled_from(["Cookie", "Set-Cookie", "Authorization"])),
+        "extras": st.lists(st.sampled_from(OPTIONAL_EXTRAS)),
+        # The variables records hold, and one none does.
+        "environ": st.one_of(
+            st.lists(st.sampled_from([*ENVIRON_NAMES, "absent"]), unique=True),
+            st.dictionaries(
+                st.sampled_from([*ENVIRON_NAMES, "absent"]), KEYS.map(lambda key: "e:" + key)
+            ),
+        ),
     },
 )
 
@@ -83,8 +103,9 @@ def json_format(options: dict[str, Any]) -> JsonFormat:
 def c_lines(fmt: JsonFormat, records: list[Record]) -> bytes | None:
     assert _core.format_json is not None
     return _core.format_json(
-        records, fmt._clock.parts, fmt._texts, fmt._header_fields, fmt._keys, fmt._trace_header
-    )
+        records, fmt._clock.parts, fmt._texts, fmt._header_fields, fmt._keys, fmt._trace_header,
+        fmt._extras_fields,
+    )  # fmt: skip
 
 
 def check(fmt: JsonFormat, records: list[Record]) -> Any:
@@ -113,7 +134,7 @@ def test_a_batch_mixing_plain_and_hostile_records(
 # hostile text among them, and values of the JSON scalar types, ints within 64 bits.
 ORDINARY_NOTES = st.none() | st.dictionaries(
     st.sampled_from(["user", "tenant", "model_id", "caf\xe9", 'q"', "b\\s", "\ud800", "k\n"]),
-    st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.floats() | TEXT,
+    ORDINARY_VALUES,
     min_size=1,
     max_size=4,
 )
@@ -121,14 +142,21 @@ ORDINARY_NOTES = st.none() | st.dictionaries(
 
 @needs_c
 @settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(st.tuples(PLAIN_RECORDS, ORDINARY_NOTES), min_size=1, max_size=8), OPTIONS)
+@given(
+    st.lists(st.tuples(PLAIN_RECORDS, ORDINARY_NOTES, ORDINARY_EXTRAS), min_size=1, max_size=8),
+    OPTIONS,
+)
 def test_c_handles_every_ordinary_batch(
-    records_and_notes: list[tuple[Record, Any]], options: dict[str, Any]
+    records_and_more: list[tuple[Record, Any, Any]], options: dict[str, Any]
 ) -> None:
-    """What servers hand over, with the fields applications usually add, is formatted
-    in C, never handed back to Python."""
-    records = [record._replace(notes=notes) for record, notes in records_and_notes]
+    """What servers hand over, with the fields applications usually add and what
+    integrations learn, is formatted in C, never handed back to Python."""
+    records = [
+        record._replace(notes=notes, extras=extras) for record, notes, extras in records_and_more
+    ]
     fmt = json_format(options)
+    # A note named like a variable's key is prefixed: the reference's (as tested above).
+    assume(not any(notes and fmt._keys.intersection(notes) for _, notes, _ in records_and_more))
     assert c_lines(fmt, records) == fmt.format_batch_python(records)
 
 
@@ -137,7 +165,7 @@ def test_c_leaves_a_clash_and_other_values_to_python() -> None:
     """A note named like a key the line has (the reference prefixes it), a value that
     is not a JSON scalar, an int past 64 bits, a key that is not a str: Python's."""
     fmt = JsonFormat()
-    for notes in [{"status": 1}, {"v": [1]}, {"v": 2**64}, {1: "x"}, {"v": True, "x": b"b"}]:
+    for notes in [{"status": 1}, {"v": [1]}, {"v": 2**64}, {1: "x"}, {"v": True, "x": (1,)}]:
         records = [make_record(), make_record(notes=notes)]
         assert c_lines(fmt, records) is None
         assert fmt.format_batch(records) == fmt.format_batch_python(records)
@@ -247,31 +275,81 @@ def test_c_reads_any_sequence_of_records() -> None:
     assert _core.format_json is not None
     assert _core.format_json(
         tuple(records), fmt._clock.parts, fmt._texts, fmt._header_fields, fmt._keys,
-        fmt._trace_header,
+        fmt._trace_header, fmt._extras_fields,
     ) == (expected)  # fmt: skip
     assert c_lines(fmt, []) == b""
     with pytest.raises(TypeError):
         _core.format_json(
             records, fmt._clock.parts, fmt._texts[:-1], fmt._header_fields, fmt._keys,
-            fmt._trace_header,
+            fmt._trace_header, (),
         )  # fmt: skip
     with pytest.raises(TypeError):
         _core.format_json(
-            records, fmt._clock.parts, fmt._texts, (("x",),), fmt._keys, fmt._trace_header,  # type: ignore[arg-type]
+            records, fmt._clock.parts, fmt._texts, (("x",),), fmt._keys, fmt._trace_header, (),  # type: ignore[arg-type]
         )  # fmt: skip
     with pytest.raises(TypeError):
         _core.format_json(
-            records, fmt._clock.parts, fmt._texts, fmt._header_fields, fmt._keys, (b"x",),  # type: ignore[arg-type]
+            records, fmt._clock.parts, fmt._texts, fmt._header_fields, fmt._keys, (b"x",), (),  # type: ignore[arg-type]
         )  # fmt: skip
+    # An index past Extras's fields, a name that is not a str, an item too short.
+    bad = [((b",", 6),), ((b",", -1),), ((b",", 2**64),), ((b",", b"x"),), ((b",",),)]
+    for extras_fields in bad:
+        with pytest.raises(TypeError):
+            _core.format_json(
+                records, fmt._clock.parts, fmt._texts, fmt._header_fields, fmt._keys,
+                fmt._trace_header, extras_fields,  # type: ignore[arg-type]
+            )  # fmt: skip
     with pytest.raises(TypeError):
         _core.format_json(records, fmt._clock.parts, fmt._texts)  # type: ignore[call-arg]
 
 
+# Each batch the C core leaves to Python for a line with the optional fields and a
+# variable, and why.
+EXTRAS_HANDED_BACK = {
+    "extras of another size": make_record(extras=tuple(Extras())[:-1]),  # type: ignore[arg-type]
+    "extras as a list": make_record(extras=list(Extras())),  # type: ignore[arg-type]
+    "a count past 64 bits": make_record(extras=Extras(bytes_received=2**64)),
+    "a bool subclass of int": make_record(extras=Extras(close_code=type("C", (int,), {})(1000))),
+    "a list": make_record(extras=Extras(close_code=[1000])),  # type: ignore[arg-type]
+    "a variable that is a tuple": make_record(extras=Extras(environ={"REMOTE_USER": (1,)})),
+    "a variable that is a str subclass": make_record(
+        extras=Extras(environ={"REMOTE_USER": type("User", (str,), {})("ada")})
+    ),
+    "an environ not a dict": make_record(
+        extras=Extras(environ=MappingProxyType({"REMOTE_USER": "ada"}))
+    ),
+}
+
+
 @needs_c
-def test_the_json_format_takes_the_c_path() -> None:
-    """Plain records are formatted in C (bytes, not None), by format_batch too."""
-    fmt = JsonFormat()
-    records = [make_record(), make_record(client=None, referer=b"https://example.test/")]
+@pytest.mark.parametrize("why", EXTRAS_HANDED_BACK)
+def test_what_c_does_not_read_of_the_extras_is_left_to_python(why: str) -> None:
+    fmt = JsonFormat(extras=["bytes_received", "close_code"], environ=["REMOTE_USER"])
+    records: Any = [make_record(), EXTRAS_HANDED_BACK[why]]
+    assert c_lines(fmt, records) is None
+    assert outcome(fmt.format_batch, records) == outcome(fmt.format_batch_python, records)
+
+
+@needs_c
+@pytest.mark.parametrize(
+    "fmt",
+    [
+        JsonFormat(),
+        JsonFormat(extras=["bytes_received", "close_code"]),
+        JsonFormat(environ={"REMOTE_USER": "user", "raw_path": "raw_path"}, rename={"time": "@t"}),
+    ],
+    ids=["default", "extras", "environ"],
+)
+def test_the_json_format_takes_the_c_path(fmt: JsonFormat) -> None:
+    """Plain records are formatted in C (bytes, not None), by format_batch too, with
+    the optional fields and variables of every usual kind."""
+    records = [
+        make_record(),
+        make_record(client=None, referer=b"https://example.test/"),
+        make_record(extras=Extras(completed=True, bytes_received=12, close_code=1000)),
+        make_record(extras=Extras(environ={"REMOTE_USER": "ada", "raw_path": b"/a\xff"})),
+        make_record(extras=Extras(environ={"REMOTE_USER": 7, "raw_path": None})),
+    ]
     data = c_lines(fmt, records)
     assert isinstance(data, bytes)
     assert data == fmt.format_batch(records) == fmt.format_batch_python(records)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import os
+from types import MappingProxyType
 from typing import Any
 
 import pytest
@@ -19,14 +20,28 @@ from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from _records import make_record
-from _strategies import DURATIONS, JSON_TIMES, RAW, TEXT, VALUES, compared, hostile_records, outcome
-from boundlog import ConfigurationError, Record, Template, _core
-from boundlog._templates import _APACHE, _C_CODE, _EPOCH_UNITS, _GUNICORN
+from _strategies import (
+    DURATIONS,
+    ENVIRON_NAMES,
+    JSON_TIMES,
+    ORDINARY_EXTRAS,
+    ORDINARY_VALUES,
+    RAW,
+    TEXT,
+    VALUES,
+    compared,
+    hostile_records,
+    outcome,
+)
+from boundlog import ConfigurationError, Extras, Record, Template, _core
+from boundlog._templates import _APACHE, _C_CODE, _EPOCH_UNITS, _EXTRAS_DIRECTIVES, _GUNICORN
 
 needs_c = pytest.mark.skipif(
     _core.speedups is None, reason=f"the C core is not in use ({_core.description})"
 )
 
+# The names of the notes templates show (the records' notes hold them).
+NOTE_NAMES = ["user", "tenant", "caf\xe9"]
 # The header fields templates name: plain, sensitive, CGI's two unprefixed ones.
 HEADER_NAMES = ["X-Request-ID", "Referer", "User-Agent", "Cookie", "Set-Cookie",
                 "Authorization", "Proxy-Authorization", "Content-Type", "Accept"]  # fmt: skip
@@ -47,6 +62,14 @@ DIRECTIVES = st.one_of(
         lambda unit: f"%{{{unit}}}t"
     ),
     STRFTIME.map(lambda format: f"%{{{format}}}t"),
+    st.sampled_from([f"%{{{name}}}x" for name in _EXTRAS_DIRECTIVES]),
+    # The variables and notes records hold, one none does, and a name with a space.
+    st.sampled_from([*ENVIRON_NAMES, "absent"]).flatmap(
+        lambda name: st.sampled_from([f"%{{{name}}}e", f"%({{{name}}}e)s"])
+    ),
+    st.sampled_from([*NOTE_NAMES, "absent", "a b"]).flatmap(
+        lambda name: st.sampled_from([f"%{{{name}}}n", f"%({{{name}}}n)s"])
+    ),
     st.just("%%"),
 )
 # Template text: quotes, backslashes, percent signs (as %%), spaces, non-ASCII, a lone
@@ -91,19 +114,38 @@ AUTHORIZATIONS = st.one_of(
 NAMES = st.sampled_from(
     [b"x-request-id", b"X-Request-ID", "X-REQUEST-ID", b"referer", "Referer", b"user-agent",
      b"cookie", "COOKIE", b"set-cookie", b"proxy-authorization", b"content-type",
-     "Content-Type", b"accept", b"host", b"x-request-id\x00", "\u0130", b""]
+     "Content-Type", b"accept", b"host", b"x-request-id\x00", "\u0130", b"", b"traceparent",
+     "Traceparent"]
 )  # fmt: skip
 AUTHORIZATION_NAMES = st.sampled_from([b"authorization", b"Authorization", "AUTHORIZATION"])
+# Connection values (%X): its tokens in any case and spacing, str.strip()'s non-ASCII
+# whitespace, a sign that lower-cases into ASCII only outside latin-1 (the Kelvin sign).
+CONNECTION_NAMES = st.sampled_from([b"connection", b"Connection", "CONNECTION"])
+CONNECTION_TEXT = st.lists(
+    st.sampled_from(
+        ["close", "Close", "keep-alive", "Keep-Alive", " KEEP-ALIVE ", "upgrade", "",
+         "\x85close\xa0", "\x1cclose", "\u212aeep-alive", "clos\xe9", "close\x00"]
+    ),
+    max_size=3,
+).map(",".join)  # fmt: skip
+CONNECTIONS = st.one_of(
+    CONNECTION_TEXT, CONNECTION_TEXT.map(lambda text: text.encode("utf-8")), VALUES
+)
 PAIRS = st.lists(
-    st.one_of(st.tuples(NAMES, VALUES), st.tuples(AUTHORIZATION_NAMES, AUTHORIZATIONS)),
+    st.one_of(
+        st.tuples(NAMES, VALUES),
+        st.tuples(AUTHORIZATION_NAMES, AUTHORIZATIONS),
+        st.tuples(CONNECTION_NAMES, CONNECTIONS),
+    ),
     max_size=6,
 )
 ENVIRONS = st.dictionaries(
     st.sampled_from(
         ["HTTP_X_REQUEST_ID", "HTTP_REFERER", "HTTP_USER_AGENT", "HTTP_COOKIE", "CONTENT_TYPE",
-         "HTTP_CONTENT_TYPE", "HTTP_AUTHORIZATION", "HTTP_SET_COOKIE", "REMOTE_ADDR"]
+         "HTTP_CONTENT_TYPE", "HTTP_AUTHORIZATION", "HTTP_SET_COOKIE", "REMOTE_ADDR",
+         "HTTP_CONNECTION", "HTTP_TRACEPARENT"]
     ),
-    st.none() | VALUES | AUTHORIZATIONS,
+    st.none() | VALUES | AUTHORIZATIONS | CONNECTIONS,
 )  # fmt: skip
 HEADERS = st.one_of(PAIRS, PAIRS.map(tuple), ENVIRONS, st.just(()))
 RECORDS = hostile_records(HEADERS)
@@ -168,10 +210,6 @@ def c_lines(fmt: Template, records: list[Record]) -> bytes | None:
 
 
 def check(fmt: Template, records: list[Record]) -> Any:
-    if fmt._python_only:
-        # Notes, extras or variables (%X, %I...): the C core has no op for them.
-        assert outcome(fmt.format_batch, records) == outcome(fmt.format_batch_python, records)
-        return None
     return compared(fmt, lambda batch: c_lines(fmt, batch), records)
 
 
@@ -212,6 +250,87 @@ def test_documented_templates_format_every_ordinary_batch_in_c(
     assert c_lines(fmt, records) == fmt.format_batch_python(records)
 
 
+# Templates showing every field of a record's extras, %X and %I, variables and notes.
+EXTRAS_TEMPLATES = [
+    '%h %t "%r" %>s %b %X %I %{route}x %{trace_id}x %{span_id}x %{completed}x '
+    "%{bytes_received}x %{close_code}x",
+    '%a "%r" %s %{REMOTE_USER}e %({user}e)s %{x}e %{user}n %({tenant}n)s %{absent}e %{absent}n',
+    "%{caf\xe9}n %X %{Connection}i",
+]
+CONNECTION_HEADERS = [
+    (b"connection", b"close"), (b"Connection", b"Keep-Alive"), ("CONNECTION", "upgrade, close"),
+    (b"connection", b"keep-alive, Upgrade"),
+]  # fmt: skip
+ORDINARY_NOTES = st.none() | st.dictionaries(
+    st.sampled_from(NOTE_NAMES), ORDINARY_VALUES, min_size=1, max_size=3
+)
+
+
+@needs_c
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.sampled_from(EXTRAS_TEMPLATES),
+    st.lists(
+        st.tuples(
+            PLAIN_RECORDS,
+            st.sampled_from(["HTTP/1.0", "HTTP/1.1", "HTTP/2"]),
+            st.lists(st.sampled_from(CONNECTION_HEADERS), max_size=2),
+            st.sampled_from([[], [(b"connection", b"close")], [(b"Connection", b"keep-alive")]]),
+            ORDINARY_NOTES,
+            ORDINARY_EXTRAS,
+        ),
+        min_size=1,
+        max_size=8,
+    ),
+)
+def test_extras_variables_and_notes_of_every_usual_kind_are_formatted_in_c(
+    text: str, records_and_more: list[tuple[Any, ...]]
+) -> None:
+    """What integrations learn and applications add, with the Connection fields servers
+    hand over, is formatted in C, never handed back."""
+    records = [
+        record._replace(
+            protocol=protocol,
+            request_headers=[*record.request_headers, *connection],
+            response_headers=[*record.response_headers, *response_connection],
+            notes=notes,
+            extras=extras,
+        )
+        for record, protocol, connection, response_connection, notes, extras in records_and_more
+    ]
+    fmt = Template(text)
+    assert c_lines(fmt, records) == fmt.format_batch_python(records)
+
+
+@needs_c
+@pytest.mark.parametrize(
+    ("completed", "protocol", "sent", "answered", "status"),
+    [
+        (None, "HTTP/1.1", [], [], b"-"),
+        (False, "HTTP/1.1", [], [], b"X"),
+        (True, "HTTP/1.1", [], [], b"+"),
+        (True, "HTTP/1.0", [], [], b"-"),
+        (True, "HTTP/1.0", [(b"connection", b" Keep-Alive\x85")], [], b"+"),
+        (True, "HTTP/1.1", [], [(b"connection", b"upgrade,CLOSE")], b"-"),
+        (True, "HTTP/2", [("Connection", "\u212aeep-alive")], [], b"+"),
+        (True, None, [], [], b"+"),
+    ],
+)
+def test_the_connection_status(
+    completed: bool | None, protocol: str | None, sent: Any, answered: Any, status: bytes
+) -> None:
+    """%X: X when the response did not complete, + when the connection may stay open,
+    - when it closes or nobody knows: in C as in Python."""
+    record = make_record(
+        protocol=protocol,  # type: ignore[arg-type]
+        request_headers=sent,
+        response_headers=answered,
+        extras=Extras(completed=completed),
+    )
+    fmt = Template("%X")
+    assert c_lines(fmt, [record]) == fmt.format_batch_python([record]) == status + b"\n"
+
+
 @needs_c
 @settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
 @given(
@@ -239,8 +358,6 @@ def test_c_formats_hostile_text_and_bytes(
     """Hostile bytes, surrogates, control characters, non-ASCII, None, NaN and negative
     durations, repeated header fields, Basic credentials of every shape: all in C."""
     fmt = template(text, options)
-    # A template with fields the C core has no op for is Python's (check says so).
-    assume(not fmt._python_only)
     # Not a duration whose microseconds pass 64 bits (left to Python: it writes them).
     assume(not any(1e12 <= record.duration < float("inf") for record in records))
     assert check(fmt, records) is not None
@@ -281,6 +398,40 @@ def test_durations(durations: list[float]) -> None:
     c = check(fmt, [make_record(duration=duration) for duration in durations])
     readable = all(type(d) is float and (not 0 <= d < float("inf") or d < 1e12) for d in durations)
     assert c is not None or not readable
+
+
+# Each batch the C core leaves to Python for a template showing extras, variables and
+# notes, and why.
+EXTRAS_HANDED_BACK = {
+    "extras of another size": make_record(extras=tuple(Extras())[:-1]),  # type: ignore[arg-type]
+    "extras as a list": make_record(extras=list(Extras())),  # type: ignore[arg-type]
+    "a route past 64 bits": make_record(extras=Extras(route=2**64)),  # type: ignore[arg-type]
+    "a count that is a list": make_record(extras=Extras(bytes_received=[1])),  # type: ignore[arg-type]
+    "a variable that is a tuple": make_record(extras=Extras(environ={"REMOTE_USER": (1,)})),
+    "an environ not a dict": make_record(
+        extras=Extras(environ=MappingProxyType({"REMOTE_USER": "ada"}))
+    ),
+    "notes not a dict": make_record(notes=MappingProxyType({"user": "ada"})),
+    "a note that is an int subclass": make_record(notes={"user": type("N", (int,), {})(1)}),
+    "a protocol of bytes, completed": make_record(
+        protocol=b"HTTP/1.0",  # type: ignore[arg-type]
+        extras=Extras(completed=True),
+    ),
+    "Connection headers of None": make_record(response_headers=None),  # type: ignore[arg-type]
+    "traceparent headers of None, a span": make_record(
+        request_headers=None,  # type: ignore[arg-type]
+        extras=Extras(trace=(1, 2)),
+    ),
+}
+
+
+@needs_c
+@pytest.mark.parametrize("why", EXTRAS_HANDED_BACK)
+def test_what_c_does_not_read_of_extras_and_notes_is_left_to_python(why: str) -> None:
+    fmt = Template("%X %I %{route}x %{span_id}x %{REMOTE_USER}e %{user}n")
+    records: Any = [make_record(), EXTRAS_HANDED_BACK[why]]
+    assert c_lines(fmt, records) is None
+    assert outcome(fmt.format_batch, records) == outcome(fmt.format_batch_python, records)
 
 
 # Each batch the C core leaves to Python, and why.
@@ -332,7 +483,15 @@ def test_c_reads_any_sequence_of_records() -> None:
     assert _core.format_template is not None
     assert _core.format_template(tuple(records), fmt._ops, os.getpid()) == expected
     assert c_lines(fmt, []) == b"" == fmt.format_batch([])
-    for ops in [((99, 0, None),), ((0, 0, "text"),), ((9, 0, None),), [(0, 0, b"x")], ((0, 0),)]:
+    header = (b"connection", "HTTP_CONNECTION")
+    for ops in [
+        ((99, 0, None),), ((0, 0, "text"),), ((9, 0, None),), [(0, 0, b"x")], ((0, 0),),
+        # An index past Extras's fields, an id neither trace nor span, a header field of
+        # another shape, a name that is not a str.
+        ((_C_CODE["extra"], 6, None),), ((_C_CODE["trace"], 2, header),),
+        ((_C_CODE["connection-status"], 0, (b"connection",)),),
+        ((_C_CODE["environ"], 0, b"REMOTE_USER"),), ((_C_CODE["note"], 0, None),),
+    ]:  # fmt: skip
         with pytest.raises(TypeError):
             _core.format_template(records, ops, 1)  # type: ignore[arg-type]
     with pytest.raises(TypeError):
@@ -366,3 +525,14 @@ def test_documented_templates_take_the_c_path(text: str) -> None:
 def test_the_gunicorn_default_is_gunicorns() -> None:
     config = pytest.importorskip("gunicorn.config")
     assert config.AccessLogFormat.default == GUNICORN_DEFAULT
+
+
+@needs_c
+def test_the_traceparent_field_is_read_even_with_a_span() -> None:
+    """The reference reads every record's traceparent field, span or not: headers it
+    cannot read are left to it."""
+    record = make_record(request_headers=None, extras=Extras(trace=(1, 2)))  # type: ignore[arg-type]
+    fmt = Template("%{trace_id}x")
+    assert c_lines(fmt, [record]) is None
+    assert outcome(fmt.format_batch, [record]) == outcome(fmt.format_batch_python, [record])
+    assert fmt.format_batch([record._replace(request_headers=[])]) == b"%032x\n" % 1

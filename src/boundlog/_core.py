@@ -64,6 +64,7 @@ format_json: (
             tuple[tuple[bytes, bool, bytes, str, bytes | None], ...],
             frozenset[str],
             tuple[bytes, str],
+            tuple[tuple[bytes, int | str], ...],
         ],
         bytes | None,
     ]

@@ -175,10 +175,10 @@ class JsonFormat:
     """
 
     __slots__ = (
-        "_before_extras", "_clock", "_environ", "_header_fields", "_keys", "_layout", "_method",
-        "_numbers", "_optional", "_protocol", "_request", "_request_added", "_response",
-        "_response_added", "_texts", "_trace_header", "_traceparent", "environ_names",
-        "reads_extras",
+        "_before_extras", "_clock", "_environ", "_extras_fields", "_header_fields", "_keys",
+        "_layout", "_method", "_numbers", "_optional", "_protocol", "_request", "_request_added",
+        "_response", "_response_added", "_texts", "_trace_header", "_traceparent",
+        "environ_names", "reads_extras",
     )  # fmt: skip
 
     #: JSON lines show a record's notes (``boundlog.add_fields``).
@@ -277,13 +277,18 @@ class JsonFormat:
         self._before_extras = tuple(before[field] for field in _EXTRAS_FIELDS)
         # What the C core (_core.format_json) needs to write the same lines: the text
         # before each built-in field and the line's end, then each header field's text,
-        # source (True: the response), name, environ key and redaction (csrc/json.h).
+        # source (True: the response), name, environ key and redaction, and the optional
+        # fields and variables (csrc/json.h).
         self._texts = (
             *(before[field].encode("ascii") for field in _RECORD_FIELDS),
             b"}\n",
             *(before[field].encode("ascii") for field in _EXTRAS_FIELDS),
         )
         self._trace_header = (header_name(_TRACEPARENT), environ_key(header_name(_TRACEPARENT)))
+        # The optional fields, then the variables: each text before it and what it shows.
+        self._extras_fields = tuple(
+            (before.encode("ascii"), source) for before, source in self._optional + self._environ
+        )
         columns = [
             *((self._request, index) for index in range(len(_BUILT_IN_HEADERS))),
             *((self._request, index) for index in self._request_added),
@@ -311,8 +316,7 @@ class JsonFormat:
         return frozenset(self._response.names)
 
     def format_batch(self, records: Sequence[Record]) -> bytes:
-        # The C core writes no optional field yet: lines with them are Python's.
-        if _format_json is not None and not self._optional and not self._environ:
+        if _format_json is not None:
             # The C core gives the same bytes, or None for a batch it leaves to Python.
             data = _format_json(
                 records,
@@ -321,6 +325,7 @@ class JsonFormat:
                 self._header_fields,
                 self._keys,
                 self._trace_header,
+                self._extras_fields,
             )
             if data is not None:
                 return data

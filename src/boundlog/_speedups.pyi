@@ -18,6 +18,8 @@ def format_json(
     texts: tuple[bytes, ...],
     headers: tuple[tuple[bytes, bool, bytes, str, bytes | None], ...],
     taken: frozenset[str],
+    trace_header: tuple[bytes, str],
+    extras_fields: tuple[tuple[bytes, int | str], ...],
     /,
 ) -> bytes | None: ...
 def format_template(

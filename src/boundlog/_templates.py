@@ -84,8 +84,6 @@ _EXTRAS_DIRECTIVES = {
 }  # fmt: skip
 # The kinds of field whose values come from a record's extras, by the field each reads.
 _EXTRAS_KINDS = {"connection-status": "completed", "bytes-received": "bytes_received"}
-# The kinds of field the C core has no op for (see Template.format_batch).
-_PYTHON_KINDS = frozenset({"note", "environ", "extra", *_EXTRAS_KINDS})
 _TRACEPARENT = "traceparent"
 _CONNECTION = "connection"
 # gunicorn's atoms, with gunicorn's meanings (its a is the User-Agent, its q has no ?).
@@ -117,11 +115,12 @@ SUPPORTED = (
 
 # The C core's ops (csrc/template.c), by code: the order of its enum.  Most are a field
 # kind; "text" is the template's own bytes, "header" either kind of header field,
-# "epoch-fraction" the _frac epoch units, "duration" the three whole units.
+# "epoch-fraction" the _frac epoch units, "duration" the three whole units, "extra" a
+# field of a record's extras (%I too), "trace" its trace or span id.
 _C_OPS = (
     "text", "client", "path", "query", "?", "method", "protocol", "status", "pid", "time",
     "epoch", "epoch-fraction", "bytes", "bytes-or-dash", "duration", "seconds.fraction",
-    "header", "user",
+    "header", "user", "extra", "trace", "connection-status", "environ", "note",
 )  # fmt: skip
 _C_CODE = {name: code for code, name in enumerate(_C_OPS)}
 # The flags of a header op: a response field; written as [redacted] when present.
@@ -145,7 +144,7 @@ class Template:
     """
 
     __slots__ = (
-        "_client_controlled", "_fields", "_layout", "_ops", "_python_only", "_reads_clients",
+        "_client_controlled", "_fields", "_layout", "_ops", "_reads_clients",
         "_request_reader", "_response_reader", "_shape", "environ_names", "reads_extras",
         "reads_notes", "template",
     )  # fmt: skip
@@ -207,8 +206,7 @@ class Template:
             if isinstance(token, tuple):
                 field = build(*token, prefix, suffix)
                 self._fields.append(field)
-                if token[0] not in _PYTHON_KINDS:
-                    ops.extend(build.ops(*token, prefix, suffix, field))
+                ops.extend(build.ops(*token, prefix, suffix, field))
             else:
                 ops.append(_text_op(token))
         self._layout = _Layout(layout)
@@ -224,9 +222,6 @@ class Template:
         self.environ_names = frozenset(name for kind, name in directives if kind == "environ")
         #: The fields of a record's extras lines show.
         self.reads_extras = frozenset(extras | ({"environ"} if self.environ_names else set()))
-        # The C core has no op for notes, extras or variables: a template that shows
-        # any is formatted in Python.
-        self._python_only = any(kind in _PYTHON_KINDS for kind, _ in directives)
 
     def __repr__(self) -> str:
         return f"Template({self.template!r})"
@@ -245,7 +240,7 @@ class Template:
 
     def format_batch(self, records: Sequence[Record]) -> bytes:
         """Return one ``\\n``-terminated line per record, in order."""
-        if _format_template is not None and not self._python_only:
+        if _format_template is not None:
             # The C core gives the same bytes, or None for a batch it leaves to Python.
             # The pid is read per batch: it changes in a forked child.
             data = _format_template(records, self._ops, os.getpid())
@@ -618,16 +613,14 @@ class _FieldBuilder:
             return _ClientControlled(lambda batch: _note_column(batch.notes, argument))
         if kind == "environ":
             return _ClientControlled(lambda batch: _environ_column(batch.extras, argument))
-        if kind == "extra" and argument in ("trace_id", "span_id"):
+        if kind == "extra" and argument in _TRACE_IDS:
             header = self._request_names.index(header_name(_TRACEPARENT))
-            which = 0 if argument == "trace_id" else 1
+            which = _TRACE_IDS[argument]
             return _Field(
                 lambda batch: _trace_column(batch.extras, batch.request_fields[header], which)
             )
         if kind in ("extra", "bytes-received"):
-            position = Extras._fields.index(
-                _EXTRAS_DIRECTIVES[argument] if kind == "extra" else "bytes_received"
-            )
+            position = _extras_position(kind, argument)
             return _ClientControlled(lambda batch: _extra_column(batch.extras, position))
         if kind == "connection-status":
             request = self._request_names.index(header_name(_CONNECTION))
@@ -707,6 +700,16 @@ class _FieldBuilder:
             op = (_C_CODE[code], per_second, None)
         elif kind in _DURATION_DIVISORS:
             op = (_C_CODE["duration"], _DURATION_DIVISORS[kind], None)
+        elif kind == "extra" and argument in _TRACE_IDS:
+            name = header_name(_TRACEPARENT)
+            op = (_C_CODE["trace"], _TRACE_IDS[argument], (name, environ_key(name)))
+        elif kind in ("extra", "bytes-received"):
+            op = (_C_CODE["extra"], _extras_position(kind, argument), None)
+        elif kind == "connection-status":
+            name = header_name(_CONNECTION)
+            op = (_C_CODE[kind], 0, (name, environ_key(name)))
+        elif kind in ("environ", "note"):
+            op = (_C_CODE[kind], 0, argument)
         else:
             op = (_C_CODE[kind], 0, None)
         return [_text_op(prefix), op, _text_op(suffix)]
@@ -743,6 +746,15 @@ class _FieldBuilder:
 
 
 _DURATION_DIVISORS = {"microseconds": 1, "milliseconds": 1000, "seconds": _MICROSECONDS}
+# The ids %{trace_id}x and %{span_id}x show: the first or second of trace_ids'.
+_TRACE_IDS = {"trace_id": 0, "span_id": 1}
+
+
+def _extras_position(kind: str, argument: str) -> int:
+    """The position in a record's extras of the field a directive (%{NAME}x, %I) shows."""
+    return Extras._fields.index(
+        _EXTRAS_DIRECTIVES[argument] if kind == "extra" else "bytes_received"
+    )
 
 
 def _note_column(notes: Sequence[Notes], name: str) -> list[bytes]:
