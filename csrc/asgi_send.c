@@ -147,6 +147,7 @@ static PyObject *
 capture_send(Capture *capture, PyObject *message)
 {
     PyObject *record = NULL;
+    PyObject *earlier = NULL; /* a held record that cannot wait any longer */
     int rc;
     Py_BEGIN_CRITICAL_SECTION((PyObject *)capture);
     rc = count(capture, message);
@@ -156,14 +157,36 @@ capture_send(Capture *capture, PyObject *message)
             rc = -1;
         }
         else if (capture->notes != NULL) {
+            /* A second end of a response: the first one's record goes now. */
+            earlier = capture->held;
             capture->held = record; /* stolen */
             record = NULL;
             rc = FORWARD;
         }
     }
+    else if (rc == FORWARD && capture->held != NULL && !capture->finished) {
+        /* A response begun after one that ended: the ended one's record goes now. */
+        earlier = capture->held;
+        capture->held = NULL;
+    }
+    if (earlier != NULL) {
+        Py_SETREF(earlier, asgi_with_notes(capture, earlier));
+        if (earlier == NULL) {
+            rc = -1;
+        }
+    }
     Py_END_CRITICAL_SECTION();
     if (rc < 0) {
         return NULL;
+    }
+    if (earlier != NULL) {
+        /* The application broke the protocol: no waiting (asgi.py does the same). */
+        PyObject *done = PyObject_CallOneArg(capture->middleware->submit_on_close, earlier);
+        Py_DECREF(earlier);
+        if (done == NULL) {
+            return NULL;
+        }
+        Py_DECREF(done);
     }
     if (rc == FORWARD) {
         return PyObject_CallOneArg(capture->send, message);

@@ -187,6 +187,30 @@ def test_a_log_reading_notes_holds_the_record_until_the_application_returns(
     assert (line["status"], line["bytes_sent"], line["background"]) == (200, 2, "done")
 
 
+@pytest.mark.parametrize("core", ["c", "python"])
+def test_a_held_record_goes_at_once_when_the_application_ends_its_response_again(
+    tmp_path: Path, core: str
+) -> None:
+    """An application that breaks the protocol (a second end, a new start) gets a
+    record per response, as a log that holds none writes them."""
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await send(start(200))
+        await send({"type": "http.response.body", "body": b"a"})
+        boundlog.add_fields(n=1)
+        await send({"type": "http.response.body", "body": b"bc"})
+        await send(start(201))
+        await send({"type": "http.response.body", "body": b"def"})
+        boundlog.add_fields(n=2)
+
+    path = tmp_path / "access.log"
+    with AccessLog(str(path), format="json") as log:
+        middleware = AccessLogMiddleware(app, log=log)
+        asyncio.run(call(middleware if core == "c" else middleware.__call__, http_scope()))
+    lines = [(line["status"], line["bytes_sent"], line["n"]) for line in json_lines(path)]
+    assert lines == [(200, 1, 1), (200, 3, 1), (201, 6, 2)]
+
+
 def test_scopes_of_other_types_reach_the_app_untouched(tmp_path: Path) -> None:
     """A scope of a type the middleware does not log goes through with the same scope
     and receive, no record (websocket sessions: tests/test_websockets.py)."""

@@ -180,6 +180,11 @@ class AccessLogMiddleware:
             elif kind == "http.response.start":
                 status = message["status"]
                 response = message
+                if held is not None:
+                    # A response begun after one that ended: the ended one's record
+                    # goes now (the application broke the protocol; no waiting).
+                    self._submit_on_close(held._replace(notes=snapshot(notes)))
+                    held = None
                 return send(message)
             elif kind == "http.response.trailers":
                 if message.get("more_trailers", False):
@@ -203,6 +208,9 @@ class AccessLogMiddleware:
             )
             response = _FINISHED
             if notes is not None:
+                if held is not None:
+                    # A second end of a response: the first one's record goes now.
+                    self._submit_on_close(held._replace(notes=snapshot(notes)))
                 held = entry
                 return send(message)
             if self._offer(entry):
@@ -239,6 +247,13 @@ class AccessLogMiddleware:
                 await self._submit_async(entry)
             elif held is not None:
                 await self._submit_async(held._replace(notes=snapshot(notes)))
+
+    def _submit_on_close(self, entry: Record) -> None:
+        # For a request that cannot wait for room: a closed exchange (coroutine.close()),
+        # or a record held for a log reading notes whose response the application
+        # began again (csrc/asgi_send.c too).
+        if not self._offer(entry):
+            self.log._admission.refuse()
 
     async def _admit_then(self, entry: Record, send: Send, message: Message) -> None:
         # Off the fast path: the queue was full, so apply the policy (count the drop, or
@@ -523,11 +538,6 @@ if _core.asgi_middleware is not None:
             await self._submit_async(entry)
             if error is not None:
                 raise error
-
-        def _submit_on_close(self, entry: Record) -> None:
-            # The exchange was closed (coroutine.close()): it cannot wait for room.
-            if not self._offer(entry):
-                self.log._admission.refuse()
 
     class _UnusableCompiledLogMiddleware(_core.asgi_middleware, _UnusableLogMiddleware):  # type: ignore[misc,valid-type]
         """What a _CompiledAccessLogMiddleware whose log could not be built becomes."""
