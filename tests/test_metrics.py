@@ -124,6 +124,42 @@ def test_metrics_must_be_a_bool(tmp_path: Path) -> None:
         AccessLog(str(tmp_path / "access.log"), metrics="yes")  # type: ignore[arg-type]
 
 
+def _open_descriptors() -> int:
+    return len(list(Path("/proc/self/fd").iterdir()))
+
+
+@pytest.mark.parametrize("unusable", ["missing", "a file"])
+def test_an_unusable_multiprocess_dir_is_refused_before_the_sink_opens(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, unusable: str
+) -> None:
+    """50 failed builds leave no descriptor and no sink file, and the error says what to do."""
+    directory = tmp_path / "prometheus-multiproc"
+    if unusable == "a file":
+        directory.write_text("")
+    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(directory))
+    sink = tmp_path / "access.log"
+    before = _open_descriptors()
+    for _ in range(50):
+        with pytest.raises(ConfigurationError) as caught:
+            AccessLog(str(sink), metrics=True)
+    message = str(caught.value)
+    assert "PROMETHEUS_MULTIPROC_DIR" in message
+    assert str(directory) in message
+    assert ("does not exist" if unusable == "missing" else "is not a directory") in message
+    assert "mkdir -p" in message
+    assert _open_descriptors() == before
+    assert not sink.exists()
+
+
+def test_the_old_lower_case_variable_is_checked_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("PROMETHEUS_MULTIPROC_DIR", raising=False)
+    monkeypatch.setenv("prometheus_multiproc_dir", str(tmp_path / "missing"))
+    with pytest.raises(ConfigurationError, match="prometheus_multiproc_dir"):
+        AccessLog(str(tmp_path / "access.log"), metrics=True)
+
+
 # -- a real Prometheus server -----------------------------------------------------------
 
 

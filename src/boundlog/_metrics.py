@@ -20,6 +20,7 @@ a URL may hold.
 from __future__ import annotations
 
 import importlib
+import os
 import threading
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -48,14 +49,52 @@ _families_lock = threading.Lock()
 
 
 def require_client() -> Any:
-    """prometheus_client, or a ConfigurationError naming the extra that installs it."""
+    """prometheus_client, ready to keep our metrics, or a ConfigurationError saying why not.
+
+    Called before the log opens its sink: a log that cannot be built must leave nothing
+    behind, and prometheus_client would otherwise fail only when the first metric is
+    made, with an OSError that names neither the variable nor the fix.
+    """
     try:
-        return importlib.import_module("prometheus_client")
+        client = importlib.import_module("prometheus_client")
     except ImportError as error:
         raise ConfigurationError(
             "metrics=True needs prometheus_client, which is not installed: "
             "pip install 'boundlog[prometheus]'"
         ) from error
+    check_multiprocess_dir(os.environ)
+    return client
+
+
+def check_multiprocess_dir(environ: Any) -> None:
+    """A ConfigurationError if prometheus_client's multiprocess directory is unusable.
+
+    In multiprocess mode each process keeps its values in files of that directory,
+    which prometheus_client opens when a metric is made: a directory that is missing,
+    not a directory, or not writable fails there.  Its old lower-case name is read as
+    prometheus_client reads it, when the upper-case one is not set.
+    """
+    name = "PROMETHEUS_MULTIPROC_DIR"
+    if name not in environ and "prometheus_multiproc_dir" in environ:
+        name = "prometheus_multiproc_dir"
+    directory = environ.get(name)
+    if directory is None:
+        return
+    fix = (
+        f"create it before the server starts (mkdir -p {directory!r}, and empty it at each "
+        f"start), or unset {name} for a single process's metrics"
+    )
+    if not directory:
+        raise ConfigurationError(f"metrics=True: {name} is set but empty: {fix}")
+    if not os.path.isdir(directory):
+        what = "does not exist" if not os.path.exists(directory) else "is not a directory"
+        raise ConfigurationError(f"metrics=True: {name}={directory!r} {what}: {fix}")
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise ConfigurationError(
+            f"metrics=True: {name}={directory!r} is not writable by this process "
+            f"(uid {os.getuid()}): prometheus_client keeps each process's values in files "
+            "there; make it writable, or unset the variable"
+        )
 
 
 def _family(name: str, make: Any) -> Any:
