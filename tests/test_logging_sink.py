@@ -292,6 +292,44 @@ def test_a_blocked_handler_holds_up_the_writer_only(logger: logging.Logger) -> N
     assert len(handler.records) == 11
 
 
+def test_a_handler_that_submits_to_its_own_log_under_wait_never_waits(
+    logger: logging.Logger,
+) -> None:
+    """A submission from the writer thread is refused when there is no room, not waited on.
+
+    The handler, run by the writer, fills the one-record queue and submits once more:
+    waiting for room there would wait for the writer itself, and every request behind
+    it would wait for ever.  Then a request thread submits under ``wait`` too, and gets
+    its record written.
+    """
+    log: AccessLog
+    answers: list[bool] = []
+
+    class Resubmitting(Collector):
+        def emit(self, record: logging.LogRecord) -> None:
+            super().emit(record)
+            if record.http_path == "/request":  # type: ignore[attr-defined]
+                answers.append(log.submit(make(b"/from-handler")))
+                answers.append(log.submit(make(b"/from-handler")))
+
+    def make(path: bytes) -> Record:
+        return Record(START, 0.5, "10.0.0.1", "GET", path, b"", "HTTP/1.1", 200, 512)
+
+    logger.addHandler(handler := Resubmitting())
+    log = AccessLog(
+        LoggingSink(logger.name), policy="wait", max_queue=1, batch_size=1, report_loss=False
+    )
+    request = threading.Thread(target=lambda: answers.append(log.submit(make(b"/request"))))
+    request.start()
+    request.join(30)
+    assert not request.is_alive()
+    assert log.flush(timeout=30)
+    stats = log.close(timeout=30)
+    assert answers == [True, True, False]
+    assert (stats.submitted, stats.written, stats.dropped) == (3, 2, 1)
+    assert [r.http_path for r in handler.records] == ["/request", "/from-handler"]  # type: ignore[attr-defined]
+
+
 def test_logging_name_is_a_sink_spec_and_a_variable(
     logger: logging.Logger, monkeypatch: pytest.MonkeyPatch
 ) -> None:

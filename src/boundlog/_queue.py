@@ -55,7 +55,7 @@ class Admission:
     __slots__ = (
         "_async_waiters", "_backlog", "_batch_size", "_closed", "_count_lock", "_hurry",
         "_lock", "_max_queue", "_pending", "_room", "_room_waiters", "_wait_for_room",
-        "_wake_at", "_work", "peak", "refused", "taken",
+        "_wake_at", "_work", "peak", "refused", "taken", "writer_ident",
     )  # fmt: skip
 
     def __init__(self, *, max_queue: int, batch_size: int, policy: Policy) -> None:
@@ -79,6 +79,8 @@ class Admission:
         self._async_waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
         # Guards the counters below and the writer's removal from the queue.
         self._count_lock = threading.Lock()
+        # The writer thread's ident, which it sets as it starts (see _may_wait).
+        self.writer_ident: int | None = None
         self.taken = 0
         self.refused = 0
         self.peak = 0
@@ -102,10 +104,26 @@ class Admission:
         """
         if self.offer(record):
             return True
-        if self._wait_for_room and not self._closed:
+        if self._may_wait():
             return self._submit_blocking(record)
         self._count_refused()
         return False
+
+    def _may_wait(self) -> bool:
+        """Whether a submitter that found no room waits for it (or is refused now).
+
+        Only under ``wait``, and never on the writer thread itself: code the writer
+        calls (a logging handler behind a LoggingSink, a filter) that submits to its own
+        log would wait for room that only the writer makes, and every request thread
+        would then wait behind it for ever.  Its record is refused and counted instead,
+        as under ``drop``.  Checked only here, where a submitter is about to wait, so
+        the request path's hand-off pays nothing for it.
+        """
+        return (
+            self._wait_for_room
+            and not self._closed
+            and threading.get_ident() != self.writer_ident
+        )
 
     def offer(self, record: Record) -> bool:
         """Accept ``record`` if there is room now; refuse without counting otherwise."""
@@ -129,7 +147,7 @@ class Admission:
         """Like :meth:`submit`, but under ``wait`` it awaits room on the running loop."""
         if self.offer(record):
             return True
-        if not self._wait_for_room:
+        if not self._may_wait():
             self._count_refused()
             return False
         loop = asyncio.get_running_loop()

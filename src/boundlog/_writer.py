@@ -98,6 +98,8 @@ class Writer:
         self.thread.start()
 
     def _run(self) -> None:
+        # Before anything can submit from this thread (see Admission._may_wait).
+        self._admission.writer_ident = threading.get_ident()
         try:
             self._serve()
         except BaseException as error:
