@@ -120,9 +120,7 @@ class Admission:
         the request path's hand-off pays nothing for it.
         """
         return (
-            self._wait_for_room
-            and not self._closed
-            and threading.get_ident() != self.writer_ident
+            self._wait_for_room and not self._closed and threading.get_ident() != self.writer_ident
         )
 
     def offer(self, record: Record) -> bool:
