@@ -501,6 +501,19 @@ def test_a_logger_no_handler_reaches_is_named_once_and_its_records_counted_lost(
     assert (stats.written, stats.failed) == (0, 3)
 
 
+def test_a_logger_no_handler_reaches_loses_its_records_whatever_its_level(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    # Logging never configured: no level set (the root's WARNING), no handler.
+    cut_off = cut_off_logger()
+    cut_off.setLevel(logging.NOTSET)
+    assert not cut_off.isEnabledFor(logging.INFO)
+    log = write(LoggingSink(cut_off.name), [record()], report_loss=False)
+    (warning,) = boundlog_lines(capfd)
+    assert f"no handler reaches logger {cut_off.name!r}" in warning
+    assert (log.stats().written, log.stats().failed) == (0, 1)
+
+
 def test_a_logger_configured_after_the_log_is_built_is_no_false_alarm(
     capfd: pytest.CaptureFixture[str],
 ) -> None:

@@ -292,13 +292,11 @@ def _cut_off(logger: logging.Logger) -> bool:
 def _unreached(logger: logging.Logger, level: int) -> str | None:
     """Why a record at ``level`` handed to ``logger`` is dropped without a word, or None.
 
-    A level the logger does not keep is the logger's choice, not a loss; a logger that
-    is disabled (a dictConfig that did not name it: ``disable_existing_loggers``) or
-    that reaches no handler drops what it keeps.  Records at WARNING and above reach
-    the handler of last resort (stderr) instead.
+    A logger that is disabled (a dictConfig that did not name it, with
+    ``disable_existing_loggers``) or that reaches no handler drops every record, at any
+    level: that is a loss.  Otherwise a level the logger does not keep is its choice,
+    and records at WARNING and above reach the handler of last resort (stderr).
     """
-    if not logger.isEnabledFor(level) and not logger.disabled:
-        return None
     if logger.disabled:
         return (
             f"logger {logger.name!r} is disabled (a dictConfig that does not name it "
@@ -307,7 +305,7 @@ def _unreached(logger: logging.Logger, level: int) -> str | None:
     if reaches_a_handler(logger):
         return None
     last = logging.lastResort
-    if last is not None and level >= last.level:
+    if last is not None and level >= last.level and logger.isEnabledFor(level):
         return None
     return f"no handler reaches logger {logger.name!r}"
 

@@ -376,7 +376,8 @@ def _warn_if_uvicorn_logs_too() -> None:
     report_on_stderr(
         "uvicorn's own access log is on too: each request is logged twice, at uvicorn's "
         "cost, and uvicorn's lines show the query values boundlog redacts; start uvicorn "
-        "with --no-access-log (access_log=False in uvicorn.run)"
+        "with --no-access-log (access_log=False in uvicorn.run; under gunicorn's "
+        "UvicornWorker, without --access-logfile)"
     )
 
 
