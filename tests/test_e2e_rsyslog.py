@@ -360,29 +360,58 @@ def test_gunicorn_logger_takes_a_url_and_refuses_a_bad_one(
     assert list(tmp_path.iterdir()) == []
 
 
-def test_the_documented_rsyslog_configurations_pass_rsyslogd_s_check(tmp_path: Path) -> None:
-    """docs/shipping.md's configuration, and the same forwarding to Kafka and
-    Elasticsearch instead of a file, as ``rsyslogd -N1`` validates them (modules and
-    parameters; no broker is reached)."""
+def rsyslogd_check(path: Path, configuration: str) -> subprocess.CompletedProcess[str]:
+    """``rsyslogd -N1 -f path`` on ``configuration``: rsyslogd's own check of a config."""
     assert RSYSLOGD is not None
+    path.write_text(configuration)
+    return subprocess.run(
+        [RSYSLOGD, "-N1", "-f", str(path)], capture_output=True, text=True, timeout=60
+    )
+
+
+# The three files docs/shipping.md's TLS part names, and what write_certificates makes.
+TLS_FILES = ("/etc/rsyslog.d/ca.pem", "/etc/rsyslog.d/cert.pem", "/etc/rsyslog.d/key.pem")
+
+
+def test_the_documented_rsyslog_configurations_pass_rsyslogd_s_check(tmp_path: Path) -> None:
+    """docs/shipping.md's configurations, read from the page, as ``rsyslogd -N1``
+    validates them (modules and parameters; nothing is bound, no broker is reached):
+    the plain one as written; with its TLS part, once the three files that part names
+    exist (made here, a throwaway CA and a certificate it signed, in place of the
+    paths under /etc); and with the forwarding to Kafka and Elasticsearch in place of
+    the file."""
     text = (REPO_ROOT / "docs" / "shipping.md").read_text()
     blocks = re.findall(r"^```\w*\n(.*?)^```$", text, re.M | re.S)
-    base, forwarding = [block for block in blocks if "module(load=" in block][:2]
-    ca, cert, key = write_certificates(tmp_path, "docs")
-    for placeholder, path in (("ca", ca), ("cert", cert), ("key", key)):
-        base = base.replace(f"/etc/rsyslog.d/{placeholder}.pem", str(path))
-    # The forwarding takes the place of the file's `if` block, which ends the page's
-    # first configuration.
+    base, tls, forwarding = [
+        block
+        for block in blocks
+        if "module(load=" in block or "defaultNetstreamDriverCAFile" in block
+    ][:3]
+    assert "defaultNetstreamDriver" not in base
+    # Loopback only, as the page says.
+    inputs = re.findall(r"input\((.*?)\)", base + tls, re.S)
+    assert len(inputs) == 4
+    assert all('address="127.0.0.1"' in item for item in inputs), inputs
+    checked = rsyslogd_check(tmp_path / "plain.conf", base)
+    assert checked.returncode == 0, f"{checked.stdout}{checked.stderr}"
+
+    # The TLS part goes after the module lines, as the page says.
+    last_module = base.rindex("module(load=")
+    after_modules = base.index("\n", last_module) + 1
+    with_tls = base[:after_modules] + tls + base[after_modules:]
+    # Without its files, rsyslogd refuses it: the page says they must exist first.
+    missing = with_tls
+    for name in TLS_FILES:
+        assert with_tls.count(name) == 1, name
+        missing = missing.replace(name, str(tmp_path / "missing" / Path(name).name))
+    assert rsyslogd_check(tmp_path / "missing.conf", missing).returncode != 0
+    for name, made in zip(TLS_FILES, write_certificates(tmp_path / "tls", "docs"), strict=True):
+        with_tls = with_tls.replace(name, str(made))
+    checked = rsyslogd_check(tmp_path / "tls.conf", with_tls)
+    assert checked.returncode == 0, f"{checked.stdout}{checked.stderr}"
+
+    # The forwarding takes the place of the file's `if` block, which ends the plain one.
     to_file = base[base.index("if $syslogfacility-text") :]
     assert 'action(type="omfile"' in to_file
-    configurations = {
-        "to a file": base.replace("/var/log/access/all.log", str(tmp_path / "all.log")),
-        "to Kafka and Elasticsearch": base.replace(to_file, forwarding),
-    }
-    for name, configuration in configurations.items():
-        path = tmp_path / f"{name}.conf"
-        path.write_text(configuration)
-        checked = subprocess.run(
-            [RSYSLOGD, "-N1", "-f", str(path)], capture_output=True, text=True, timeout=60
-        )
-        assert checked.returncode == 0, f"{name}:\n{checked.stdout}{checked.stderr}"
+    checked = rsyslogd_check(tmp_path / "forwarding.conf", base.replace(to_file, forwarding))
+    assert checked.returncode == 0, f"{checked.stdout}{checked.stderr}"

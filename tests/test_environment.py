@@ -20,7 +20,7 @@ import pytest
 from gunicorn.config import Config  # type: ignore[import-untyped]
 
 from _servers import UVICORN_CLEAN_EXITS, read_log_lines, running_server, uvicorn_app_command
-from boundlog import ConfigurationError
+from boundlog import ConfigurationError, SinkError
 from boundlog._environment import options_from_environment
 from boundlog.aiohttp import access_logger
 from boundlog.asgi import AccessLogMiddleware
@@ -83,6 +83,76 @@ def test_every_variable_becomes_its_option() -> None:
 def test_a_bad_variable_is_an_error_naming_it(variables: dict[str, str], message: str) -> None:
     with pytest.raises(ConfigurationError, match=re.escape(message)):
         options_from_environment(variables)
+
+
+def _each_middleware_refuses(error: type[Exception], *says: str) -> None:
+    """The ASGI, WSGI and aiohttp integrations raise ``error``, its message saying each of ``says``."""
+    for make in (
+        lambda: AccessLogMiddleware(_asgi_app),
+        lambda: WSGIMiddleware(_wsgi_app),
+        access_logger,
+    ):
+        with pytest.raises(error) as raised:
+            make()
+        for words in says:
+            assert words in str(raised.value)
+
+
+# Every way BOUNDLOG_SINK can be wrong, and a word of what its error must say.
+_BAD_SINKS = [
+    ("", "is empty"),
+    (" ", "is empty"),
+    ("tcp://", "expected tcp://HOST:PORT"),
+    ("tcp://host", "needs a port"),
+    ("tcp://:514", "expected tcp://HOST:PORT"),
+    ("tcp://host:99999", "Port out of range"),
+    ("tcp://host:abc", "Port could not be cast"),
+    ("tcp://host:0", "needs a port"),
+    ("tls://host:1/path", "expected tls://HOST:PORT"),
+    ("tcp://user:secret@host:1", "no user name"),
+    ("tcp://host:1?x=1", "no query"),
+    ("udp://host:514", "unknown network sink scheme 'udp'"),
+    ("ftp://host:21", "unknown network sink scheme 'ftp'"),
+    ("://host:1", "is not a network sink URL"),
+    ("syslog://host:0", "needs a port"),
+    ("syslog://host:port", "Port could not be cast"),
+    ("syslog+tls://:6514", "expected syslog+tls://HOST:PORT"),
+    ("syslog+udp://[::1", "Invalid IPv6 URL"),
+    ("syslog+unix://dev/log", "three slashes"),
+    ("relp://host", "needs a port"),
+    ("relp://host:70000", "Port out of range"),
+    ("logging:", "needs a logger name"),
+    ("logging:app?colour=red", "unknown option 'colour'"),
+]
+
+
+@pytest.mark.parametrize(("value", "says"), _BAD_SINKS)
+def test_every_bad_sink_variable_is_an_error_naming_it(
+    value: str, says: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("BOUNDLOG_SINK", value)
+    _each_middleware_refuses(ConfigurationError, "BOUNDLOG_SINK", says)
+
+
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [
+        ("{tmp}", "cannot open {tmp}: Is a directory"),
+        ("{tmp}/no/such/directory/access.log", "mkdir -p {tmp}/no/such/directory"),
+        ("tcp:/host:514", "a network sink is scheme://HOST:PORT"),
+    ],
+)
+def test_a_sink_variable_that_cannot_be_opened_is_an_error_naming_it(
+    value: str, says: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    value, says = value.format(tmp=tmp_path), says.format(tmp=tmp_path)
+    monkeypatch.setenv("BOUNDLOG_SINK", value)
+    _each_middleware_refuses(SinkError, f"BOUNDLOG_SINK={value!r}: ", says)
+    # A sink the code names is the code's: its error names no variable.
+    with pytest.raises(SinkError) as raised:
+        AccessLogMiddleware(_asgi_app, sink=value)
+    assert "BOUNDLOG_SINK" not in str(raised.value)
 
 
 def test_the_middlewares_read_the_environment_and_their_code_wins(

@@ -498,3 +498,127 @@ def test_close_gives_up_on_a_blocked_handler_and_counts_the_rest(logger: logging
         release.set()
     # The blocked record and the five behind it: none delivered, all counted.
     assert (stats.submitted, stats.written, stats.failed) == (6, 0, 6)
+
+
+# -- a logger that no handler reaches ---------------------------------------------------
+
+
+def cut_off_logger() -> logging.Logger:
+    """A logger whose parent has no handler and does not propagate: nothing reaches one.
+
+    Made in the test's body: pytest hands its capturing handler to every logger that
+    does not propagate when the test begins (not to one cut off later).
+    """
+    parent = logging.getLogger(f"test.cut.{uuid.uuid4().hex}")
+    parent.propagate = False
+    chosen = logging.getLogger(f"{parent.name}.access")
+    chosen.setLevel(logging.INFO)
+    return chosen
+
+
+def boundlog_lines(capfd: pytest.CaptureFixture[str]) -> list[str]:
+    return [line for line in capfd.readouterr().err.splitlines() if line.startswith("boundlog:")]
+
+
+def test_a_logger_no_handler_reaches_is_named_once_and_its_records_counted_lost(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    cut_off = cut_off_logger()
+    log = AccessLog(LoggingSink(cut_off.name), flush_interval=3600, report_loss=False)
+    # Said on the writer's first batch, not when the log opens: logging may be
+    # configured in between.
+    assert boundlog_lines(capfd) == []
+    for _ in range(3):
+        assert log.submit(record())
+        log.flush()
+    log.close()
+    (warning,) = boundlog_lines(capfd)
+    assert f"no handler reaches logger {cut_off.name!r}" in warning
+    assert f"give {cut_off.name!r} or a logger above it a handler" in warning
+    stats = log.stats()
+    assert (stats.written, stats.failed) == (0, 3)
+
+
+def test_a_logger_no_handler_reaches_loses_its_records_whatever_its_level(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    # Logging never configured: no level set (the root's WARNING), no handler.
+    cut_off = cut_off_logger()
+    cut_off.setLevel(logging.NOTSET)
+    assert not cut_off.isEnabledFor(logging.INFO)
+    log = write(LoggingSink(cut_off.name), [record()], report_loss=False)
+    (warning,) = boundlog_lines(capfd)
+    assert f"no handler reaches logger {cut_off.name!r}" in warning
+    assert (log.stats().written, log.stats().failed) == (0, 1)
+
+
+def test_a_logger_configured_after_the_log_is_built_is_no_false_alarm(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    cut_off = cut_off_logger()
+    log = AccessLog(LoggingSink(cut_off.name), flush_interval=3600)
+    # As Django's LOGGING or a dictConfig after the imports would, before any request.
+    assert cut_off.parent is not None
+    handler = collected(cut_off.parent)
+    assert log.submit(record())
+    log.close()
+    assert boundlog_lines(capfd) == []
+    assert len(handler.records) == 1
+    assert (log.stats().written, log.stats().failed) == (1, 0)
+
+
+def test_a_disabled_logger_is_named_and_its_records_counted_lost(
+    logger: logging.Logger, capfd: pytest.CaptureFixture[str]
+) -> None:
+    handler = collected(logger)
+    logger.disabled = True
+    try:
+        log = write(LoggingSink(logger.name), [record(), record()], report_loss=False)
+    finally:
+        logger.disabled = False
+    (warning,) = boundlog_lines(capfd)
+    assert f"logger {logger.name!r} is disabled" in warning
+    assert "disable_existing_loggers" in warning
+    assert handler.records == []
+    assert (log.stats().written, log.stats().failed) == (0, 2)
+
+
+def test_warnings_reach_the_handler_of_last_resort(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    cut_off = cut_off_logger()
+    cut_off.parent.propagate = True  # type: ignore[union-attr]
+    root = logging.getLogger()
+    saved = root.handlers[:]
+    root.handlers.clear()  # pytest's own handlers aside, the root has none
+    try:
+        log = write(LoggingSink(cut_off.name, level="WARNING"), [record()])
+    finally:
+        root.handlers[:] = saved
+    err = capfd.readouterr().err
+    assert "boundlog:" not in err
+    assert '"GET /items/7?page=2 HTTP/1.1" 200' in err  # logging.lastResort wrote it
+    assert log.stats().written == 1
+
+
+def test_uvicorn_access_cut_off_by_uvicorn_is_said_when_the_log_opens(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    # What uvicorn's --no-access-log does to the logger, before it imports the app.
+    uvicorn_access = logging.getLogger("uvicorn.access")
+    saved = uvicorn_access.handlers[:], uvicorn_access.propagate, uvicorn_access.level
+    uvicorn_access.handlers.clear()
+    uvicorn_access.propagate = False
+    uvicorn_access.setLevel(logging.INFO)
+    try:
+        log = AccessLog("logging:uvicorn.access", flush_interval=3600, report_loss=False)
+        (warning,) = boundlog_lines(capfd)
+        assert "no handler reaches logger 'uvicorn.access'" in warning
+        assert "--no-access-log" in warning
+        assert "logging:app.access?message=uvicorn" in warning
+        assert log.submit(record())
+        log.close()
+        assert boundlog_lines(capfd) == []  # said once
+        assert (log.stats().written, log.stats().failed) == (0, 1)
+    finally:
+        uvicorn_access.handlers[:], uvicorn_access.propagate, uvicorn_access.level = saved

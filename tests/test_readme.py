@@ -31,6 +31,7 @@ from _servers import (
     LOOPBACK,
     PYTHON,
     UVICORN_CLEAN_EXITS,
+    poll_until,
     read_log_lines,
     running_server,
     stop_gracefully,
@@ -152,6 +153,91 @@ def test_directly(tmp_path: Path) -> None:
     record = json.loads(line)
     assert (record["method"], record["path"], record["status"]) == ("GET", "/", 200)
     assert record["user_agent"] == "curl/8.5"
+
+
+def readme_row(server: str) -> list[str]:
+    """The code spans of the README's table row for ``server``, in order."""
+    (row,) = [line for line in README.read_text().splitlines() if line.startswith(f"| {server} |")]
+    return re.findall(r"`([^`]+)`", row)
+
+
+def run_in(directory: Path, program: str) -> Callable[[int], list[str]]:
+    """``program`` run by this Python from ``directory``, with a loopback address and a
+    free port as its arguments."""
+    (directory / "main.py").write_text(program)
+    return lambda port: [
+        "sh",
+        "-c",
+        'cd "$0" && exec "$@"',
+        str(directory),
+        PYTHON,
+        "main.py",
+        LOOPBACK,
+        str(port),
+    ]
+
+
+# The app the aiohttp row assumes the reader has; the row's code follows it, with only
+# a loopback address and a free port added to run_app.
+AIOHTTP_APP = """\
+import sys
+from aiohttp import web
+
+async def hello(request):
+    return web.Response(text="hello")
+
+app = web.Application()
+app.router.add_get("/", hello)
+"""
+
+
+@pytest.mark.parametrize("variant", ["stdout", "file"])
+def test_the_aiohttp_row_runs_as_written(tmp_path: Path, variant: str) -> None:
+    imports, run_app, file_class = readme_row("aiohttp")
+    assert run_app.startswith("web.run_app(app, access_log_class=")
+    if variant == "file":
+        run_app = f"web.run_app(app, {file_class})"
+    run_app = run_app.replace("(app, ", "(app, host=sys.argv[1], port=int(sys.argv[2]), ", 1)
+    command = run_in(tmp_path, f"{AIOHTTP_APP}{imports}\n{run_app}\n")
+    with running_server(command, {}, tmp_path / "server.out") as server:
+        response = httpx.get(f"{server.base_url}/", timeout=CLIENT_TIMEOUT)
+        assert response.status_code == 200
+        output = stop_gracefully(server)
+    if variant == "file":
+        (line,) = read_log_lines(tmp_path / "access.log")
+        assert b'"GET / HTTP/1.1" 200 5 ' in line, line
+    else:
+        (json_line,) = [text for text in output.splitlines() if text.startswith("{")]
+        assert json.loads(json_line)["path"] == "/", output
+
+
+def test_the_http_server_row_runs_as_written(tmp_path: Path) -> None:
+    *imports, handler = readme_row("http.server")
+    assert handler.startswith("class Handler(")
+    (tmp_path / "index.html").write_text("hello")
+    program = "\n".join(
+        [
+            "import sys",
+            *imports,
+            handler,
+            "from http.server import ThreadingHTTPServer",
+            "ThreadingHTTPServer((sys.argv[1], int(sys.argv[2])), Handler).serve_forever()",
+        ]
+    )
+    with running_server(run_in(tmp_path, program), {}, tmp_path / "server.out") as server:
+        response = httpx.get(f"{server.base_url}/index.html", timeout=CLIENT_TIMEOUT)
+        assert response.status_code == 200
+        # The line is written within the flush interval: wait for it, then stop.
+        poll_until(
+            lambda: (
+                (tmp_path / "access.log").exists() and read_log_lines(tmp_path / "access.log") != []
+            ),
+            10.0,
+            "the access line",
+        )
+        server.kill()
+    (line,) = read_log_lines(tmp_path / "access.log")
+    assert b'"GET /index.html HTTP/1.1" 200 5 ' in line, line
 
 
 # -- links ------------------------------------------------------------------------------

@@ -23,12 +23,13 @@ from __future__ import annotations
 import difflib
 import inspect
 import os
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from ._budget import DEFAULT_MAX_RECORD_BYTES, MIN_RECORD_BYTES
 from ._core import NO_EXTENSIONS_VARIABLE
-from ._errors import ConfigurationError
+from ._errors import ConfigurationError, SinkError
 from ._filters import make_select
 from ._formats import make_format
 from ._log import (
@@ -51,6 +52,7 @@ from ._options import (
 )
 from ._queue import POLICIES
 from ._request_id import DEFAULT_HEADER, RequestIds, request_id_header
+from ._urls import looks_like_url, parse_url
 
 SINK_VARIABLE = "BOUNDLOG_SINK"
 FORMAT_VARIABLE = "BOUNDLOG_FORMAT"
@@ -149,12 +151,20 @@ def _sink(variable: str, text: str) -> str:
             f"or {variable}=stdout"
         )
     spec = text.strip()
-    if spec.startswith(LOGGING_SCHEME):
-        try:
+    # Parse what can be parsed without opening anything, so that the error names the
+    # variable; opening the file is left to the log (log_for_middleware names it then).
+    try:
+        if spec.startswith(LOGGING_SCHEME):
             parse_spec(spec)
-        except ConfigurationError as error:
-            raise ConfigurationError(f"{variable}={text!r}: {error}") from None
+        elif looks_like_url(spec) or spec.startswith("://"):
+            parse_url(spec)
+    except ConfigurationError as error:
+        raise ConfigurationError(f"{variable}={text!r}: {error}") from None
     return spec
+
+
+# tcp:/host:514 is a file path to the letter; an error opening it says what was meant.
+_HALF_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:/?[^/]")
 
 
 def _format(variable: str, text: str) -> str:
@@ -227,13 +237,31 @@ def log_for_middleware(
                 f"{', '.join(sorted(_ACCESS_LOG_OPTIONS))}"
             )
         variables = options_from_environment(os.environ, request_ids=request_ids)
-        return AccessLog(**{**variables, **options}), True
+        try:
+            return AccessLog(**{**variables, **options}), True
+        except SinkError as error:
+            if "sink" in options or "sink" not in variables:
+                raise
+            # The file the variable names cannot be opened (no such directory, no permission):
+            # say which variable named it, as for every other error of a variable.
+            raise SinkError(_sink_error(os.environ[SINK_VARIABLE], error)) from error
     if options:
         raise ConfigurationError(
             "pass either an AccessLog as log or its options, not both: "
             f"got log and {', '.join(sorted(options))}"
         )
     return log, False
+
+
+def _sink_error(text: str, error: SinkError) -> str:
+    """What to say when the file ``BOUNDLOG_SINK`` names cannot be opened."""
+    message = f"{SINK_VARIABLE}={text!r}: {error}"
+    if isinstance(error.__cause__, FileNotFoundError):
+        directory = os.path.dirname(os.path.abspath(text.strip()))
+        message += f": create its directory (mkdir -p {directory}) or name another file"
+        if _HALF_URL.match(text.strip()):
+            message += "; a network sink is scheme://HOST:PORT"
+    return message
 
 
 def request_ids_for_middleware(log: AccessLog | None, request_id: object) -> RequestIds | None:

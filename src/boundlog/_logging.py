@@ -45,6 +45,10 @@ and report them on stderr (``Handler.handleError``): such a record counts as wri
 because logging swallows the error before boundlog can see it.  The other records of a
 batch are emitted whatever one of them did; the writer is told how many failed (the
 offset of as many whole lines as were written), which it counts as for a failed write.
+A logger that no handler reaches (none of its own, and none up to a logger that does
+not propagate, or to a root without one), or a disabled one, drops what it is handed
+without a word: such a batch is counted failed, not written, and the first batch on
+the writer thread says so on stderr, once (see ``_warn_if_unreached``).
 ``bytes_written`` counts the messages in UTF-8 plus a newline each, what a
 ``%(message)s`` handler writes: exact when a batch loses nothing, otherwise the bytes
 of as many of the batch's first messages as records were written.
@@ -56,13 +60,14 @@ import difflib
 import functools
 import logging
 import os
+import sys
 import time
 import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
 from itertools import repeat
 from typing import Any
 
-from ._errors import ConfigurationError, describe
+from ._errors import ConfigurationError, describe, report_on_stderr
 from ._escape import escape
 from ._formats import Format
 from ._headers import HeaderReader
@@ -123,6 +128,10 @@ class LoggingSink(Pathless):
         self._pending: list[_Entry] = []
         # Set once a log took the sink: two logs' batches would mix in _pending.
         self._taken = False
+        # Whether a check found the logger reaching no handler and said so (once).
+        self._warned = False
+        # Whether the writer checked, on its first batch, what the log's opening could not.
+        self._checked_first_batch = False
 
     @classmethod
     def from_spec(cls, spec: str) -> LoggingSink:
@@ -140,6 +149,12 @@ class LoggingSink(Pathless):
                 f"{self!r} already serves a log: give each log a LoggingSink of its own"
             )
         self._taken = True
+        # Said at once only when uvicorn cut the logger off (--no-access-log), which is
+        # done before uvicorn imports the application; any other logger may still be
+        # configured after the log is built (Django's LOGGING, a dictConfig after the
+        # imports), so the writer's first batch checks again (see write).
+        if self.logger.name == "uvicorn.access" and "uvicorn" in sys.modules:
+            self._warn_if_unreached(opening=True)
         wanted = frozenset(_REFERER_AND_AGENT.names)
         if self.shape == "uvicorn":
             return _Messages(self._pending, _uvicorn_entry, None, wanted, frozenset())
@@ -169,6 +184,14 @@ class LoggingSink(Pathless):
         pending, self._pending[:] = self._pending[:], []
         logger = self.logger
         level = self.level
+        if not self._checked_first_batch:
+            self._checked_first_batch = True
+            self._warn_if_unreached(opening=False)
+        unreached = _unreached(logger, level)
+        if unreached is not None and pending and not self.stopped:
+            # logger.handle would drop every record without a word: they are lost, and
+            # counted so (failed), not written.
+            return 0, OSError(unreached)
         # The factory, as Logger.makeRecord calls it (logging.setLogRecordFactory is how
         # libraries add attributes), without makeRecord's check of each extra key: none
         # of ATTRIBUTES can clash with a LogRecord's own.
@@ -199,6 +222,29 @@ class LoggingSink(Pathless):
             return end, None
         return end, OSError(f"{failed} record(s) raised in logger.handle: {describe(first)}")
 
+    def _warn_if_unreached(self, *, opening: bool) -> None:
+        """Say on stderr, once, that the logger reaches no handler, and what to do."""
+        unreached = _unreached(self.logger, self.level)
+        if unreached is None or self._warned:
+            return
+        if opening and not _cut_off(self.logger):
+            return
+        self._warned = True
+        name = self.logger.name
+        if name == "uvicorn.access" and _cut_off(self.logger):
+            fix = (
+                "uvicorn's --no-access-log (access_log=False) does that: name another "
+                "logger, given a handler in --log-config, e.g. "
+                "sink='logging:app.access?message=uvicorn' (docs/integrations.md, "
+                "\"Through uvicorn's --log-config\"), or log to a file, e.g. sink='access.log'"
+            )
+        else:
+            fix = (
+                f"give {name!r} or a logger above it a handler (logging.basicConfig(), a "
+                "dictConfig's handlers), or name another sink, e.g. sink='access.log'"
+            )
+        report_on_stderr(f"{unreached}: its access lines are lost (counted as failed); {fix}")
+
     def watch_backlog(self, waiting: Callable[[], int]) -> None:
         """The writer reports a slow handler, as it does a slow file."""
 
@@ -217,6 +263,51 @@ class LoggingSink(Pathless):
 
     def __repr__(self) -> str:
         return f"<LoggingSink {self.logger.name} {logging.getLevelName(self.level)} {self.shape}>"
+
+
+def reaches_a_handler(logger: logging.Logger) -> bool:
+    """Whether a record ``logger`` handles reaches a handler of its own or of a logger
+    above it (as ``Logger.callHandlers`` walks them), the handler of last resort aside."""
+    current: logging.Logger | None = logger
+    while current is not None:
+        if current.handlers:
+            return True
+        if not current.propagate:
+            return False
+        current = current.parent
+    return False
+
+
+def _cut_off(logger: logging.Logger) -> bool:
+    """Whether the walk up from ``logger`` ends at a logger that does not propagate:
+    someone cut it off on purpose, rather than not having configured logging yet."""
+    current: logging.Logger | None = logger
+    while current is not None and not current.handlers:
+        if not current.propagate:
+            return True
+        current = current.parent
+    return False
+
+
+def _unreached(logger: logging.Logger, level: int) -> str | None:
+    """Why a record at ``level`` handed to ``logger`` is dropped without a word, or None.
+
+    A logger that is disabled (a dictConfig that did not name it, with
+    ``disable_existing_loggers``) or that reaches no handler drops every record, at any
+    level: that is a loss.  Otherwise a level the logger does not keep is its choice,
+    and records at WARNING and above reach the handler of last resort (stderr).
+    """
+    if logger.disabled:
+        return (
+            f"logger {logger.name!r} is disabled (a dictConfig that does not name it "
+            "disables it: name it, or set disable_existing_loggers to False)"
+        )
+    if reaches_a_handler(logger):
+        return None
+    last = logging.lastResort
+    if last is not None and level >= last.level and logger.isEnabledFor(level):
+        return None
+    return f"no handler reaches logger {logger.name!r}"
 
 
 def parse_spec(spec: str) -> tuple[str, dict[str, Any]]:

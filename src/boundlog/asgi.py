@@ -50,7 +50,9 @@ of the server's ``receive``; for any other log, the server's goes through untouc
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
+import sys
 from collections.abc import Awaitable, Callable, MutableMapping
 from time import perf_counter, time
 from types import MethodType
@@ -59,9 +61,10 @@ from typing import Any, Self
 from . import _core
 from ._budget import FIELD_OVERHEAD, RecordBudget
 from ._environment import log_for_middleware, request_ids_for_middleware
-from ._errors import AccessLogError
+from ._errors import AccessLogError, report_on_stderr
 from ._extras import NO_EXTRAS, learner, with_bytes_received
 from ._log import AccessLog
+from ._logging import reaches_a_handler
 from ._notes import NOTES, snapshot
 from ._record import Extras, Record, new_record
 from ._websocket import Session
@@ -319,6 +322,9 @@ class AccessLogMiddleware:
         # An application that received a message supports the lifespan: what it raises
         # then (a failed startup) reaches the server unchanged.
         received = False
+        # Checked here, where the server starts the middleware, rather than when it is
+        # built: a module may build one and have another app served.
+        _warn_if_uvicorn_logs_too()
 
         def receiving() -> Awaitable[Message]:
             nonlocal received
@@ -345,6 +351,46 @@ class AccessLogMiddleware:
             await send(message)
 
         return send_after_draining
+
+
+def _warn_if_uvicorn_logs_too() -> None:
+    """Say on stderr, once a process, that uvicorn's own access log is on, when uvicorn
+    is what calls.
+
+    Forgetting ``--no-access-log`` doubles every line and uvicorn's cost per request,
+    and uvicorn's lines show the query values boundlog redacts.  uvicorn's own state
+    says whether its access log is on: ``--no-access-log`` empties the handlers of
+    ``uvicorn.access`` and stops it propagating, and ``--log-level warning`` raises
+    its level above the INFO it logs at.  Only a call from uvicorn's code counts, so
+    that hypercorn or granian in a process that imported uvicorn hear nothing.
+    """
+    global _uvicorn_warned
+    if _uvicorn_warned or not _called_by_uvicorn():
+        return
+    logger = logging.Logger.manager.loggerDict.get("uvicorn.access")
+    if not isinstance(logger, logging.Logger):
+        return
+    if not logger.isEnabledFor(logging.INFO) or not reaches_a_handler(logger):
+        return
+    _uvicorn_warned = True
+    report_on_stderr(
+        "uvicorn's own access log is on too: each request is logged twice, at uvicorn's "
+        "cost, and uvicorn's lines show the query values boundlog redacts; start uvicorn "
+        "with --no-access-log (access_log=False in uvicorn.run; under gunicorn's "
+        "UvicornWorker, without --access-logfile)"
+    )
+
+
+_uvicorn_warned = False
+
+
+def _called_by_uvicorn() -> bool:
+    frame = sys._getframe(1)
+    while frame is not None:
+        if str(frame.f_globals.get("__name__", "")).startswith("uvicorn."):
+            return True
+        frame = frame.f_back  # type: ignore[assignment]
+    return False
 
 
 class _CountingReceive:

@@ -110,6 +110,9 @@ def _header(env: dict[str, Any], plan: Plan) -> str:
         f"Python {env['python'].split()[0]}; {packages}; {env['wrk']}; commit {commit}",
         "ratios are medians of per-round ratios; MAD is the median absolute deviation of "
         "req/s in percent; delivery is the lowest of the trials, dropped the highest",
+        f"delivery can pass 100%: wrk counts the responses it read before its window "
+        f"closed, and the server still answers and logs the requests then in flight (up "
+        f"to one per connection, {plan.connections})",
     ]
     title = f"### boundlog bench, {time.strftime('%Y-%m-%d %H:%M %Z')}"
     return "\n".join([title, "", *(f"- {bullet}" for bullet in bullets)])
