@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
+import select
 import shutil
 import signal
 import socket
@@ -314,3 +316,112 @@ def _listening(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.settimeout(1)
         return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
+class DrippingServer:
+    """A collector that holds the client up: a RELP server (``relp=True``) that answers
+    ``open`` at once and then drips its answers one byte every ``every`` seconds, as a
+    server stuck behind a full disk does; otherwise a reader that never reads, with a
+    small receive buffer, so that the client's sends block once the buffers are full.
+
+    ``ended`` is set when the client's connection ends (end of file or reset), which is
+    the test's proof that the client let go of its socket.
+    """
+
+    def __init__(
+        self, *, relp: bool, tls: ssl.SSLContext | None = None, every: float = 0.3
+    ) -> None:
+        self._relp = relp
+        self._tls = tls
+        self._every = every
+        self.ended = threading.Event()
+        self.socket_inodes: set[int] = set()
+        self._stop = threading.Event()
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        if not relp:
+            self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        self.socket_inodes.add(os.fstat(self._listener.fileno()).st_ino)
+        self.port: int = self._listener.getsockname()[1]
+        self._threads = [threading.Thread(target=self._accept, daemon=True)]
+        self._threads[0].start()
+
+    def _accept(self) -> None:
+        try:
+            conn, _ = self._listener.accept()
+        except OSError:
+            return
+        self.socket_inodes.add(os.fstat(conn.fileno()).st_ino)
+        thread = threading.Thread(target=self._serve, args=(conn,), daemon=True)
+        self._threads.append(thread)
+        thread.start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        try:
+            if self._tls is not None:
+                conn = self._tls.wrap_socket(conn, server_side=True)
+            if self._relp:
+                self._drip(conn)
+            else:
+                self._hold(conn)
+        except OSError:
+            pass
+        finally:
+            conn.close()
+            self.ended.set()
+
+    def _drip(self, conn: socket.socket) -> None:
+        opening = b""
+        # The whole open frame: TXNR SP "open" SP DATALEN SP DATA LF.
+        while (found := re.match(rb"\d+ open (\d+) ", opening)) is None or len(
+            opening
+        ) <= found.end() + int(found[1]):
+            chunk = conn.recv(4096)
+            if not chunk:
+                return
+            opening += chunk
+        offers = b"200 OK\nrelp_version=0\ncommands=syslog"
+        conn.sendall(b"1 rsp %d %s\n" % (len(offers), offers))
+        conn.settimeout(self._every)
+        number = 2
+        while not self._stop.is_set():
+            for byte in b"%d rsp 6 200 OK\n" % number:
+                if self._client_left(conn):
+                    return
+                conn.sendall(bytes([byte]))
+            number += 1
+
+    def _client_left(self, conn: socket.socket) -> bool:
+        """Read (and discard) what the client sent for ``every`` seconds: whether it
+        closed or shut its side down."""
+        try:
+            while True:
+                if not conn.recv(65536):
+                    return True
+        except TimeoutError:
+            return self._stop.is_set()
+
+    def _hold(self, conn: socket.socket) -> None:
+        # Never reads; learns the end from a poll that sees the connection hung up.
+        poller = select.poll()
+        poller.register(conn, select.POLLRDHUP | select.POLLHUP | select.POLLERR)
+        while not self._stop.is_set():
+            if poller.poll(100):
+                return
+
+    def close(self) -> None:
+        self._stop.set()
+        with contextlib.suppress(OSError):
+            self._listener.close()
+        for thread in self._threads:
+            thread.join(10)
+
+
+def socket_inodes() -> set[int]:
+    """The inodes of this process's open sockets."""
+    found = set()
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            target = os.readlink(f"/proc/self/fd/{fd}")
+            if target.startswith("socket:["):
+                found.add(int(target[8:-1]))
+    return found

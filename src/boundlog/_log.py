@@ -20,6 +20,7 @@ from ._health import FINAL_REPORT_WAIT, LossReport, monitor
 from ._logging import LoggingSink
 from ._metrics import PrometheusMetrics
 from ._metrics import require_client as require_metrics_client
+from ._network import NetworkSink
 from ._options import flag, one_of, seconds, seconds_to_wait, signal_to_catch, whole_number
 from ._otel import OpenTelemetryMetrics, metrics_option
 from ._queue import POLICIES, Admission, Policy
@@ -48,6 +49,9 @@ DEFAULT_CLOSE_TIMEOUT = 5.0
 # The longest flush_interval: a line held longer than an hour is a line not logged.  A
 # test or a batch job that wants lines only at flush() or close() asks for this.
 MAX_FLUSH_INTERVAL = 3600.0
+# - once close() gave up on a network sink and shut its socket down, the writer thread
+#   wakes at once and ends within a few system calls: this bounds the wait for it.
+ABANDONED_WRITER_WAIT = 1.0
 
 
 class AccessLog:
@@ -376,6 +380,11 @@ class AccessLog:
                 self._writer.last_failure = f"close() gave up waiting for {self._sink.name}"
                 self._delivered_on_timeout = delivered
                 self._lost_on_timeout = lost + self._admission.abandon()
+                if isinstance(self._sink, NetworkSink):
+                    # abandon() shut its socket down, which wakes the writer blocked
+                    # on it: let the thread end (and close the socket) before the
+                    # totals, so that nothing of this log outlives close().
+                    thread.join(ABANDONED_WRITER_WAIT)
             else:
                 self._sink.close()
             if self._reopen_on is not None:

@@ -19,6 +19,7 @@ server, and what it did not acknowledge is sent again on the next session.
 
 from __future__ import annotations
 
+import _socket
 import bisect
 import contextlib
 import os
@@ -142,6 +143,13 @@ class NetworkSink(Pathless):
         #: Connection and send attempts that failed (``Stats.write_errors`` adds them).
         self.retries = 0
         self._sock: socket.socket | None = None
+        # The socket the writer thread uses or is connecting, for close() giving up to
+        # shut down: a recv or send blocked on it returns at once, where the socket
+        # timeout alone would not end a wait on a peer that drips one byte at a time.
+        # Taken and closed under the lock, so that the descriptor shut down is never
+        # one the writer closed and the process reused meanwhile.
+        self._active: socket.socket | None = None
+        self._active_lock = threading.Lock()
         self._stop = threading.Event()
         # Cuts a wait between attempts short: set by close() giving up, and by hurry().
         self._wake = threading.Event()
@@ -167,11 +175,17 @@ class NetworkSink(Pathless):
 
     @stopped.setter
     def stopped(self, value: bool) -> None:
-        if value:
+        if not value:
+            self._stop.clear()
+            return
+        with self._active_lock:
             self._stop.set()
             self._wake.set()
-        else:
-            self._stop.clear()
+            if self._active is not None:
+                with contextlib.suppress(OSError):
+                    # The plain socket's call, not SSLSocket.shutdown, which would
+                    # drop the TLS state under the writer thread's feet.
+                    _socket.socket.shutdown(self._active, socket.SHUT_RDWR)
 
     @property
     def delivered(self) -> int:
@@ -208,7 +222,7 @@ class NetworkSink(Pathless):
 
     def close(self) -> None:
         """Close the connection, if any (a RELP session with its ``close`` command)."""
-        if self._relp is not None:
+        if self._relp is not None and not self.stopped:
             with contextlib.suppress(OSError):
                 self._relp.close()
         self._disconnect()
@@ -283,11 +297,16 @@ class NetworkSink(Pathless):
             except (TimeoutError, Stopped):
                 continue  # blocked by a slow reader: look at stopped, then go on
             except OSError as error:
+                if self.stopped:
+                    # Most likely close() shutting the socket down: no retry, and
+                    # no report after the final totals.
+                    continue
                 self._failed("cannot send to", error)
                 # What the kernel took of a line cut short is resent with all of it.
                 whole = bisect.bisect_right(self._frame_ends, self._sent)
                 self._sent = self._frame_ends[whole - 1] if whole else 0
-        self._recovered()
+        if not self.stopped:
+            self._recovered()
         return len(data), None
 
     def _count_cuts(self, cut: int) -> None:
@@ -310,25 +329,34 @@ class NetworkSink(Pathless):
             elif address.transport == "udp":
                 sock = _udp_connection(address.host, address.port)
             else:
-                sock = socket.create_connection(
-                    (address.host, address.port), timeout=self._connect_timeout
-                )
+                sock = self._tcp_connection(address.host, address.port)
+                if sock is None:
+                    return None
                 # Dead peers behind a silent network are found within hours rather
                 # than never.
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
                 if self._ssl_context is not None:
-                    sock = self._ssl_context.wrap_socket(sock, server_hostname=address.host)
+                    # The handshake apart: a failed one must not close the descriptor
+                    # outside the lock (wrap_socket does), and it is interruptible
+                    # once the TLS socket is the one close() may shut down.
+                    plain = sock
+                    sock = self._ssl_context.wrap_socket(
+                        plain, server_hostname=address.host, do_handshake_on_connect=False
+                    )
+                    if not self._hold(sock, replacing=plain):
+                        return None
+                    sock.do_handshake()
                 if address.framing == "relp":
                     self._relp = RelpSession(sock, lambda: self.stopped)
                     self._relp.open()
             sock.settimeout(_LOOK_EVERY)
         except Stopped:
-            assert sock is not None
-            sock.close()
+            self._release(sock)
             return None
         except (OSError, ssl.CertificateError) as error:
-            if sock is not None:
-                sock.close()
+            self._release(sock)
+            if self.stopped:
+                return None  # close() gave up: no retry, nothing more to report
             if isinstance(error, ssl.SSLError):
                 what = "TLS handshake failed with"
             elif isinstance(error, RelpError):
@@ -340,12 +368,59 @@ class NetworkSink(Pathless):
         self._sock = sock
         return sock
 
+    def _tcp_connection(self, host: str, port: int) -> socket.socket | None:
+        """As socket.create_connection, each socket held (see _hold) while it connects;
+        None if close() gave up meanwhile."""
+        error: OSError = OSError(f"{host} has no address")
+        for family, kind, proto, _, where in socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM
+        ):
+            sock = socket.socket(family, kind, proto)
+            if not self._hold(sock):
+                return None
+            try:
+                sock.settimeout(self._connect_timeout)
+                sock.connect(where)
+            except OSError as refused:
+                self._release(sock)
+                if self.stopped:
+                    return None
+                error = refused
+                continue
+            return sock
+        raise error
+
+    def _hold(self, sock: socket.socket, *, replacing: socket.socket | None = None) -> bool:
+        """Make ``sock`` the one close() shuts down; False (and ``sock`` closed) if it
+        gave up already."""
+        with self._active_lock:
+            if self._stop.is_set():
+                if self._active is replacing:
+                    self._active = None
+                with contextlib.suppress(OSError):
+                    sock.close()
+                return False
+            self._active = sock
+            return True
+
+    def _release(self, sock: socket.socket | None) -> None:
+        """Close ``sock`` (a socket held or not yet held) under the lock."""
+        with self._active_lock:
+            if sock is not None and sock is self._active:
+                self._active = None
+            if sock is not None:
+                with contextlib.suppress(OSError):
+                    sock.close()
+
     def _disconnect(self) -> None:
         self._relp = None
         sock, self._sock = self._sock, None
-        if sock is not None:
-            with contextlib.suppress(OSError):
-                sock.close()
+        with self._active_lock:
+            if sock is not None and sock is self._active:
+                self._active = None
+            if sock is not None:
+                with contextlib.suppress(OSError):
+                    sock.close()
 
     def _failed(self, what: str, error: BaseException) -> None:
         """Drop the connection, report (now and then) and wait before the next attempt."""

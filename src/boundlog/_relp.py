@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import re
 import socket
+import time
 from collections.abc import Callable, Sequence
 
 _OFFERS = b"relp_version=0\nrelp_software=boundlog\ncommands=syslog"
@@ -103,8 +104,12 @@ class RelpSession:
         pipe (rsyslog does, once per session)."""
         self._txnr = self._txnr % _MAX_TXNR + 1
         self._sock.send(b"%d close 0\n" % self._txnr)
+        timeout = self._sock.gettimeout()
+        # A deadline, not only the socket timeout: a server that drips its answer a
+        # byte at a time would otherwise hold close() for as long as it drips.
+        deadline = None if timeout is None else time.monotonic() + timeout
         with contextlib.suppress(OSError, RelpError):  # TimeoutError is an OSError
-            self._answer(patient=False)
+            self._answer(patient=False, deadline=deadline)
 
     def _command(self, command: bytes, data: bytes) -> None:
         self._txnr = self._txnr % _MAX_TXNR + 1
@@ -121,10 +126,11 @@ class RelpSession:
                 continue
             view = view[sent:]
 
-    def _answer(self, *, patient: bool) -> tuple[int, bytes]:
+    def _answer(self, *, patient: bool, deadline: float | None = None) -> tuple[int, bytes]:
         """The next ``rsp`` frame's number and data; a refusal or anything else raises.
 
         ``patient``: a timeout is a pause to look whether close() gave up, not an error.
+        ``deadline`` (time.monotonic()): no read starts after it (TimeoutError).
         """
         while True:
             frame = self._frame()
@@ -138,6 +144,8 @@ class RelpSession:
                     reason = data.split(b"\n", 1)[0].decode("ascii", "replace")
                     raise RelpError(f"the server refused: {reason}")
                 return number, data
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimeoutError("no whole answer in time")
             try:
                 chunk = self._sock.recv(65536)
             except TimeoutError:
