@@ -131,6 +131,9 @@ class _FakeSocket:
         chunk, self._answers = self._answers[:size], self._answers[size:]
         return chunk
 
+    def gettimeout(self) -> float | None:
+        return None
+
 
 @pytest.mark.parametrize(
     ("answers", "message"),
@@ -229,3 +232,34 @@ def test_a_session_waiting_on_the_server_stops_when_told() -> None:
         RelpSession(Silent(b""), lambda: True).send([b"one"], lambda count: None)  # type: ignore[arg-type]
     with pytest.raises(TimeoutError):
         RelpSession(Silent(b""), lambda: True).open()  # type: ignore[arg-type]
+
+
+def test_saying_goodbye_to_a_server_that_drips_its_answer_ends() -> None:
+    """The answer to ``close`` is read for one socket timeout in all, not one per byte:
+    a server dripping a long answer a byte at a time does not hold close() up."""
+    ours, theirs = socket.socketpair()
+    stop = threading.Event()
+    dripped = 0
+
+    def drip() -> None:
+        nonlocal dripped
+        theirs.sendall(b"1 rsp 6 200 OK\n3 rsp 60000 200 OK")
+        # 60,000 bytes at one per 0.05 s: fifty minutes of answer, each byte well
+        # within the socket timeout.
+        while not stop.wait(0.05) and dripped < 60000:
+            theirs.sendall(b".")
+            dripped += 1
+
+    dripper = threading.Thread(target=drip, daemon=True)
+    try:
+        ours.settimeout(0.5)
+        session = RelpSession(ours, lambda: False)
+        dripper.start()
+        session.open()
+        session.close()
+        assert dripped < 60000
+    finally:
+        stop.set()
+        dripper.join(10)
+        ours.close()
+        theirs.close()

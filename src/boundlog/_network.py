@@ -405,22 +405,18 @@ class NetworkSink(Pathless):
 
     def _release(self, sock: socket.socket | None) -> None:
         """Close ``sock`` (a socket held or not yet held) under the lock."""
+        if sock is None:
+            return
         with self._active_lock:
-            if sock is not None and sock is self._active:
+            if sock is self._active:
                 self._active = None
-            if sock is not None:
-                with contextlib.suppress(OSError):
-                    sock.close()
+            with contextlib.suppress(OSError):
+                sock.close()
 
     def _disconnect(self) -> None:
         self._relp = None
         sock, self._sock = self._sock, None
-        with self._active_lock:
-            if sock is not None and sock is self._active:
-                self._active = None
-            if sock is not None:
-                with contextlib.suppress(OSError):
-                    sock.close()
+        self._release(sock)
 
     def _failed(self, what: str, error: BaseException) -> None:
         """Drop the connection, report (now and then) and wait before the next attempt."""
