@@ -251,6 +251,10 @@ def _serve(
             seen.append(("close raised", type(error), str(error), type(error.__context__)))
 
 
+def _note_unraisable(seen: list[Any], raised: Any) -> None:
+    seen.append(("unraisable", raised.exc_type))
+
+
 def _comparable(record: Record) -> tuple[Any, ...]:
     # Times differ between two runs; everything else must not.  A whole environ holds
     # each run's own wsgi.input: of that, its type.
@@ -329,9 +333,7 @@ def test_c_and_python_serve_alike_and_log_the_same_records(
             patch.setattr(_request_id, "new_request_id", lambda: "0" * 32)
             # A response the server neither exhausts nor closes is logged by its
             # finalizer, as _serve returns; what that cannot log is reported there.
-            patch.setattr(
-                sys, "unraisablehook", lambda raised: seen.append(("unraisable", raised.exc_type))
-            )
+            patch.setattr(sys, "unraisablehook", functools.partial(_note_unraisable, seen))
             _serve(middleware, call, given_environ, server, seen)
         assert log.flush(timeout=10)
         after = log.stats()

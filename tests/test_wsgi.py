@@ -478,7 +478,9 @@ def test_a_server_that_never_calls_close_still_logs_every_request(
     requests = 20
     with AccessLog(str(path), format="json") as log:
         middleware = middleware_class(app, log=log)
-        assert (type(middleware) is _ReferenceMiddleware) == (middleware_class is _ReferenceMiddleware)
+        assert (type(middleware) is _ReferenceMiddleware) == (
+            middleware_class is _ReferenceMiddleware
+        )
         wsgi_server = make_server("127.0.0.1", 0, middleware, handler_class=Quiet)
         thread = threading.Thread(target=wsgi_server.serve_forever)
         thread.start()

@@ -38,9 +38,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import suppress
-from itertools import chain
 from contextvars import Token
 from http import HTTPStatus
+from itertools import chain
 from time import perf_counter, time
 from types import MethodType, TracebackType
 from typing import Any, Self
