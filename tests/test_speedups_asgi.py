@@ -431,7 +431,7 @@ def test_threads_sharing_a_middleware_lose_nothing() -> None:
 
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
-@pytest.mark.parametrize("ending", ["finished", "raised", "closed"])
+@pytest.mark.parametrize("ending", ["finished", "raised", "closed", "generator", "huge"])
 @pytest.mark.parametrize("request_id", [None, "X-Request-ID"])
 @pytest.mark.parametrize("counts_received", [False, True])
 def test_the_c_path_keeps_no_reference_to_what_it_was_given(
@@ -457,13 +457,24 @@ def test_the_c_path_keeps_no_reference_to_what_it_was_given(
                 raise AppError("after the start")
             if ending == "closed":
                 await Suspend()
+            if ending == "huge":
+                # Past Py_ssize_t: the count goes on as an int.
+                for _ in range(3):
+                    await send(huge)
             await send(body)
+
+        @types.coroutine
+        def generator_app(scope: Any, receive: Any, send: Any) -> Any:
+            yield from receive().__await__()
+            yield from send(start).__await__()
+            yield from send(body).__await__()
 
         async def send(message: Any) -> None:
             pass
 
-        middleware.app = app
-        watched = (scope, start, body, request, receive, send, app, middleware)
+        huge = {"type": "http.response.body", "body": _Huge(b"h"), "more_body": True}
+        middleware.app = generator_app if ending == "generator" else app
+        watched = (scope, start, body, request, receive, send, app, middleware, huge)
 
         def run(times: int) -> None:
             driver = ("close", 0) if ending == "closed" else ("run",)

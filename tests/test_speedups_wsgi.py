@@ -392,8 +392,9 @@ def test_a_full_queue_goes_to_the_policy(policy: str) -> None:
 
 @pytest.mark.parametrize("request_id", [None, "X-Request-ID"])
 @pytest.mark.parametrize("reads_received", [False, True])
+@pytest.mark.parametrize("server", ["closes", "never-closes", "drops"])
 def test_the_c_path_keeps_no_reference_to_what_it_was_given(
-    request_id: str | None, reads_received: bool
+    request_id: str | None, reads_received: bool, server: str
 ) -> None:
     collecting = Collecting(True, reads_received=reads_received)
     log = AccessLog("/dev/null", collecting, flush_interval=0, max_queue=100_000)
@@ -415,13 +416,21 @@ def test_the_c_path_keeps_no_reference_to_what_it_was_given(
         middleware.app = app
 
         def run(times: int) -> None:
+            submitted = log.stats().submitted
             for _ in range(times):
                 stream.seek(0)
                 environ["wsgi.input"] = stream
                 response = middleware(environ, start_response)
-                list(response)
-                response.close()
+                if server == "drops":
+                    # Neither exhausted nor closed: the finalizer logs it.
+                    next(iter(response))
+                else:
+                    list(response)
+                if server == "closes":
+                    response.close()
+                del response
             assert log.flush(timeout=30)
+            assert log.stats().submitted == submitted + times
             # The writer holds its last batch until it takes the next: one more record,
             # holding nothing of the above, makes it let go of the others.
             log.submit(make_record())
