@@ -456,9 +456,11 @@ exchange_throw_locked(Exchange *exchange, PyObject *const *args, Py_ssize_t narg
         int fresh = exchange->state == FRESH;
         exchange->state = DONE;
         raise_thrown(args, nargs);
+#if PY_VERSION_HEX < 0x030C0000
         if (fresh && PyErr_ExceptionMatches(PyExc_StopIteration)) {
-            /* As a coroutine that has not started: the exception is raised in its
-             * body, where StopIteration becomes RuntimeError (PEP 479). */
+            /* As a coroutine that has not started on 3.11: the exception is raised in
+             * its body, where StopIteration becomes RuntimeError (PEP 479).  From 3.12
+             * on it is raised before the body, unchanged, as here. */
             PyObject *stop = exception_take();
             PyErr_SetString(PyExc_RuntimeError, "coroutine raised StopIteration");
             PyObject *error = exception_take();
@@ -466,6 +468,9 @@ exchange_throw_locked(Exchange *exchange, PyObject *const *args, Py_ssize_t narg
             PyException_SetCause(error, stop);
             exception_restore(error);
         }
+#else
+        (void)fresh;
+#endif
         return NULL;
     }
 }
