@@ -75,7 +75,8 @@ typedef struct {
     PyObject *send;
     PyObject *response;  /* the start message, or NULL before it and once handed over */
     PyObject *status;    /* NULL until the start message: 0 */
-    PyObject *sent_object; /* what pathsend set bytes_sent to (any int), or NULL */
+    PyObject *sent_object; /* what pathsend set bytes_sent to, or the count past Py_ssize_t
+                            * (any int), or NULL */
     PyObject *notes;       /* the request's notes (a dict) when the log reads them */
     PyObject *request_id;  /* the request's id when the middleware gives ids, else NULL */
     PyObject *held;        /* a log reading notes: the record of the response that ended,

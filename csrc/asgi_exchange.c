@@ -50,12 +50,33 @@ exchange_new(Middleware *middleware, PyObject *scope, PyObject *receive, PyObjec
     return (PyObject *)exchange;
 }
 
+/* Whether `object` is a generator that ``await`` accepts as it is: one whose code
+ * has CO_ITERABLE_COROUTINE (a ``@types.coroutine`` generator function, or an
+ * old-style ``@asyncio.coroutine``).  Read through gi_code.co_flags, public
+ * attributes, as inspect.isawaitable does: CPython's own test is private API.
+ * 1, 0, or -1 with an exception set. */
+static int
+is_iterable_coroutine(PyObject *object)
+{
+    if (!PyGen_CheckExact(object)) {
+        return 0;
+    }
+    PyObject *code = PyObject_GetAttrString(object, "gi_code");
+    if (code == NULL) {
+        return -1;
+    }
+    int is = PyCode_Check(code) && (((PyCodeObject *)code)->co_flags & CO_ITERABLE_COROUTINE);
+    Py_DECREF(code);
+    return is;
+}
+
 /* The iterator that ``await awaitable`` drives (what CPython's GET_AWAITABLE gives). */
 static PyObject *
 awaited_iterator(PyObject *awaitable)
 {
-    if (PyCoro_CheckExact(awaitable)) {
-        return Py_NewRef(awaitable);
+    int is = PyCoro_CheckExact(awaitable) ? 1 : is_iterable_coroutine(awaitable);
+    if (is != 0) {
+        return is < 0 ? NULL : Py_NewRef(awaitable);
     }
     PyAsyncMethods *async = Py_TYPE(awaitable)->tp_as_async;
     if (async == NULL || async->am_await == NULL) {
@@ -64,9 +85,19 @@ awaited_iterator(PyObject *awaitable)
         return NULL;
     }
     PyObject *iterator = async->am_await(awaitable);
-    if (iterator != NULL && (PyCoro_CheckExact(iterator) || !PyIter_Check(iterator))) {
+    if (iterator == NULL) {
+        return NULL;
+    }
+    /* As CPython: __await__ must give an iterator, and not a coroutine of any kind. */
+    is = PyCoro_CheckExact(iterator) ? 1 : is_iterable_coroutine(iterator);
+    if (is > 0) {
+        PyErr_SetString(PyExc_TypeError, "__await__() returned a coroutine");
+    }
+    else if (is == 0 && !PyIter_Check(iterator)) {
         PyErr_Format(PyExc_TypeError, "__await__() returned non-iterator of type '%.100s'",
                      Py_TYPE(iterator)->tp_name);
+    }
+    if (is != 0 || !PyIter_Check(iterator)) {
         Py_CLEAR(iterator);
     }
     return iterator;
@@ -422,8 +453,24 @@ exchange_throw_locked(Exchange *exchange, PyObject *const *args, Py_ssize_t narg
         Py_CLEAR(exchange->scope);
         Py_CLEAR(exchange->receive);
         Py_CLEAR(exchange->send);
+        int fresh = exchange->state == FRESH;
         exchange->state = DONE;
         raise_thrown(args, nargs);
+#if PY_VERSION_HEX < 0x030C0000
+        if (fresh && PyErr_ExceptionMatches(PyExc_StopIteration)) {
+            /* As a coroutine that has not started on 3.11: the exception is raised in
+             * its body, where StopIteration becomes RuntimeError (PEP 479).  From 3.12
+             * on it is raised before the body, unchanged, as here. */
+            PyObject *stop = exception_take();
+            PyErr_SetString(PyExc_RuntimeError, "coroutine raised StopIteration");
+            PyObject *error = exception_take();
+            PyException_SetContext(error, Py_NewRef(stop));
+            PyException_SetCause(error, stop);
+            exception_restore(error);
+        }
+#else
+        (void)fresh;
+#endif
         return NULL;
     }
 }

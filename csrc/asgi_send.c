@@ -61,6 +61,21 @@ body_ends(Capture *capture, PyObject *message)
     if (size < 0) {
         return -1;
     }
+    if (capture->sent > PY_SSIZE_T_MAX - size) {
+        /* Python's sum has no bound: past Py_ssize_t, what was counted so far moves
+         * into sent_object, an int, to which the record adds the rest. */
+        PyObject *counted = PyLong_FromSsize_t(capture->sent);
+        PyObject *total = counted == NULL ? NULL
+                          : capture->sent_object == NULL
+                              ? Py_NewRef(counted)
+                              : PyNumber_Add(capture->sent_object, counted);
+        Py_XDECREF(counted);
+        if (total == NULL) {
+            return -1;
+        }
+        Py_XSETREF(capture->sent_object, total);
+        capture->sent = 0;
+    }
     capture->sent += size;
     int more = asgi_flag(message, names[NAME_MORE_BODY]);
     PyObject *response = Py_XNewRef(capture->response); /* held: .get() may run code */

@@ -4,8 +4,12 @@
  * body's bytes (a list or tuple all at once, when the server starts on it; any other
  * body chunk by chunk, through a Body iterator that behaves as the reference's
  * generator: it calls iter() on the body at its first step and ends for good at the
- * first exception).  close() closes the body and then, whatever that did, hands the
- * record over: to the queue, or to log.submit (the policy) when the queue has no room.
+ * first exception).  The record is handed over once: when the server asks past the
+ * body's last chunk (it wrote the whole body), else by close(), which closes the body
+ * and then, whatever that did, hands it over: to the queue, or to log.submit (the
+ * policy) when the queue has no room.  A response the server drops, neither exhausted
+ * nor closed, is logged by the finalizer, which never waits (middleware
+ * _submit_unclosed).
  *
  * An Exchange is one request's, but an application may hand its start_response or
  * write to another thread: each field is read and changed under a critical section
@@ -36,6 +40,7 @@ typedef struct {
     Py_ssize_t sent;
     double started; /* perf_counter() when the request came in */
     int closed;
+    int logged;    /* the record was handed over (or the exchange is not whole yet) */
     int completed; /* the server asked past the body's last chunk (counts_chunks) */
 } Exchange;
 
@@ -45,6 +50,7 @@ typedef struct {
     PyObject *exchange;
     PyObject *body;     /* until the first step calls iter() on it */
     PyObject *iterator; /* from then until it ends */
+    int counts;         /* adds each chunk's size: 0 for a list or tuple counted whole */
 } Body;
 
 static void
@@ -340,7 +346,36 @@ forget_notes(Exchange *exchange)
     }
 }
 
-/* close(): closes the body, then hands the record over; once. */
+/* Whether the record is still to be handed over, marking it handed over. */
+static int
+take_logging(Exchange *exchange)
+{
+    int already;
+    Py_BEGIN_CRITICAL_SECTION(exchange);
+    already = exchange->logged;
+    exchange->logged = 1;
+    Py_END_CRITICAL_SECTION();
+    return !already;
+}
+
+/* The server asked past the last chunk (wsgi._Exchange._exhausted): it wrote the whole
+ * body, so the record made now is accurate, and a server that never calls close()
+ * still logs it.  0, or -1 with an exception set. */
+static int
+exchange_exhausted(Exchange *exchange)
+{
+    Py_BEGIN_CRITICAL_SECTION(exchange);
+    exchange->completed = 1;
+    Py_END_CRITICAL_SECTION();
+    if (!take_logging(exchange)) {
+        return 0;
+    }
+    forget_notes(exchange);
+    return submit_record(exchange);
+}
+
+/* close(): closes the body, then hands the record over unless the end of the body
+ * did; once. */
 static PyObject *
 exchange_close(PyObject *self, PyObject *Py_UNUSED(ignored))
 {
@@ -368,7 +403,7 @@ exchange_close(PyObject *self, PyObject *Py_UNUSED(ignored))
         Py_DECREF(body);
     }
     forget_notes(exchange);
-    if (submit_record(exchange) < 0 || error != NULL) {
+    if ((take_logging(exchange) && submit_record(exchange) < 0) || error != NULL) {
         raise_after(error);
         return NULL;
     }
@@ -429,6 +464,7 @@ wsgi_exchange_run(WsgiMiddleware *middleware, PyObject *environ, PyObject *start
     exchange->sent = 0;
     exchange->started = started;
     exchange->closed = 0;
+    exchange->logged = 1; /* nothing to log until the exchange is whole (the finalizer) */
     exchange->completed = 0;
     PyObject_GC_Track(exchange);
     PyObject *self = (PyObject *)exchange;
@@ -444,6 +480,7 @@ wsgi_exchange_run(WsgiMiddleware *middleware, PyObject *environ, PyObject *start
         }
         exchange->notes_token = token;
     }
+    exchange->logged = 0;
     if (middleware->counting_input != Py_None && counting_input(exchange) < 0) {
         Py_DECREF(self);
         return NULL;
@@ -489,9 +526,9 @@ wsgi_exchange_run(WsgiMiddleware *middleware, PyObject *environ, PyObject *start
     return self;
 }
 
-/* iter(exchange): the body's own iterator for a list or tuple, counted whole now (so
- * that a server stopping halfway logs it all), a counting Body for anything else, and
- * for a list or tuple too when the log reads whether the server asked past its end. */
+/* iter(exchange): a Body that sees the end of the body.  A list or tuple is counted
+ * whole now (so that a server stopping halfway logs it all), unless the log reads
+ * whether the server asked past its end; anything else chunk by chunk. */
 static PyObject *
 exchange_iter(PyObject *self)
 {
@@ -507,6 +544,7 @@ exchange_iter(PyObject *self)
         }
     }
     PyObject *iterator = NULL;
+    int counts = 1;
     if ((PyList_CheckExact(body) || PyTuple_CheckExact(body))
         && !exchange->middleware->counts_chunks) {
         Py_ssize_t total = 0;
@@ -516,21 +554,27 @@ exchange_iter(PyObject *self)
             Py_DECREF(chunk);
             total = size < 0 ? -1 : size > PY_SSIZE_T_MAX - total ? PY_SSIZE_T_MAX : total + size;
         }
-        if (total >= 0) {
-            add_sent(exchange, total);
-            iterator = PyObject_GetIter(body);
+        if (total < 0) {
+            Py_DECREF(body);
+            return NULL;
+        }
+        add_sent(exchange, total);
+        counts = 0;
+        /* As the reference's iter(body) now: the list's own iterator, stepped below. */
+        Py_SETREF(body, PyObject_GetIter(body));
+        if (body == NULL) {
+            return NULL;
         }
     }
-    else {
-        Body *counting = PyObject_GC_New(Body, exchange->middleware->body_type);
-        if (counting != NULL) {
-            counting->exchange = Py_NewRef(self);
-            counting->body = Py_NewRef(body);
-            counting->iterator = NULL;
-            PyObject_GC_Track(counting);
-        }
-        iterator = (PyObject *)counting;
+    Body *counting = PyObject_GC_New(Body, exchange->middleware->body_type);
+    if (counting != NULL) {
+        counting->exchange = Py_NewRef(self);
+        counting->body = Py_NewRef(body);
+        counting->iterator = NULL;
+        counting->counts = counts;
+        PyObject_GC_Track(counting);
     }
+    iterator = (PyObject *)counting;
     Py_DECREF(body);
     return iterator;
 }
@@ -571,14 +615,13 @@ body_next(PyObject *self)
         Py_CLEAR(counting->iterator);
         Py_END_CRITICAL_SECTION();
         if (ended) {
-            Exchange *exchange = (Exchange *)counting->exchange;
-            Py_BEGIN_CRITICAL_SECTION(exchange);
-            exchange->completed = 1;
-            Py_END_CRITICAL_SECTION();
+            exchange_exhausted((Exchange *)counting->exchange);
         }
         return NULL;
     }
-    add_sent((Exchange *)counting->exchange, size);
+    if (counting->counts) {
+        add_sent((Exchange *)counting->exchange, size);
+    }
     return chunk;
 }
 
@@ -619,10 +662,45 @@ exchange_clear(PyObject *self)
     return 0;
 }
 
+/* A response the server dropped, neither exhausted nor closed (wsgi._Exchange.__del__):
+ * still logged, never lost uncounted.  The finalizer may run on any thread, at any
+ * allocation: the body's close() (application code) is not called, and the record is
+ * offered without waiting for room (middleware._submit_unclosed).  What goes wrong is
+ * reported as unraisable, as a Python __del__'s exception is. */
+static void
+exchange_finalize(PyObject *self)
+{
+    Exchange *exchange = (Exchange *)self;
+    if (exchange->middleware == NULL || !take_logging(exchange)) {
+        return;
+    }
+    PyObject *raised = exception_take();
+    PyObject *record = exchange_record(exchange);
+    /* A record that could not be made is still counted: _submit_unclosed(None). */
+    PyObject *error = record == NULL ? exception_take() : NULL;
+    PyObject *name = PyUnicode_FromString("_submit_unclosed");
+    PyObject *result = name == NULL ? NULL
+                       : PyObject_CallMethodOneArg((PyObject *)exchange->middleware, name,
+                                                   record == NULL ? Py_None : record);
+    Py_XDECREF(name);
+    Py_XDECREF(record);
+    Py_XDECREF(result);
+    raise_after(error);
+    if (PyErr_Occurred()) {
+        PyErr_WriteUnraisable(self);
+    }
+    if (raised != NULL) {
+        exception_restore(raised);
+    }
+}
+
 static void
 exchange_dealloc(PyObject *self)
 {
     PyTypeObject *type = Py_TYPE(self);
+    if (PyObject_CallFinalizerFromDealloc(self) < 0) {
+        return; /* resurrected */
+    }
     PyObject_GC_UnTrack(self);
     exchange_clear(self);
     PyObject_GC_Del(self);
@@ -642,6 +720,7 @@ static PyType_Slot exchange_slots[] = {
     {Py_tp_traverse, exchange_traverse},
     {Py_tp_clear, exchange_clear},
     {Py_tp_dealloc, exchange_dealloc},
+    {Py_tp_finalize, exchange_finalize},
     {0, NULL},
 };
 

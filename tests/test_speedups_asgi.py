@@ -12,6 +12,7 @@ same records with the same counts.
 from __future__ import annotations
 
 import asyncio
+import functools
 import gc
 import inspect
 import sys
@@ -21,10 +22,20 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from _servers import (
+    LOOPBACK,
+    UVICORN_CLEAN_EXITS,
+    read_log_lines,
+    running_server,
+    server_environment,
+    stop_gracefully,
+    uvicorn_app_command,
+)
 from boundlog import AccessLog, Extras, JsonFormat, Record, _core, _request_id, add_fields
 from boundlog.asgi import AccessLogMiddleware
 
@@ -420,7 +431,7 @@ def test_threads_sharing_a_middleware_lose_nothing() -> None:
 
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
-@pytest.mark.parametrize("ending", ["finished", "raised", "closed"])
+@pytest.mark.parametrize("ending", ["finished", "raised", "closed", "generator", "huge"])
 @pytest.mark.parametrize("request_id", [None, "X-Request-ID"])
 @pytest.mark.parametrize("counts_received", [False, True])
 def test_the_c_path_keeps_no_reference_to_what_it_was_given(
@@ -446,13 +457,24 @@ def test_the_c_path_keeps_no_reference_to_what_it_was_given(
                 raise AppError("after the start")
             if ending == "closed":
                 await Suspend()
+            if ending == "huge":
+                # Past Py_ssize_t: the count goes on as an int.
+                for _ in range(3):
+                    await send(huge)
             await send(body)
+
+        @types.coroutine
+        def generator_app(scope: Any, receive: Any, send: Any) -> Any:
+            yield from receive().__await__()
+            yield from send(start).__await__()
+            yield from send(body).__await__()
 
         async def send(message: Any) -> None:
             pass
 
-        middleware.app = app
-        watched = (scope, start, body, request, receive, send, app, middleware)
+        huge = {"type": "http.response.body", "body": _Huge(b"h"), "more_body": True}
+        middleware.app = generator_app if ending == "generator" else app
+        watched = (scope, start, body, request, receive, send, app, middleware, huge)
 
         def run(times: int) -> None:
             driver = ("close", 0) if ending == "closed" else ("run",)
@@ -467,3 +489,128 @@ def test_the_c_path_keeps_no_reference_to_what_it_was_given(
         assert [sys.getrefcount(thing) for thing in watched] == before
     finally:
         log.close()
+
+
+@pytest.mark.parametrize("core", ["c", "python"])
+def test_uvicorn_serves_a_types_coroutine_application_on_either_core(
+    tmp_path: Path, core: str
+) -> None:
+    """``await`` accepts a generator whose code has CO_ITERABLE_COROUTINE; the C path
+    did not (every request a 500), and now takes it as the reference does."""
+    environment = server_environment(tmp_path / "access.log", "combined", "0.01")
+    if core == "python":
+        environment["BOUNDLOG_NO_EXTENSIONS"] = "1"
+    command = functools.partial(uvicorn_app_command, app="tests.apps.generator_coroutine_app:app")
+    with running_server(command, environment, tmp_path / "uvicorn.out") as server:
+        with httpx.Client(timeout=10) as client:
+            for _ in range(3):
+                response = client.get(f"http://{LOOPBACK}:{server.port}/gen")
+                assert (response.status_code, response.content) == (200, b"generated")
+        stop_gracefully(server, UVICORN_CLEAN_EXITS)
+    written = read_log_lines(tmp_path / "access.log")
+    assert len(written) == 3
+    assert all(b'"GET /gen HTTP/1.1" 200 9 ' in line for line in written)
+
+
+@types.coroutine
+def _generator_app(scope: Any, receive: Any, send: Any) -> Any:
+    yield from send({"type": "http.response.start", "status": 201, "headers": []}).__await__()
+    yield from send({"type": "http.response.body", "body": b"gen"}).__await__()
+
+
+def _plain_generator_app(scope: Any, receive: Any, send: Any) -> Any:
+    # A generator without CO_ITERABLE_COROUTINE: not awaitable, on either path.
+    yield
+
+
+class _Huge(bytes):
+    """A body whose __len__ claims more than Py_ssize_t's half: several overflow it."""
+
+    def __len__(self) -> int:
+        return sys.maxsize - 3
+
+
+async def _huge_app(scope: Any, receive: Any, send: Any) -> None:
+    await send({"type": "http.response.start", "status": 200, "headers": []})
+    for index in range(5):
+        await send({"type": "http.response.body", "body": _Huge(b"x"), "more_body": index < 4})
+
+
+@pytest.mark.parametrize(
+    "app",
+    [_generator_app, _plain_generator_app, _huge_app],
+    ids=["types-coroutine", "plain-generator", "huge-bodies"],
+)
+def test_c_and_python_take_generators_and_huge_bodies_alike(
+    logs: dict[tuple[str, bool, bool, bool], tuple[AccessLog, Collecting]], app: Any
+) -> None:
+    scope = _scope_of({"http_version": "1.1", "raw_path": b"/r", "headers": []})
+    results = []
+    for path in ("python", "c"):
+        log, fmt = logs[path, True, False, False]
+        middleware = _middleware(log)
+        call = (
+            functools.partial(AccessLogMiddleware.__call__, middleware)
+            if path == "python"
+            else middleware
+        )
+        seen: list[Any] = []
+
+        async def receive() -> dict[str, Any]:
+            return {"type": "http.disconnect"}
+
+        async def send(message: Any, seen: list[Any] = seen) -> None:
+            seen.append(dict(message))
+
+        middleware.app = app
+
+        async def on_a_loop(call: Any = call) -> tuple[Any, ...]:
+            return _drive(call(scope, receive, send), ("run",))
+
+        ended = asyncio.run(on_a_loop())
+        assert log.flush(timeout=10)
+        records = [_comparable(record) for record in fmt.records]
+        fmt.records.clear()
+        # A TypeError's message is CPython's own, which differs between versions.
+        results.append((ended[:2], seen, records))
+    assert results[0] == results[1]
+    if app is _huge_app:
+        # Python's sum has no bound; a Py_ssize_t one wrapped to a negative count.
+        assert results[1][2][0][6] == 5 * (sys.maxsize - 3)
+    if app is _generator_app:
+        assert results[1][2][0][5:7] == (201, 3)
+
+
+@pytest.mark.parametrize("thrown", [StopIteration, StopIteration("v"), ValueError])
+def test_throw_into_an_exchange_not_started_is_the_coroutines(
+    logs: dict[tuple[str, bool, bool, bool], tuple[AccessLog, Collecting]], thrown: Any
+) -> None:
+    """A coroutine not started raises what is thrown in: on 3.11 from its body, where
+    StopIteration becomes RuntimeError (PEP 479); from 3.12 on unchanged.  The C
+    exchange does what this Python's coroutines do."""
+    scope = _scope_of({"http_version": "1.1"})
+    raised = []
+    for path in ("python", "c"):
+        middleware = _middleware(logs[path, False, False, False][0])
+        call = (
+            functools.partial(AccessLogMiddleware.__call__, middleware)
+            if path == "python"
+            else middleware
+        )
+
+        async def nothing(*args: Any) -> None:
+            raise AssertionError("not called")
+
+        iterator = call(scope, nothing, nothing).__await__()
+        with pytest.raises((RuntimeError, ValueError, StopIteration)) as caught:
+            iterator.throw(thrown)
+        error = caught.value
+        raised.append((type(error), error.args, type(error.__cause__)))
+        iterator.close()
+    assert raised[0] == raised[1]
+    if thrown is ValueError:
+        assert raised[1][0] is ValueError
+    elif sys.version_info < (3, 12):
+        assert raised[1][:2] == (RuntimeError, ("coroutine raised StopIteration",))
+    else:
+        assert raised[1][0] is StopIteration

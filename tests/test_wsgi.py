@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import http.client
 import json
 import re
@@ -414,3 +415,130 @@ def test_the_gunicorn_logger_reads_the_whole_timedelta(
         logger.boundlog = log
         logger.access(GunicornResponse(), GunicornRequest(), server_environ({}), elapsed)
     assert [record.duration for record in capture.records] == [duration]
+
+
+class _ReferenceMiddleware(AccessLogMiddleware):
+    """A subclass keeps the pure-Python request path, whichever core is in use."""
+
+
+def _two_chunks(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+    # No Content-Length: wsgiref sends what it takes and closes the connection.
+    start_response("200 OK", [("Content-Type", "text/plain")])
+    return [b"hello ", b"world"]
+
+
+def _two_generated(environ: dict[str, Any], start_response: StartResponse) -> Iterator[bytes]:
+    start_response("200 OK", [("Content-Type", "text/plain")])
+    yield b"hello "
+    yield b"world"
+
+
+@pytest.mark.parametrize("middleware_class", [AccessLogMiddleware, _ReferenceMiddleware])
+@pytest.mark.parametrize("app", [_two_chunks, _two_generated], ids=["list", "generator"])
+@pytest.mark.parametrize(
+    ("server", "bytes_sent"), [("never-closes", 11), ("drops", 6)], ids=["never-closes", "drops"]
+)
+def test_a_server_that_never_calls_close_still_logs_every_request(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    middleware_class: type[AccessLogMiddleware],
+    app: Any,
+    server: str,
+    bytes_sent: int,
+) -> None:
+    """PEP 3333 makes the server call close(); some never do.  A body the server took
+    whole is logged when it asked past its end; one it dropped after its first chunk is
+    logged when the response is garbage-collected.  No request is lost uncounted."""
+    import wsgiref.simple_server
+
+    class NeverCloses(wsgiref.simple_server.ServerHandler):
+        def close(self) -> None:
+            # BaseHandler.close without result.close(): the server forgets the response.
+            self.result = self.headers = self.status = self.environ = None  # type: ignore[assignment]
+            self.bytes_sent = 0
+            self.headers_sent = False
+
+        def finish_response(self) -> None:
+            if server == "never-closes":
+                super().finish_response()
+                return
+            # Writes the first chunk and drops the rest, without close().
+            for data in self.result:
+                self.write(data)
+                break
+            self.finish_content()
+            self.close()
+
+    class Quiet(WSGIRequestHandler):
+        def log_request(self, *args: Any) -> None:
+            pass
+
+    monkeypatch.setattr(wsgiref.simple_server, "ServerHandler", NeverCloses)
+    path = tmp_path / "access.log"
+    requests = 20
+    with AccessLog(str(path), format="json") as log:
+        middleware = middleware_class(app, log=log)
+        assert (type(middleware) is _ReferenceMiddleware) == (
+            middleware_class is _ReferenceMiddleware
+        )
+        wsgi_server = make_server("127.0.0.1", 0, middleware, handler_class=Quiet)
+        thread = threading.Thread(target=wsgi_server.serve_forever)
+        thread.start()
+        try:
+            for _ in range(requests):
+                connection = http.client.HTTPConnection(
+                    "127.0.0.1", wsgi_server.server_port, timeout=10
+                )
+                connection.request("GET", "/hi")
+                body = connection.getresponse().read()
+                connection.close()
+                assert body == (b"hello world" if server == "never-closes" else b"hello ")
+        finally:
+            wsgi_server.shutdown()
+            thread.join()
+            wsgi_server.server_close()
+        # A dropped generator body is in a cycle (its frame holds start_response, the
+        # response's): the collector frees it, and its finalizer logs it.
+        gc.collect()
+        assert log.flush(timeout=10)
+        stats = log.stats()
+    written = lines(path)
+    assert len(written) == requests, stats
+    assert stats.submitted == stats.written == requests
+    # Taken whole: every byte; dropped: the first chunk (the JSON line says whether the
+    # response completed, so a list too is counted as the server takes it).
+    assert {line["bytes_sent"] for line in written} == {bytes_sent}
+    assert {line["completed"] for line in written} == {server == "never-closes"}
+    assert {line["status"] for line in written} == {200}
+
+
+def test_close_after_the_end_of_the_body_logs_once(tmp_path: Path) -> None:
+    """The record goes when the server asks past the last chunk; close() then closes the
+    body (the application's close() runs) and does not log again."""
+    closed = threading.Event()
+
+    class Body:
+        def __iter__(self) -> Iterator[bytes]:
+            yield b"abc"
+
+        def close(self) -> None:
+            closed.set()
+
+    def app(environ: dict[str, Any], start_response: StartResponse) -> Any:
+        start_response("200 OK", [])
+        return Body()
+
+    for middleware_class in (AccessLogMiddleware, _ReferenceMiddleware):
+        capture = CapturingFormat(None)
+        with AccessLog(str(tmp_path / "access.log"), format=capture) as log:
+            response = middleware_class(app, log=log)(environ(), lambda *args: None)
+            assert list(response) == [b"abc"]
+            assert log.flush(timeout=10)
+            [record] = capture.records
+            assert record.bytes_sent == 3
+            response.close()  # type: ignore[attr-defined]
+            assert closed.is_set()
+            assert log.flush(timeout=10)
+            assert len(capture.records) == 1
+            assert log.stats().submitted == 1
+        closed.clear()

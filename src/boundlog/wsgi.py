@@ -1,10 +1,15 @@
-"""WSGI middleware: one record per request, handed over when the server closes the body.
+"""WSGI middleware: one record per request, handed over when the server is done with the body.
 
 PEP 3333 makes the server call ``close()`` on the response iterable when it is done with
 it, whether the body was sent in full, the client went away, or sending failed.  The
 middleware wraps the iterable, counts the bytes the server takes from it (a list or
-tuple body as a whole, when the server starts on it), and submits the record from
-``close()``.  An application that raises before returning a body is
+tuple body as a whole, when the server starts on it), and submits the record when the
+server has taken the whole body (it asked past the last chunk: every byte was
+written, so the record is accurate then), else from ``close()``: once.  A server that
+never calls ``close()`` (a PEP 3333 violation seen in the wild) still logs every body
+it sent in full; a response it drops, neither exhausted nor closed, is logged when it
+is garbage-collected, without waiting for room (a finalizer must not block): queued
+if there is room, else counted as refused.  An application that raises before returning a body is
 logged with status 500 (or the status it had already passed to ``start_response``) and
 the exception propagates unchanged.
 
@@ -35,6 +40,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import suppress
 from contextvars import Token
 from http import HTTPStatus
+from itertools import chain
 from time import perf_counter, time
 from types import MethodType, TracebackType
 from typing import Any, Self
@@ -139,6 +145,13 @@ class AccessLogMiddleware:
         exchange.body = body
         return exchange
 
+    def _submit_unclosed(self, record: Record | None) -> None:
+        # From the finalizer of a response the server dropped: it may run on any thread,
+        # at any allocation, so it never waits for room (csrc/wsgi_exchange.c too).
+        # None: the record could not be made (the finalizer reports why); still counted.
+        if record is None or not self.log._offer(record):
+            self.log._admission.refuse()
+
 
 class _Exchange:
     """The response iterable the server sees; it counts bytes and submits on close."""
@@ -147,6 +160,7 @@ class _Exchange:
         "_closed",
         "_completed",
         "_environ",
+        "_logged",
         "_middleware",
         "_notes",
         "_notes_token",
@@ -163,6 +177,8 @@ class _Exchange:
     def __init__(
         self, environ: Environ, start_response: StartResponse, middleware: AccessLogMiddleware
     ) -> None:
+        # Nothing to log until the exchange is whole (see __del__).
+        self._logged = True
         self._started = perf_counter()
         self._environ = environ
         self._middleware = middleware
@@ -185,6 +201,8 @@ class _Exchange:
         if notes_var is not None:
             self._notes = {}
             self._notes_token = notes_var.set(self._notes)
+        # Whether the record was handed over: once, when the body ends or at close().
+        self._logged = False
 
     def start_response(
         self, status: str, headers: Headers, exc_info: ExcInfo | None = None
@@ -213,13 +231,29 @@ class _Exchange:
             # server starts taking them, so a server that stops halfway through a
             # list of several chunks logs them all.
             self._sent += sum(map(len, body))
-            return iter(body)
+            # Still iterated at C speed; the generator after it sees the end.
+            return chain(body, self._ending())
         return self._counting(body)
 
     def _counting(self, body: Iterable[bytes]) -> Iterator[bytes]:
         for chunk in body:
             self._sent += len(chunk)
             yield chunk
+        self._exhausted()
+
+    def _ending(self) -> Iterator[bytes]:
+        self._exhausted()
+        yield from ()
+
+    def _exhausted(self) -> None:
+        # The server asked past the last chunk: it wrote the whole body, so the record
+        # made now is accurate, and a server that never calls close() still logs it.
+        # close() then closes the body without logging again.
+        if self._logged:
+            return
+        self._logged = True
+        self._forget_notes()
+        self._middleware._submit(self._record())
 
     def close(self) -> None:
         if self._closed:
@@ -231,7 +265,21 @@ class _Exchange:
                 close_body()
         finally:
             self._forget_notes()
-            self._middleware._submit(self._record())
+            if not self._logged:
+                self._logged = True
+                self._middleware._submit(self._record())
+
+    def __del__(self) -> None:
+        # The server dropped the response, neither exhausted nor closed: still logged,
+        # never lost uncounted.  Not the body's close() (application code, at a time
+        # and on a thread nobody chose), and no waiting for room.
+        if not self._logged:
+            self._logged = True
+            record = None
+            try:
+                record = self._record()
+            finally:
+                self._middleware._submit_unclosed(record)
 
     def _forget_notes(self) -> None:
         # The thread's context goes back to what it held before the request: a thread
@@ -292,12 +340,12 @@ class _LearningExchange(_Exchange):
 
     def __iter__(self) -> Iterator[bytes]:
         # A list chunk by chunk too: taking its last chunk is not the end of sending it.
-        return self._completing(self.body)
+        return self._counting(self.body)
 
-    def _completing(self, body: Iterable[bytes]) -> Iterator[bytes]:
-        yield from self._counting(body)
+    def _exhausted(self) -> None:
         # The server asked for the chunk after the last: it sent the whole body.
         self._completed = True
+        super()._exhausted()
 
     def _record(self) -> Record:
         record = super()._record()
