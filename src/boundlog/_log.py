@@ -25,7 +25,7 @@ from ._otel import OpenTelemetryMetrics, metrics_option
 from ._queue import POLICIES, Admission, Policy
 from ._record import Record, environ_names_of, extras_read_by
 from ._redaction import DEFAULT_REDACTED_QUERY
-from ._signals import ReopenSignal
+from ._signals import ReopenSignal, drain_on_sigterm, terminate_after
 from ._sinks import SinkSpec, open_sink
 from ._stats import Stats
 from ._writer import Writer
@@ -253,12 +253,16 @@ class AccessLog:
         self._offer = (
             self._admission.offer if _core.handoff is None else _core.handoff(self._admission)
         )
+        self._sigterm: ReopenSignal | None = None
         _open_logs.add(self)
         try:
             # Once the writer exists: a signal may come at once.
             if reopen_on is not None:
                 reopen_on.install()
             self._writer.thread.start()
+            # Where nothing else catches SIGTERM (waitress, http.server, a script), its
+            # default action would end the process before the writer wrote what waits.
+            self._sigterm = drain_on_sigterm(self._on_sigterm)
             if self._metrics is not None or self._loss_report is not None:
                 monitor.watch(id(self), self._look)
         except BaseException:
@@ -267,6 +271,8 @@ class AccessLog:
             _open_logs.discard(self)
             if reopen_on is not None:
                 reopen_on.cancel()
+            if self._sigterm is not None:
+                self._sigterm.cancel()
             self._sink.close()
             raise
 
@@ -380,6 +386,8 @@ class AccessLog:
                 self._sink.close()
             if self._reopen_on is not None:
                 self._reopen_on.cancel()
+            if self._sigterm is not None:
+                self._sigterm.cancel()
             monitor.unwatch(id(self))
             line = None
             with self._health_lock:
@@ -397,6 +405,10 @@ class AccessLog:
             if line is not None:
                 report_on_stderr(line, wait=FINAL_REPORT_WAIT)
             return self._final
+
+    def _on_sigterm(self) -> None:
+        # In the SIGTERM handler: every open log is drained, once, then the process dies.
+        terminate_after(_close_open_logs)
 
     def _wait_limit(self, timeout: object) -> float | None:
         """How long to wait as threading takes it (None: for ever); ``close_timeout`` by default."""
