@@ -70,9 +70,16 @@ class LossReport:
         return f"requests stopped waiting for room in the queue (max_queue={self._max_queue:,})"
 
     def check(
-        self, stats: Stats, now: float, *, stalled_for: float | None, last_failure: str | None
+        self,
+        stats: Stats,
+        now: float,
+        *,
+        stalled_for: float | None,
+        last_failure: str | None,
+        unavailable: str | None = None,
     ) -> str | None:
-        """The line to write now, if any: ``stalled_for`` is how long a write has not returned."""
+        """The line to write now, if any: ``stalled_for`` is how long a write has not
+        returned, ``unavailable`` why the sink cannot take lines yet (a FIFO nobody reads)."""
         dropped = stats.dropped - self._dropped
         failed = stats.failed - self._failed
         if dropped <= 0 and failed <= 0:
@@ -86,7 +93,9 @@ class LossReport:
         period = f"in the last {max(1, round(now - start))} s"
         parts = []
         if dropped > 0:
-            if stalled_for is not None and stalled_for >= _STALLED_AFTER:
+            if unavailable is not None:
+                cause = unavailable
+            elif stalled_for is not None and stalled_for >= _STALLED_AFTER:
                 cause = f"{self._sink} has not taken a write for {stalled_for:.0f} s"
             else:
                 cause = f"{self._sink} is slower than the requests"

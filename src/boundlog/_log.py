@@ -26,7 +26,7 @@ from ._queue import POLICIES, Admission, Policy
 from ._record import Record, environ_names_of, extras_read_by
 from ._redaction import DEFAULT_REDACTED_QUERY
 from ._signals import ReopenSignal, drain_on_sigterm, terminate_after
-from ._sinks import SinkSpec, open_sink
+from ._sinks import Sink, SinkSpec, open_sink
 from ._stats import Stats
 from ._writer import Writer
 
@@ -322,6 +322,7 @@ class AccessLog:
                     now,
                     stalled_for=None if started is None else now - started,
                     last_failure=self._writer.last_failure,
+                    unavailable=self._sink.unavailable if isinstance(self._sink, Sink) else None,
                 )
         # Outside the lock: a stalled stderr must not keep close() from its counts.
         if line is not None:
@@ -379,7 +380,12 @@ class AccessLog:
             thread.join(self._wait_limit(timeout))
             if thread.is_alive():
                 delivered, lost = self._writer.abandon()
-                self._writer.last_failure = f"close() gave up waiting for {self._sink.name}"
+                unavailable = self._sink.unavailable if isinstance(self._sink, Sink) else None
+                self._writer.last_failure = (
+                    f"close() gave up waiting for {self._sink.name}"
+                    if unavailable is None
+                    else f"close() gave up waiting: {unavailable}"
+                )
                 self._delivered_on_timeout = delivered
                 self._lost_on_timeout = lost + self._admission.abandon()
             else:
