@@ -19,6 +19,7 @@ never replaced.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import threading
@@ -143,7 +144,10 @@ def terminate_after(drain: Callable[[], object]) -> None:
         finally:
             os.kill(os.getpid(), signal.SIGTERM)
 
-    threading.Thread(target=drain_then_die, name="boundlog-sigterm").start()
+    # RuntimeError: the interpreter is exiting, and its exit handlers drain the logs
+    # already; SIGTERM's default action is back for a second one.
+    with contextlib.suppress(RuntimeError):
+        threading.Thread(target=drain_then_die, name="boundlog-sigterm").start()
 
 
 # Set once the SIGTERM drain has started: logs share one drain.
