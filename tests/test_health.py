@@ -288,3 +288,24 @@ def test_a_stalled_stderr_holds_up_neither_close_nor_the_exit(tmp_path: Path) ->
     assert done.returncode == 0, done.stderr
     assert int(done.stdout) > 0
     assert done.stderr == ""
+
+
+def test_drops_while_a_fifo_has_no_reader_name_it_even_once_the_reader_came() -> None:
+    report = _report()
+    waiting = f"nobody reads the FIFO {SINK}: start its reader"
+    stats = _stats(dropped=40)
+    assert report.check(stats, 101.0, stalled_for=None, last_failure=None, unavailable=waiting) == (
+        "dropped 40 records in the last 1 s: the queue (max_queue=10,000) is full "
+        f"because {waiting}"
+    )
+    # More drops while it waits; the reader comes before the period is over.
+    assert report.check(_stats(dropped=60), 103.0, stalled_for=None, last_failure=None,
+                        unavailable=waiting) is None  # fmt: skip
+    line = _check(report, 106.0, dropped=60)
+    assert line is not None
+    assert line.endswith(f"because {waiting}")
+    # Drops after that are the sink's speed again.
+    assert _check(report, 112.0, dropped=70) == (
+        "dropped 10 records in the last 6 s: the queue (max_queue=10,000) is full "
+        f"because {SINK} is slower than the requests"
+    )

@@ -46,7 +46,7 @@ class LossReport:
     """What one log says about its losses: periodic lines, and the last at close."""
 
     __slots__ = ("_dropped", "_failed", "_last_report", "_max_queue", "_policy", "_quiet_since",
-                 "_sink")  # fmt: skip
+                 "_sink", "_unavailable")  # fmt: skip
 
     def __init__(self, sink_name: str, *, max_queue: int, policy: str, now: float) -> None:
         self._sink = sink_name
@@ -58,6 +58,9 @@ class LossReport:
         self._last_report: float | None = None
         # The last moment nothing was lost beyond what was reported: "since when".
         self._quiet_since = now
+        # Why the sink could not take lines, seen since the last line: drops reported
+        # after the FIFO's reader came are still the wait's doing.
+        self._unavailable: str | None = None
 
     def restarted(self, now: float) -> LossReport:
         """The report of a forked child's log, whose counts start from zero."""
@@ -70,13 +73,23 @@ class LossReport:
         return f"requests stopped waiting for room in the queue (max_queue={self._max_queue:,})"
 
     def check(
-        self, stats: Stats, now: float, *, stalled_for: float | None, last_failure: str | None
+        self,
+        stats: Stats,
+        now: float,
+        *,
+        stalled_for: float | None,
+        last_failure: str | None,
+        unavailable: str | None = None,
     ) -> str | None:
-        """The line to write now, if any: ``stalled_for`` is how long a write has not returned."""
+        """The line to write now, if any: ``stalled_for`` is how long a write has not
+        returned, ``unavailable`` why the sink cannot take lines yet (a FIFO nobody reads)."""
         dropped = stats.dropped - self._dropped
         failed = stats.failed - self._failed
+        if unavailable is not None:
+            self._unavailable = unavailable
         if dropped <= 0 and failed <= 0:
             self._quiet_since = now
+            self._unavailable = unavailable
             return None
         if self._last_report is not None and now - self._last_report < REPORT_EVERY:
             return None
@@ -86,7 +99,9 @@ class LossReport:
         period = f"in the last {max(1, round(now - start))} s"
         parts = []
         if dropped > 0:
-            if stalled_for is not None and stalled_for >= _STALLED_AFTER:
+            if self._unavailable is not None:
+                cause = self._unavailable
+            elif stalled_for is not None and stalled_for >= _STALLED_AFTER:
                 cause = f"{self._sink} has not taken a write for {stalled_for:.0f} s"
             else:
                 cause = f"{self._sink} is slower than the requests"
@@ -98,6 +113,7 @@ class LossReport:
         self._dropped = stats.dropped
         self._failed = stats.failed
         self._last_report = now
+        self._unavailable = unavailable
         return "; ".join(parts)
 
     def final(self, stats: Stats, *, last_failure: str | None) -> str | None:

@@ -26,8 +26,8 @@ from ._otel import OpenTelemetryMetrics, metrics_option
 from ._queue import POLICIES, Admission, Policy
 from ._record import Record, environ_names_of, extras_read_by
 from ._redaction import DEFAULT_REDACTED_QUERY
-from ._signals import ReopenSignal
-from ._sinks import SinkSpec, open_sink
+from ._signals import ReopenSignal, drain_on_sigterm, terminate_after
+from ._sinks import Sink, SinkSpec, open_sink
 from ._stats import Stats
 from ._writer import Writer
 
@@ -257,12 +257,16 @@ class AccessLog:
         self._offer = (
             self._admission.offer if _core.handoff is None else _core.handoff(self._admission)
         )
+        self._sigterm: ReopenSignal | None = None
         _open_logs.add(self)
         try:
             # Once the writer exists: a signal may come at once.
             if reopen_on is not None:
                 reopen_on.install()
             self._writer.thread.start()
+            # Where nothing else catches SIGTERM (waitress, http.server, a script), its
+            # default action would end the process before the writer wrote what waits.
+            self._sigterm = drain_on_sigterm(self._on_sigterm)
             if self._metrics is not None or self._loss_report is not None:
                 monitor.watch(id(self), self._look)
         except BaseException:
@@ -271,6 +275,8 @@ class AccessLog:
             _open_logs.discard(self)
             if reopen_on is not None:
                 reopen_on.cancel()
+            if self._sigterm is not None:
+                self._sigterm.cancel()
             self._sink.close()
             raise
 
@@ -320,6 +326,7 @@ class AccessLog:
                     now,
                     stalled_for=None if started is None else now - started,
                     last_failure=self._writer.last_failure,
+                    unavailable=self._sink.unavailable if isinstance(self._sink, Sink) else None,
                 )
         # Outside the lock: a stalled stderr must not keep close() from its counts.
         if line is not None:
@@ -377,7 +384,12 @@ class AccessLog:
             thread.join(self._wait_limit(timeout))
             if thread.is_alive():
                 delivered, lost = self._writer.abandon()
-                self._writer.last_failure = f"close() gave up waiting for {self._sink.name}"
+                unavailable = self._sink.unavailable if isinstance(self._sink, Sink) else None
+                self._writer.last_failure = (
+                    f"close() gave up waiting for {self._sink.name}"
+                    if unavailable is None
+                    else f"close() gave up waiting: {unavailable}"
+                )
                 self._delivered_on_timeout = delivered
                 self._lost_on_timeout = lost + self._admission.abandon()
                 if isinstance(self._sink, NetworkSink):
@@ -389,6 +401,8 @@ class AccessLog:
                 self._sink.close()
             if self._reopen_on is not None:
                 self._reopen_on.cancel()
+            if self._sigterm is not None:
+                self._sigterm.cancel()
             monitor.unwatch(id(self))
             line = None
             with self._health_lock:
@@ -406,6 +420,10 @@ class AccessLog:
             if line is not None:
                 report_on_stderr(line, wait=FINAL_REPORT_WAIT)
             return self._final
+
+    def _on_sigterm(self) -> None:
+        # In the SIGTERM handler: every open log is drained, once, then the process dies.
+        terminate_after(_close_open_logs)
 
     def _wait_limit(self, timeout: object) -> float | None:
         """How long to wait as threading takes it (None: for ever); ``close_timeout`` by default."""

@@ -10,10 +10,16 @@ someone installed another handler since (a server's own, which must stay), or th
 close ran outside the main thread (where Python cannot install handlers): then the
 handler stays, calling only the one it replaced, and the next log for that signal
 joins it again.
+
+``drain_on_sigterm`` uses the same handler for SIGTERM where it still has its default
+action (waitress, http.server, a plain script): the logs are drained, then the process
+dies of SIGTERM as it would have.  A handler a server installed, before or after, is
+never replaced.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import threading
@@ -38,10 +44,17 @@ class _Handler:
         self.callbacks: tuple[Callable[[], object], ...] = ()
 
     def __call__(self, number: int, frame: FrameType | None) -> None:
-        for callback in self.callbacks:
+        callbacks = self.callbacks
+        for callback in callbacks:
             callback()
         if callable(self.previous):
             self.previous(number, frame)
+        elif self.previous is signal.SIG_DFL and not callbacks:
+            # Every log left, but the handler stayed (someone installed another since,
+            # and put ours back: uvicorn does, then raises the signal it caught again).
+            # Doing nothing would swallow the signal: act as the default action would.
+            signal.signal(number, signal.SIG_DFL)
+            signal.raise_signal(number)
 
 
 class ReopenSignal:
@@ -88,14 +101,67 @@ class ReopenSignal:
                 signal.signal(self.number, previous)
 
 
+def drain_on_sigterm(callback: Callable[[], object]) -> ReopenSignal | None:
+    """Call ``callback`` on SIGTERM if SIGTERM still has its default action; else None.
+
+    The callback must end the process itself (``terminate_after``).  Python installs
+    handlers only from the main thread: a log built elsewhere does without (its records
+    are drained anyway when a log of the main thread asked for it).
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    installed = signal.getsignal(signal.SIGTERM)
+    if isinstance(installed, _Handler):
+        installed = installed.previous
+    if installed is not signal.SIG_DFL:
+        # A server's own handler (uvicorn, gunicorn, ...) or SIG_IGN: theirs to keep.
+        return None
+    share = ReopenSignal(signal.SIGTERM, callback)
+    share.install()
+    return share
+
+
+def terminate_after(drain: Callable[[], object]) -> None:
+    """From the SIGTERM handler: ``drain`` on a thread, then die of SIGTERM.
+
+    Draining here, between two bytecodes of the main thread, could wait for a lock
+    that the main thread holds: a thread drains instead, while the main thread goes on.
+    SIGTERM gets its default action back first, so that the thread's own SIGTERM
+    ends the process with the status the default action gives (and a second SIGTERM
+    from outside ends it at once, as it would have).  A non-daemon thread: an
+    interpreter that reaches its exit meanwhile (uvicorn.run returning after it
+    re-raised the SIGTERM it caught) waits for it.
+    """
+    global _terminating
+    if _terminating:
+        return
+    _terminating = True
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+    def drain_then_die() -> None:
+        try:
+            drain()
+        finally:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    # RuntimeError: the interpreter is exiting, and its exit handlers drain the logs
+    # already; SIGTERM's default action is back for a second one.
+    with contextlib.suppress(RuntimeError):
+        threading.Thread(target=drain_then_die, name="boundlog-sigterm").start()
+
+
+# Set once the SIGTERM drain has started: logs share one drain.
+_terminating = False
+
 # Guards the handlers' callbacks against two closes in two threads at once.
 _lock = threading.Lock()
 
 
 def _fresh_lock_in_child() -> None:
     # A thread of the parent may have held it at fork, and will never release it here.
-    global _lock
+    global _lock, _terminating
     _lock = threading.Lock()
+    _terminating = False
 
 
 os.register_at_fork(after_in_child=_fresh_lock_in_child)

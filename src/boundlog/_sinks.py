@@ -8,10 +8,12 @@ from ``tail -f`` and from a crash-loss bound.
 
 from __future__ import annotations
 
+import errno
 import io
 import os
 import select
 import stat
+import threading
 from collections.abc import Callable
 from typing import BinaryIO, Protocol
 
@@ -75,12 +77,16 @@ class Destination(Protocol):
 # How long a write to a non-blocking descriptor waits for room before it looks whether
 # close() gave up on it.
 _WAIT_WRITABLE_MS = 1000
+# How often the writer tries again to open a FIFO that nobody reads: nothing tells a
+# writer that a reader came, and an open that fails costs one system call.
+_READER_RETRY_SECONDS = 0.2
 
 
 class Sink:
     """An open descriptor and the rules for writing whole lines to it."""
 
-    __slots__ = ("_owns_fd", "delivered", "fd", "is_pipe", "name", "path", "stopped")
+    __slots__ = ("_hurried", "_owns_fd", "delivered", "fd", "is_pipe", "name", "path", "stopped",
+                 "unavailable")  # fmt: skip
 
     # A write that fails returns its error to the writer, which counts it: none is
     # retried here.
@@ -97,10 +103,53 @@ class Sink:
         self.delivered = 0
         # Set by close() when it gives up: no further chunk is started.
         self.stopped = False
+        # Why the sink cannot take lines yet (a FIFO nobody reads), for the loss
+        # reports; None once it can.
+        self.unavailable: str | None = None
+        # Cuts the writer's wait for a FIFO's reader short: flush() and close() ask.
+        self._hurried = threading.Event()
+        if fd < 0:
+            self.is_pipe = True
+            return
         try:
             self.is_pipe = _is_pipe(fd)
         except OSError as error:
             raise SinkError(f"cannot use {name}: {error.strerror}") from error
+
+    @classmethod
+    def awaiting_reader(cls, path: str) -> Sink:
+        """A FIFO that nobody reads yet: ``open_when_read`` opens it on the writer thread.
+
+        Opening a FIFO for writing blocks until a reader opens it: a server whose log
+        opened it at startup would hang there, before it answers anything.
+        """
+        sink = cls(-1, path, owns_fd=True, path=path)
+        sink.unavailable = (
+            f"nobody reads the FIFO {path}: start its reader "
+            f"(for instance `cat {path}`); lines are written once it opens the FIFO"
+        )
+        return sink
+
+    def open_when_read(self) -> bool:
+        """On the writer thread: wait until the FIFO has a reader and open it.
+
+        True once open (at once for any other sink); False if close() gave up first.
+        Records wait in the queue meanwhile, as behind a slow sink: the policy decides.
+        """
+        while self.fd < 0:
+            if self.stopped:
+                return False
+            assert self.path is not None
+            try:
+                self.fd = _open_for_append(self.path)
+            except OSError as error:
+                if error.errno != errno.ENXIO:
+                    self.unavailable = f"cannot open {self.path}: {error.strerror or error}"
+                self._hurried.wait(_READER_RETRY_SECONDS)
+                self._hurried.clear()
+                continue
+            self.unavailable = None
+        return True
 
     def isatty(self) -> bool:
         """Whether the descriptor is a terminal."""
@@ -195,7 +244,8 @@ class Sink:
         """A file does not report on its own: the writer does."""
 
     def hurry(self) -> None:
-        """A file sink never waits to retry: a failed batch is lost and counted."""
+        """A failed batch is lost and counted; only a wait for a FIFO's reader is cut short."""
+        self._hurried.set()
 
     def after_fork(self) -> None:
         """Parent and child may share a descriptor: O_APPEND keeps their lines apart."""
@@ -204,7 +254,8 @@ class Sink:
         """Close the descriptor if this sink opened it; leave borrowed ones open."""
         if self._owns_fd:
             self._owns_fd = False
-            os.close(self.fd)
+            if self.fd >= 0:
+                os.close(self.fd)
 
 
 def open_sink(spec: SinkSpec) -> Destination:
@@ -233,6 +284,8 @@ def open_sink(spec: SinkSpec) -> Destination:
         try:
             fd = _open_for_append(path)
         except OSError as error:
+            if error.errno == errno.ENXIO and _is_fifo(path):
+                return Sink.awaiting_reader(path)
             raise SinkError(f"cannot open {path}: {error.strerror}") from error
         return Sink(fd, path, owns_fd=True, path=path)
     fileno = getattr(spec, "fileno", None)
@@ -254,7 +307,23 @@ def _open_for_append(path: str) -> int:
     # O_APPEND makes every write land at the current end of the file, so a file that
     # logrotate's copytruncate shrinks to zero is not filled with NUL bytes up to our
     # old offset, and several processes appending to one file never overwrite each other.
-    return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    # O_NONBLOCK only for the open: a FIFO that nobody reads then fails with ENXIO
+    # instead of blocking until a reader comes; writes block as on any descriptor.
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NONBLOCK
+    fd = os.open(path, flags, 0o644)
+    try:
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _is_fifo(path: str) -> bool:
+    try:
+        return stat.S_ISFIFO(os.stat(path).st_mode)
+    except OSError:
+        return False
 
 
 def _is_pipe(fd: int) -> bool:

@@ -25,7 +25,7 @@ from ._filters import Select
 from ._formats import Format
 from ._queue import Admission
 from ._record import Record
-from ._sinks import Destination
+from ._sinks import Destination, Sink
 
 _REPORT_EVERY = 5.0
 _WATCH_EVERY = 1.0
@@ -109,6 +109,15 @@ class Writer:
 
     def _serve(self) -> None:
         admission = self._admission
+        sink = self._sink
+        if isinstance(sink, Sink) and sink.unavailable is not None:
+            # A FIFO nobody reads: the server runs, and records wait in the queue.
+            report_on_stderr(
+                f"{sink.unavailable}; until then records wait in the queue, and the "
+                "policy decides what happens to those that find it full"
+            )
+            if not sink.open_when_read():
+                return  # close() gave up waiting, and counted what the queue held
         while True:
             # Read before the take: a take that found nothing after the queue closed is
             # the last one.  Closed after the take, the queue may have got records
