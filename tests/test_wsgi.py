@@ -542,3 +542,23 @@ def test_close_after_the_end_of_the_body_logs_once(tmp_path: Path) -> None:
             assert len(capture.records) == 1
             assert log.stats().submitted == 1
         closed.clear()
+
+
+def test_a_dropped_response_finalized_while_its_thread_holds_the_queues_locks(
+    tmp_path: Path,
+) -> None:
+    """The collector runs a finalizer on whatever thread allocates, even one that holds
+    the queue's locks, which are not reentrant: handing the record over takes none.  The
+    first record is queued, the second refused (``max_queue=1``), and both counted."""
+    for middleware_class in (AccessLogMiddleware, _ReferenceMiddleware):
+        capture = CapturingFormat(None)
+        with AccessLog(str(tmp_path / "access.log"), format=capture, max_queue=1) as log:
+            middleware = middleware_class(hello, log=log)
+            responses = [middleware(environ(), lambda *args: None) for _ in range(2)]
+            admission = log._admission
+            with admission._lock, admission._count_lock:
+                responses.clear()  # both finalized here, on this thread
+            assert log.flush(timeout=10)
+            stats = log.stats()
+        assert (stats.submitted, stats.written, stats.dropped) == (2, 1, 1), middleware_class
+        assert len(capture.records) == 1

@@ -54,7 +54,8 @@ class Admission:
     # Slots: the C hand-off (csrc/handoff.c) reads four of them per request.
     __slots__ = (
         "_async_waiters", "_backlog", "_batch_size", "_closed", "_count_lock", "_hurry",
-        "_lock", "_max_queue", "_pending", "_room", "_room_waiters", "_wait_for_room",
+        "_lock", "_max_queue", "_pending", "_refused_unlocked", "_room", "_room_waiters",
+        "_wait_for_room",
         "_wake_at", "_work", "peak", "refused", "taken", "writer_ident",
     )  # fmt: skip
 
@@ -83,6 +84,9 @@ class Admission:
         self.writer_ident: int | None = None
         self.taken = 0
         self.refused = 0
+        # Records refused by offer_unlocked, one item each: a deque's append takes no
+        # lock of ours (see offer_unlocked), and counts() adds its length.
+        self._refused_unlocked: deque[None] = deque()
         self.peak = 0
 
     def reset_after_fork(self) -> None:
@@ -136,6 +140,37 @@ class Admission:
                 return not self._withdraw(record)
             return True
         return False
+
+    def offer_unlocked(self, record: Record) -> None:
+        """Queue ``record`` if there is room now, else count it refused, taking no lock.
+
+        For a record handed over by a finalizer (a response or an exchange its server
+        dropped): the garbage collector runs finalizers on whatever thread allocates,
+        at any allocation, possibly while that thread holds this queue's locks, which
+        are not reentrant.  So nothing here waits for one: the writer is woken only if
+        its lock is free at once (otherwise it finds the record within its backstop),
+        and a refusal is counted in a deque.  A record appended as the queue closes is
+        taken back unless the writer took it, as ``_withdraw`` does with the lock.
+        """
+        pending = self._pending
+        if len(pending) < self._max_queue and not self._closed:
+            pending.append(record)
+            if not self._closed:
+                if self._lock.acquire(blocking=False):
+                    try:
+                        self._wake_writer_locked()
+                    finally:
+                        self._lock.release()
+                return
+            try:
+                pending.remove(record)
+            except ValueError:  # the writer took it: it will be written or failed
+                return
+        self.refuse_unlocked()
+
+    def refuse_unlocked(self) -> None:
+        """Count a record refused, taking no lock (see :meth:`offer_unlocked`)."""
+        self._refused_unlocked.append(None)
 
     def refuse(self) -> None:
         """Count a record refused that its submitter cannot offer again (it cannot wait)."""
@@ -343,7 +378,7 @@ class Admission:
             waiting = len(self._pending)
             if waiting > self.peak:
                 self.peak = waiting
-            return self.taken, waiting, self.refused, self.peak
+            return self.taken, waiting, self.refused + len(self._refused_unlocked), self.peak
 
 
 def _resolve(room: asyncio.Future[None]) -> None:

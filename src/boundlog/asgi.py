@@ -252,11 +252,11 @@ class AccessLogMiddleware:
                 await self._submit_async(held._replace(notes=snapshot(notes)))
 
     def _submit_on_close(self, entry: Record) -> None:
-        # For a request that cannot wait for room: a closed exchange (coroutine.close()),
-        # or a record held for a log reading notes whose response the application
-        # began again (csrc/asgi_send.c too).
-        if not self._offer(entry):
-            self.log._admission.refuse()
+        # For a request that cannot wait for room: a closed exchange (coroutine.close(),
+        # which the finalizer of an exchange its server dropped calls, on whatever thread
+        # the garbage collector runs: hence no lock), or a record held for a log reading
+        # notes whose response the application began again (csrc/asgi_send.c too).
+        self.log._admission.offer_unlocked(entry)
 
     async def _admit_then(self, entry: Record, send: Send, message: Message) -> None:
         # Off the fast path: the queue was full, so apply the policy (count the drop, or

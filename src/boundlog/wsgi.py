@@ -149,8 +149,10 @@ class AccessLogMiddleware:
         # From the finalizer of a response the server dropped: it may run on any thread,
         # at any allocation, so it never waits for room (csrc/wsgi_exchange.c too).
         # None: the record could not be made (the finalizer reports why); still counted.
-        if record is None or not self.log._offer(record):
-            self.log._admission.refuse()
+        if record is None:
+            self.log._admission.refuse_unlocked()
+        else:
+            self.log._admission.offer_unlocked(record)
 
 
 class _Exchange:
