@@ -30,6 +30,7 @@ from _servers import (
 from boundlog._budget import DEFAULT_MAX_RECORD_BYTES, RECORD_OVERHEAD
 from boundlog._log import DEFAULT_BATCH_SIZE
 
+MIB = 1024 * 1024
 PIPE_SIZE = 4096
 MAX_QUEUE = 2000
 # What a server under this load allocates besides the queue's records.
@@ -111,6 +112,36 @@ def test_uvicorn_full_queue_of_big_requests_stays_within_the_byte_bound(
         _refusing,
     )
     assert growth < BOUND, f"RSS grew {growth / 2**20:.1f} MiB, bound {BOUND / 2**20:.1f} MiB"
+
+
+NOTES_MAX_QUEUE = 200
+
+
+def test_uvicorn_full_queue_of_big_added_fields_stays_within_the_byte_bound(
+    tmp_path: Path,
+) -> None:
+    """A 1 MiB field added per request (``add_fields``), stalled sink: the fields are cut
+    to the record's budget, so RSS growth at a full queue stays below the formula
+    (uncut, 200 records kept 200 MiB alive)."""
+    options = {"sink": "stdout", "format": "json", "policy": "drop", "max_queue": NOTES_MAX_QUEUE}
+    bound = (NOTES_MAX_QUEUE + DEFAULT_BATCH_SIZE) * (
+        RECORD_OVERHEAD + DEFAULT_MAX_RECORD_BYTES
+    ) + SERVER_ALLOWANCE
+
+    def full(port: int, load: Load) -> None:
+        poll_until(
+            lambda: fault_stats(port)["stats"]["dropped"] >= 200, 120, "the queue fills and refuses"
+        )
+
+    growth = _growth_at_full_queue(
+        tmp_path,
+        uvicorn_fault_command,
+        fault_environment(options, tmp_path),
+        lambda client: b"X-Note-Size: %d\r\n" % MIB,
+        lambda pid, port: pid,
+        full,
+    )
+    assert growth < bound, f"RSS grew {growth / 2**20:.1f} MiB, bound {bound / 2**20:.1f} MiB"
 
 
 def _gunicorn_logger_command(port: int) -> list[str]:
