@@ -27,8 +27,8 @@ from _servers import (
     running_server_with_stdout,
     uvicorn_fault_command,
 )
-from boundlog._budget import DEFAULT_MAX_RECORD_BYTES, RECORD_OVERHEAD
-from boundlog._log import DEFAULT_BATCH_SIZE
+from boundlog._budget import DEFAULT_MAX_QUEUE_BYTES, DEFAULT_MAX_RECORD_BYTES, RECORD_OVERHEAD
+from boundlog._log import DEFAULT_BATCH_SIZE, DEFAULT_MAX_QUEUE
 
 MIB = 1024 * 1024
 PIPE_SIZE = 4096
@@ -140,6 +140,36 @@ def test_uvicorn_full_queue_of_big_added_fields_stays_within_the_byte_bound(
         lambda client: b"X-Note-Size: %d\r\n" % MIB,
         lambda pid, port: pid,
         full,
+    )
+    assert growth < bound, f"RSS grew {growth / 2**20:.1f} MiB, bound {bound / 2**20:.1f} MiB"
+
+
+def test_uvicorn_default_queue_of_8_kib_cookies_stays_within_the_queue_byte_budget(
+    tmp_path: Path,
+) -> None:
+    """The default max_queue with an 8 KiB Cookie per request: the queue's byte budget
+    refuses records (counted as dropped) long before max_queue, and RSS growth stays
+    below ``max_queue * RECORD_OVERHEAD + max_queue_bytes`` plus the writer's batch
+    (within 32 MiB for the queue; records alone would have held 87 MiB)."""
+    options = {"sink": "stdout", "policy": "drop"}
+    queue_bound = DEFAULT_MAX_QUEUE * RECORD_OVERHEAD + DEFAULT_MAX_QUEUE_BYTES
+    assert queue_bound < 32 * MIB
+    bound = (
+        queue_bound + DEFAULT_BATCH_SIZE * (RECORD_OVERHEAD + DEFAULT_MAX_RECORD_BYTES)
+    ) + SERVER_ALLOWANCE
+
+    def refusing_by_bytes(port: int, load: Load) -> None:
+        poll_until(lambda: fault_stats(port)["stats"]["dropped"] >= 500, 120, "the budget refuses")
+        # Refused for bytes: the queue holds far fewer records than max_queue.
+        assert fault_stats(port)["stats"]["queued"] < DEFAULT_MAX_QUEUE // 2
+
+    growth = _growth_at_full_queue(
+        tmp_path,
+        uvicorn_fault_command,
+        fault_environment(options, tmp_path),
+        lambda client: _header(b"Cookie", 8192),
+        lambda pid, port: pid,
+        refusing_by_bytes,
     )
     assert growth < bound, f"RSS grew {growth / 2**20:.1f} MiB, bound {bound / 2**20:.1f} MiB"
 

@@ -47,6 +47,12 @@ from ._notes import note_text
 #: 8 KiB; 8,190 bytes a field) let through requests larger than this only rarely, and
 #: a browser's ordinary request estimates at a quarter to a third of it.
 DEFAULT_MAX_RECORD_BYTES = 16 * 1024
+#: The default ``max_queue_bytes``: what the queued records may keep, in total, of what
+#: clients sent and applications added.  With the default ``max_queue`` (10,000 records
+#: of at most RECORD_OVERHEAD besides) a full queue holds at most about 30 MiB.
+DEFAULT_MAX_QUEUE_BYTES = 20 * 1024 * 1024
+#: The smallest ``max_queue_bytes`` allowed.
+MIN_QUEUE_BYTES = 65536
 #: The smallest ``max_record_bytes`` allowed: room for a few cut fields and their markers.
 MIN_RECORD_BYTES = 4096
 #: What a header field costs a record besides its name and value bytes, in bytes: the
@@ -247,6 +253,21 @@ class RecordBudget:
         ]
 
 
+def record_cost(record: Any) -> int:
+    """What a queued record keeps of the client's and the application's bytes, by the
+    estimate: path, query, request header fields and notes (the queue's byte budget)."""
+    size = len(record[4]) + len(record[5])
+    try:
+        size += _headers_size(record[9])
+    except (TypeError, ValueError):
+        pass  # not a header list a server makes: what the record keeps is the caller's
+    notes = record[11]
+    if notes:
+        for name, value in notes.items():
+            size += FIELD_OVERHEAD + len(name) + (len(value) if type(value) is str else 0)
+    return size
+
+
 def _share(lengths: list[int], room: int) -> int | None:
     """The one length the longest values are cut to so that all fit in ``room`` (the
     shorter ones whole); None when all fit as they are."""
@@ -264,15 +285,20 @@ def _used(path: Sized, query: Sized, headers: Any, limit: int) -> int:
     """What a record's path, query and headers (pairs, or an environ or the fields
     picked from one) take of the budget, by the estimate: at most ``limit``, which a
     record over it was cut to."""
-    size = len(path) + len(query)
-    if isinstance(headers, Mapping):
+    return min(len(path) + len(query) + _headers_size(headers), limit)
+
+
+def _headers_size(headers: Any) -> int:
+    """Header fields by the estimate: pairs, or an environ's (or picked fields') text."""
+    size = 0
+    if type(headers) is dict or isinstance(headers, Mapping):
         for value in headers.values():
             if type(value) is str:
                 size += FIELD_OVERHEAD + len(value)
     else:
         for name, value in headers:
             size += FIELD_OVERHEAD + len(name) + len(value)
-    return min(size, limit)
+    return size
 
 
 def _joined(values: list[Any]) -> Any:
