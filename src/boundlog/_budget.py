@@ -38,6 +38,7 @@ max_record_bytes)`` bytes of records (see docs/reliability.md).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sized
+from contextlib import suppress
 from typing import Any
 
 from ._headers import _as_bytes, environ_key
@@ -257,10 +258,9 @@ def record_cost(record: Any) -> int:
     """What a queued record keeps of the client's and the application's bytes, by the
     estimate: path, query, request header fields and notes (the queue's byte budget)."""
     size = len(record[4]) + len(record[5])
-    try:
+    # Not a header list a server makes: what the record keeps is the caller's.
+    with suppress(TypeError, ValueError):
         size += _headers_size(record[9])
-    except (TypeError, ValueError):
-        pass  # not a header list a server makes: what the record keeps is the caller's
     notes = record[11]
     if notes:
         for name, value in notes.items():
