@@ -144,13 +144,16 @@ text_size(PyObject *value)
 
 /* Whether `record` keeps no more than the share of client and application bytes,
  * by _budget.record_cost, for the records the integrations make: a header list of
- * pairs of bytes or str, or an environ (dict) of them, and no notes.  0 for any other
+ * pairs of bytes or str, or an environ (dict) of them, and notes of str names.  0 for any other
  * record: the reference (_offer_large) measures it and decides. */
 static int
 within_share(Handoff *handoff, PyObject *record)
 {
-    if (!PyTuple_Check(record) || PyTuple_GET_SIZE(record) <= RECORD_NOTES
-        || PyTuple_GET_ITEM(record, RECORD_NOTES) != Py_None) {
+    if (!PyTuple_Check(record) || PyTuple_GET_SIZE(record) <= RECORD_NOTES) {
+        return 0;
+    }
+    PyObject *notes = PyTuple_GET_ITEM(record, RECORD_NOTES);
+    if (notes != Py_None && !PyDict_CheckExact(notes)) {
         return 0;
     }
     Py_ssize_t path = text_size(PyTuple_GET_ITEM(record, RECORD_PATH));
@@ -196,6 +199,23 @@ within_share(Handoff *handoff, PyObject *record)
     }
     else {
         ok = 0;
+    }
+    if (ok && notes != Py_None) {
+        /* The application's fields: names and text values, as record_cost counts them. */
+        Py_BEGIN_CRITICAL_SECTION(notes);
+        Py_ssize_t position = 0;
+        PyObject *key, *value;
+        while (ok && PyDict_Next(notes, &position, &key, &value)) {
+            if (!PyUnicode_CheckExact(key)) {
+                ok = 0;
+            }
+            else {
+                size += FIELD_OVERHEAD + PyUnicode_GET_LENGTH(key)
+                        + (PyUnicode_CheckExact(value) ? PyUnicode_GET_LENGTH(value) : 0);
+                ok = size <= share;
+            }
+        }
+        Py_END_CRITICAL_SECTION();
     }
     return ok && size <= share;
 }

@@ -291,7 +291,9 @@ def _used(path: Sized, query: Sized, headers: Any, limit: int) -> int:
 def _headers_size(headers: Any) -> int:
     """Header fields by the estimate: pairs, or an environ's (or picked fields') text."""
     size = 0
-    if type(headers) is dict or isinstance(headers, Mapping):
+    # The exact types first: an isinstance check against an ABC costs more.
+    kind = type(headers)
+    if kind is not list and kind is not tuple and (kind is dict or isinstance(headers, Mapping)):
         for value in headers.values():
             if type(value) is str:
                 size += FIELD_OVERHEAD + len(value)
