@@ -176,6 +176,28 @@ scope_fields(Capture *capture, PyObject **fields)
     return size > capture->middleware->budget_limit ? UNUSUAL : 0;
 }
 
+/* RecordBudget.notes(notes, path, query, headers): the request's notes copied and cut
+ * to what the record's other fields leave of the budget; None when there are none.
+ * A call into Python only for a request that has notes. */
+static PyObject *
+bounded_notes(Capture *capture, PyObject *path, PyObject *query, PyObject *headers)
+{
+    if (capture->notes == NULL || PyDict_Size(capture->notes) == 0) {
+        return Py_NewRef(Py_None);
+    }
+    /* Each held: the call may run code. */
+    PyObject *args[] = {Py_NewRef(capture->middleware->budget), Py_NewRef(capture->notes),
+                        Py_NewRef(path), Py_NewRef(query), Py_NewRef(headers)};
+    PyObject *name = PyUnicode_FromString("notes");
+    PyObject *bounded = name == NULL ? NULL
+                        : PyObject_VectorcallMethod(name, args, 5, NULL);
+    Py_XDECREF(name);
+    for (int i = 0; i < 5; i++) {
+        Py_DECREF(args[i]);
+    }
+    return bounded;
+}
+
 /* asgi._record(scope, started, status, sent, response, keeps_response_headers, budget,
  * notes, extras) */
 static PyObject *
@@ -284,10 +306,8 @@ asgi_record(Capture *capture, PyObject *status, int completed)
     }
     fields[7] = Py_NewRef(status);
     fields[8] = Py_NewRef(sent);
-    /* _notes.snapshot: a copy, for the application may add fields after the response
-     * ends; None when there are none. */
-    fields[NOTES] = capture->notes != NULL && PyDict_Size(capture->notes) > 0
-                    ? PyDict_Copy(capture->notes) : Py_NewRef(Py_None);
+    /* A copy, for the application may add fields after the response ends. */
+    fields[NOTES] = bounded_notes(capture, fields[4], fields[5], fields[9]);
     if (fields[NOTES] == NULL) {
         goto done;
     }
@@ -321,8 +341,8 @@ asgi_with_notes(Capture *capture, PyObject *record)
         PyErr_SetString(PyExc_SystemError, "asgi_with_notes(): not a record");
         return NULL;
     }
-    PyObject *notes = capture->notes != NULL && PyDict_Size(capture->notes) > 0
-                      ? PyDict_Copy(capture->notes) : Py_NewRef(Py_None);
+    PyObject *notes = bounded_notes(capture, PyTuple_GET_ITEM(record, 4),
+                                    PyTuple_GET_ITEM(record, 5), PyTuple_GET_ITEM(record, 9));
     if (notes == NULL) {
         return NULL;
     }

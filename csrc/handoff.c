@@ -20,6 +20,7 @@ static const char *const name_strings[HANDOFF_NAMES] = {
     [HANDOFF_APPEND] = "append",
     [HANDOFF_WAKE_WRITER] = "_wake_writer",
     [HANDOFF_WITHDRAW] = "_withdraw",
+    [HANDOFF_OFFER_LARGE] = "_offer_large",
 };
 
 static PyObject *
@@ -124,6 +125,101 @@ call_admission(Handoff *handoff, int name, PyObject *argument)
     return rc;
 }
 
+/* The reference's FIELD_OVERHEAD (_budget.py): what a header field costs beyond its bytes. */
+#define FIELD_OVERHEAD 160
+/* A record's fields _budget.record_cost reads. */
+enum { RECORD_PATH = 4, RECORD_QUERY = 5, RECORD_HEADERS = 9, RECORD_NOTES = 11 };
+
+static Py_ssize_t
+text_size(PyObject *value)
+{
+    if (PyBytes_CheckExact(value)) {
+        return PyBytes_GET_SIZE(value);
+    }
+    if (PyUnicode_CheckExact(value)) {
+        return PyUnicode_GET_LENGTH(value);
+    }
+    return -1;
+}
+
+/* Whether `record` keeps no more than the share of client and application bytes,
+ * by _budget.record_cost, for the records the integrations make: a header list of
+ * pairs of bytes or str, or an environ (dict) of them, and notes of str names.  0 for any other
+ * record: the reference (_offer_large) measures it and decides. */
+static int
+within_share(Handoff *handoff, PyObject *record)
+{
+    if (!PyTuple_Check(record) || PyTuple_GET_SIZE(record) <= RECORD_NOTES) {
+        return 0;
+    }
+    PyObject *notes = PyTuple_GET_ITEM(record, RECORD_NOTES);
+    if (notes != Py_None && !PyDict_CheckExact(notes)) {
+        return 0;
+    }
+    Py_ssize_t path = text_size(PyTuple_GET_ITEM(record, RECORD_PATH));
+    Py_ssize_t query = text_size(PyTuple_GET_ITEM(record, RECORD_QUERY));
+    if (path < 0 || query < 0) {
+        return 0;
+    }
+    Py_ssize_t size = path + query;
+    Py_ssize_t share = handoff->share;
+    PyObject *headers = PyTuple_GET_ITEM(record, RECORD_HEADERS);
+    int ok = 1;
+    if (PyList_CheckExact(headers) || PyTuple_CheckExact(headers)) {
+        /* A list the server made may be changed by another thread without the GIL. */
+        Py_BEGIN_CRITICAL_SECTION(headers);
+        Py_ssize_t count = PySequence_Fast_GET_SIZE(headers);
+        PyObject **items = PySequence_Fast_ITEMS(headers);
+        for (Py_ssize_t i = 0; ok && i < count; i++) {
+            PyObject *pair = items[i];
+            Py_ssize_t name, value;
+            if (!PyTuple_CheckExact(pair) || PyTuple_GET_SIZE(pair) != 2
+                || (name = text_size(PyTuple_GET_ITEM(pair, 0))) < 0
+                || (value = text_size(PyTuple_GET_ITEM(pair, 1))) < 0) {
+                ok = 0;
+            }
+            else {
+                size += FIELD_OVERHEAD + name + value;
+                ok = size <= share;
+            }
+        }
+        Py_END_CRITICAL_SECTION();
+    }
+    else if (PyDict_CheckExact(headers)) {
+        Py_BEGIN_CRITICAL_SECTION(headers);
+        Py_ssize_t position = 0;
+        PyObject *key, *value;
+        while (ok && PyDict_Next(headers, &position, &key, &value)) {
+            if (PyUnicode_CheckExact(value)) {
+                size += FIELD_OVERHEAD + PyUnicode_GET_LENGTH(value);
+                ok = size <= share;
+            }
+        }
+        Py_END_CRITICAL_SECTION();
+    }
+    else {
+        ok = 0;
+    }
+    if (ok && notes != Py_None) {
+        /* The application's fields: names and text values, as record_cost counts them. */
+        Py_BEGIN_CRITICAL_SECTION(notes);
+        Py_ssize_t position = 0;
+        PyObject *key, *value;
+        while (ok && PyDict_Next(notes, &position, &key, &value)) {
+            if (!PyUnicode_CheckExact(key)) {
+                ok = 0;
+            }
+            else {
+                size += FIELD_OVERHEAD + PyUnicode_GET_LENGTH(key)
+                        + (PyUnicode_CheckExact(value) ? PyUnicode_GET_LENGTH(value) : 0);
+                ok = size <= share;
+            }
+        }
+        Py_END_CRITICAL_SECTION();
+    }
+    return ok && size <= share;
+}
+
 int
 handoff_offer(Handoff *handoff, PyObject *record)
 {
@@ -143,6 +239,12 @@ handoff_offer(Handoff *handoff, PyObject *record)
     int is_closed = length >= handoff->max_queue ? 1 : closed(handoff);
     if (is_closed != 0) {
         rc = is_closed < 0 ? -1 : 0;
+        goto done;
+    }
+    if (!within_share(handoff, record)) {
+        /* Over its share of the byte budget (or not measured here): the reference's
+         * slow path charges the excess under its lock, or refuses the record. */
+        rc = call_admission(handoff, HANDOFF_OFFER_LARGE, record);
         goto done;
     }
     length = append(handoff, pending, record);
@@ -251,6 +353,15 @@ handoff_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
         }
         return NULL;
     }
+    PyObject *share_object = PyObject_GetAttrString(admission, "_share");
+    Py_ssize_t share = share_object == NULL ? -1 : PyLong_AsSsize_t(share_object);
+    Py_XDECREF(share_object);
+    if (share < 0) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_ValueError, "Handoff(): admission._share must not be negative");
+        }
+        return NULL;
+    }
     Handoff *handoff = (Handoff *)type->tp_alloc(type, 0);
     if (handoff == NULL) {
         return NULL;
@@ -258,6 +369,7 @@ handoff_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     handoff->vectorcall = handoff_vectorcall;
     handoff->admission = Py_NewRef(admission);
     handoff->max_queue = max_queue;
+    handoff->share = share;
     /* Zeroed by tp_alloc: a failure here leaves NULLs for handoff_clear. */
     for (int i = 0; i < HANDOFF_NAMES; i++) {
         handoff->names[i] = PyUnicode_InternFromString(name_strings[i]);

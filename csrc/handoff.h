@@ -16,7 +16,8 @@
  * attributes read per call. */
 enum {
     HANDOFF_PENDING, HANDOFF_CLOSED, HANDOFF_WAKE_AT, HANDOFF_SLOTS,
-    HANDOFF_APPEND = HANDOFF_SLOTS, HANDOFF_WAKE_WRITER, HANDOFF_WITHDRAW, HANDOFF_NAMES
+    HANDOFF_APPEND = HANDOFF_SLOTS, HANDOFF_WAKE_WRITER, HANDOFF_WITHDRAW, HANDOFF_OFFER_LARGE,
+    HANDOFF_NAMES
 };
 
 /* Every field is set when the Handoff is made and never changes: a call needs no
@@ -26,6 +27,7 @@ typedef struct {
     vectorcallfunc vectorcall;
     PyObject *admission;  /* the _queue.Admission, a strong reference */
     Py_ssize_t max_queue; /* admission._max_queue, which never changes */
+    Py_ssize_t share;     /* admission._share: the bytes a record may keep uncounted */
     PyObject *names[HANDOFF_NAMES];
     /* The shortcuts the type of the Admission allows, found when the Handoff is made:
      * what attribute lookup would find then, without looking each time.  A slot's

@@ -213,6 +213,46 @@ picked_fields(WsgiMiddleware *middleware, PyObject *environ)
 }
 
 /* The record of the exchange, as _Exchange._record makes it; NULL on error. */
+/* RecordBudget.notes(notes, path, query, headers), as wsgi._Exchange._record calls it:
+ * the request's notes copied and cut to what the record's path, query and header
+ * fields leave of the budget (a whole environ holds its path and query among its text
+ * values); None when there are none.  A call into Python only for a request that has
+ * notes. */
+static PyObject *
+bounded_notes(Exchange *exchange, PyObject *headers)
+{
+    if (exchange->notes == NULL || PyDict_Size(exchange->notes) == 0) {
+        return Py_NewRef(Py_None);
+    }
+    WsgiMiddleware *middleware = exchange->middleware;
+    PyObject *empty = PyUnicode_FromString("");
+    PyObject *path = NULL, *query = NULL;
+    if (empty != NULL && middleware->limit < 0) {
+        path = Py_NewRef(empty);
+        query = Py_NewRef(empty);
+    }
+    else if (empty != NULL) {
+        PyObject *environ = Py_NewRef(exchange->environ); /* held: .get() may run code */
+        path = PyObject_CallMethod(environ, "get", "sO", "PATH_INFO", empty);
+        query = path == NULL ? NULL
+                : PyObject_CallMethod(environ, "get", "sO", "QUERY_STRING", empty);
+        Py_DECREF(environ);
+    }
+    PyObject *budget = query == NULL ? NULL
+                       : PyObject_GetAttrString(middleware->bound, "__self__");
+    PyObject *bounded = NULL;
+    if (budget != NULL) {
+        PyObject *notes = Py_NewRef(exchange->notes); /* held: the call may run code */
+        bounded = PyObject_CallMethod(budget, "notes", "OOOO", notes, path, query, headers);
+        Py_DECREF(notes);
+        Py_DECREF(budget);
+    }
+    Py_XDECREF(path);
+    Py_XDECREF(query);
+    Py_XDECREF(empty);
+    return bounded;
+}
+
 static PyObject *
 exchange_record(Exchange *exchange)
 {
@@ -238,9 +278,8 @@ exchange_record(Exchange *exchange)
     PyObject *elapsed = PyFloat_FromDouble(duration);
     PyObject *sent_object = PyLong_FromSsize_t(sent);
     PyObject *limit = PyLong_FromSsize_t(middleware->limit);
-    /* _notes.snapshot: a copy of the request's notes, None when there are none. */
-    PyObject *notes = exchange->notes != NULL && PyDict_Size(exchange->notes) > 0
-                      ? PyDict_Copy(exchange->notes) : Py_NewRef(Py_None);
+    /* A copy of the request's notes cut to the budget's rest, None when there are none. */
+    PyObject *notes = bounded_notes(exchange, headers);
     /* What the log's extras function learns from the environ (wsgi._Exchange._record):
      * the application has run, and left there what it knows.  Called only when nothing
      * above failed: Python code must not run with an exception set. */

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from gunicorn.config import Config
 
+import boundlog
 from _records import make_record
 from boundlog import AccessLog, ConfigurationError, JsonFormat, unescape
 from boundlog._budget import (
@@ -345,3 +346,72 @@ def test_gunicorns_logger_reads_max_record_bytes_from_the_environment() -> None:
     cfg = Config()
     cfg.set("raw_env", ["BOUNDLOG_MAX_RECORD_BYTES=65536"])
     assert Logger(cfg).log_options(cfg)["max_record_bytes"] == 65536
+
+
+def _notes_bytes(notes: dict[str, Any]) -> int:
+    return sum(160 + len(name) + len(str(value)) for name, value in notes.items())
+
+
+@pytest.mark.parametrize("size", [0, 100, 20_000, MIB])
+def test_added_fields_count_against_the_budget_and_a_cut_one_ends_in_the_marker(
+    size: int,
+) -> None:
+    """Path, query, headers and the application's fields together fit the budget."""
+    budget = RecordBudget(DEFAULT_MAX_RECORD_BYTES, COMBINED_NAMES)
+    headers = list(BROWSER_HEADERS)
+    notes = {"big": "b" * size, "user": "ada", "n": 7, "items": ["x" * size]}
+    kept = budget.notes(notes, b"/p", b"q=1", headers)
+    assert kept is not None
+    assert kept is not notes
+    assert set(kept) == set(notes)
+    assert kept["user"] == "ada"
+    assert kept["n"] == 7
+    # Not a JSON scalar: its text, as the formats write it, so that it is measured.
+    assert type(kept["items"]) is str
+    used = client_bytes(b"/p", b"q=1", headers)
+    assert used + _notes_bytes(kept) <= DEFAULT_MAX_RECORD_BYTES
+    if size >= 20_000:
+        assert kept["big"].startswith("b" * 1000)
+        assert marker_at_end(kept["big"].encode(), size)
+    else:
+        assert kept["big"] == notes["big"]
+    assert budget.notes({}, b"/", b"", headers) is None
+    assert budget.notes(None, b"/", b"", headers) is None
+
+
+def test_the_middlewares_cut_a_1_mib_added_field(tmp_path: Any) -> None:
+    """End to end in process, ASGI and WSGI: the JSON line shows the value cut, marked."""
+    log_path = tmp_path / "access.log"
+    with AccessLog(str(log_path), format="json", utc=True) as log:
+
+        def wsgi_application(environ: Any, start_response: Any) -> list[bytes]:
+            boundlog.add_fields(big="w" * MIB)
+            start_response("200 OK", [])
+            return [b"ok"]
+
+        async def asgi_application(scope: Any, receive: Any, send: Any) -> None:
+            boundlog.add_fields(big="a" * MIB)
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+            await send({"type": "http.response.body", "body": b"ok"})
+
+        environ = {"REQUEST_METHOD": "GET", "PATH_INFO": "/x", "SERVER_PROTOCOL": "HTTP/1.1"}
+        body = WsgiMiddleware(wsgi_application, log=log)(environ, lambda status, headers: None)
+        list(body)
+        body.close()  # type: ignore[attr-defined]
+
+        async def receive() -> Any:
+            return {"type": "http.request"}
+
+        async def send(message: Any) -> None:
+            pass
+
+        middleware = AccessLogMiddleware(asgi_application, log=log)
+        asyncio.run(middleware(asgi_scope([(b"host", b"h")]), receive, send))
+    lines = log_path.read_bytes().splitlines()
+    assert len(lines) == 2
+    for line, letter in zip(lines, "wa", strict=True):
+        # The budget bounds the fields, not the line: its other keys come on top.
+        assert len(line) < DEFAULT_MAX_RECORD_BYTES + 1024
+        big = json.loads(line)["big"]
+        assert big.startswith(letter * 8000)
+        assert marker_at_end(big.encode(), MIB)

@@ -27,9 +27,10 @@ from _servers import (
     running_server_with_stdout,
     uvicorn_fault_command,
 )
-from boundlog._budget import DEFAULT_MAX_RECORD_BYTES, RECORD_OVERHEAD
-from boundlog._log import DEFAULT_BATCH_SIZE
+from boundlog._budget import DEFAULT_MAX_QUEUE_BYTES, DEFAULT_MAX_RECORD_BYTES, RECORD_OVERHEAD
+from boundlog._log import DEFAULT_BATCH_SIZE, DEFAULT_MAX_QUEUE
 
+MIB = 1024 * 1024
 PIPE_SIZE = 4096
 MAX_QUEUE = 2000
 # What a server under this load allocates besides the queue's records.
@@ -84,7 +85,10 @@ def _refusing(port: int, load: Load) -> None:
     poll_until(
         lambda: fault_stats(port)["stats"]["dropped"] >= 500, 120, "the queue fills and refuses"
     )
-    assert fault_stats(port)["stats"]["queued"] >= MAX_QUEUE - 1
+    # Full in records, or in bytes first (max_queue_bytes): records of a cut 64 KiB
+    # User-Agent keep 16 KiB each, more than their share of the byte budget.
+    full_in_bytes = DEFAULT_MAX_QUEUE_BYTES // 2 // (DEFAULT_MAX_RECORD_BYTES + 1024)
+    assert fault_stats(port)["stats"]["queued"] >= min(MAX_QUEUE - 1, full_in_bytes)
 
 
 @pytest.mark.parametrize(
@@ -111,6 +115,66 @@ def test_uvicorn_full_queue_of_big_requests_stays_within_the_byte_bound(
         _refusing,
     )
     assert growth < BOUND, f"RSS grew {growth / 2**20:.1f} MiB, bound {BOUND / 2**20:.1f} MiB"
+
+
+NOTES_MAX_QUEUE = 200
+
+
+def test_uvicorn_full_queue_of_big_added_fields_stays_within_the_byte_bound(
+    tmp_path: Path,
+) -> None:
+    """A 1 MiB field added per request (``add_fields``), stalled sink: the fields are cut
+    to the record's budget, so RSS growth at a full queue stays below the formula
+    (uncut, 200 records kept 200 MiB alive)."""
+    options = {"sink": "stdout", "format": "json", "policy": "drop", "max_queue": NOTES_MAX_QUEUE}
+    bound = (NOTES_MAX_QUEUE + DEFAULT_BATCH_SIZE) * (
+        RECORD_OVERHEAD + DEFAULT_MAX_RECORD_BYTES
+    ) + SERVER_ALLOWANCE
+
+    def full(port: int, load: Load) -> None:
+        poll_until(
+            lambda: fault_stats(port)["stats"]["dropped"] >= 200, 120, "the queue fills and refuses"
+        )
+
+    growth = _growth_at_full_queue(
+        tmp_path,
+        uvicorn_fault_command,
+        fault_environment(options, tmp_path),
+        lambda client: b"X-Note-Size: %d\r\n" % MIB,
+        lambda pid, port: pid,
+        full,
+    )
+    assert growth < bound, f"RSS grew {growth / 2**20:.1f} MiB, bound {bound / 2**20:.1f} MiB"
+
+
+def test_uvicorn_default_queue_of_8_kib_cookies_stays_within_the_queue_byte_budget(
+    tmp_path: Path,
+) -> None:
+    """The default max_queue with an 8 KiB Cookie per request: the queue's byte budget
+    refuses records (counted as dropped) long before max_queue, and RSS growth stays
+    below ``max_queue * RECORD_OVERHEAD + max_queue_bytes`` plus the writer's batch
+    (within 32 MiB for the queue; records alone would have held 87 MiB)."""
+    options = {"sink": "stdout", "policy": "drop"}
+    queue_bound = DEFAULT_MAX_QUEUE * RECORD_OVERHEAD + DEFAULT_MAX_QUEUE_BYTES
+    assert queue_bound < 32 * MIB
+    bound = (
+        queue_bound + DEFAULT_BATCH_SIZE * (RECORD_OVERHEAD + DEFAULT_MAX_RECORD_BYTES)
+    ) + SERVER_ALLOWANCE
+
+    def refusing_by_bytes(port: int, load: Load) -> None:
+        poll_until(lambda: fault_stats(port)["stats"]["dropped"] >= 500, 120, "the budget refuses")
+        # Refused for bytes: the queue holds far fewer records than max_queue.
+        assert fault_stats(port)["stats"]["queued"] < DEFAULT_MAX_QUEUE // 2
+
+    growth = _growth_at_full_queue(
+        tmp_path,
+        uvicorn_fault_command,
+        fault_environment(options, tmp_path),
+        lambda client: _header(b"Cookie", 8192),
+        lambda pid, port: pid,
+        refusing_by_bytes,
+    )
+    assert growth < bound, f"RSS grew {growth / 2**20:.1f} MiB, bound {bound / 2**20:.1f} MiB"
 
 
 def _gunicorn_logger_command(port: int) -> list[str]:

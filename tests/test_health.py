@@ -64,14 +64,14 @@ def test_drops_are_reported_at_once_then_at_most_every_period() -> None:
     # Quiet for 10 s, then 12,408 drops in the next second: said at once, over 1 s.
     assert _check(report, 110.0) is None
     assert _check(report, 111.0, dropped=12_408) == (
-        "dropped 12,408 records in the last 1 s: the queue (max_queue=10,000) is full "
+        "dropped 12,408 records in the last 1 s: the queue (max_queue=10,000, max_queue_bytes=20,971,520) is full "
         f"because {SINK} is slower than the requests"
     )
     # Still dropping: held back until a period has passed, then the sum since.
     for second in range(1, int(REPORT_EVERY)):
         assert _check(report, 111.0 + second, dropped=12_408 + second) is None
     assert _check(report, 116.0, stalled_for=7.4, dropped=12_500) == (
-        "dropped 92 records in the last 5 s: the queue (max_queue=10,000) is full "
+        "dropped 92 records in the last 5 s: the queue (max_queue=10,000, max_queue_bytes=20,971,520) is full "
         f"because {SINK} has not taken a write for 7 s"
     )
 
@@ -82,14 +82,14 @@ def test_when_the_loss_stops_so_do_the_lines() -> None:
     # Two more drops, held back by the rate limit, are said once; then nothing more.
     assert _check(report, 102.0, dropped=7) is None
     assert _check(report, 106.0, dropped=7) == (
-        "dropped 2 records in the last 5 s: the queue (max_queue=10,000) is full "
+        "dropped 2 records in the last 5 s: the queue (max_queue=10,000, max_queue_bytes=20,971,520) is full "
         f"because {SINK} is slower than the requests"
     )
     for second in range(7, 60):
         assert _check(report, 100.0 + second, dropped=7) is None
     # A new loss after a quiet spell covers the time since the spell ended.
     assert _check(report, 160.0, dropped=8) == (
-        "dropped 1 record in the last 1 s: the queue (max_queue=10,000) is full "
+        "dropped 1 record in the last 1 s: the queue (max_queue=10,000, max_queue_bytes=20,971,520) is full "
         f"because {SINK} is slower than the requests"
     )
 
@@ -99,7 +99,7 @@ def test_failures_name_their_cause_and_share_the_line_with_drops() -> None:
     cause = f"cannot write to {SINK}: No space left on device"
     line = report.check(_stats(dropped=3, failed=512), 103.0, stalled_for=None, last_failure=cause)
     assert line == (
-        "dropped 3 records in the last 3 s: the queue (max_queue=10,000) is full because "
+        "dropped 3 records in the last 3 s: the queue (max_queue=10,000, max_queue_bytes=20,971,520) is full because "
         f"{SINK} is slower than the requests; lost 512 records in the last 3 s: {cause}"
     )
 
@@ -109,7 +109,7 @@ def test_under_wait_a_refusal_is_a_request_that_stopped_waiting() -> None:
     assert line is not None
     assert line.startswith(
         "dropped 2 records in the last 1 s: requests stopped waiting for room in the queue "
-        "(max_queue=10,000) because"
+        "(max_queue=10,000, max_queue_bytes=20,971,520) because"
     )
 
 
@@ -132,7 +132,7 @@ def test_a_forked_child_reports_its_own_counts() -> None:
     child = report.restarted(200.0)
     # The child's log counts from zero: its first 10 drops are 10, not -40.
     assert _check(child, 201.0, dropped=10) == (
-        "dropped 10 records in the last 1 s: the queue (max_queue=10,000) is full "
+        "dropped 10 records in the last 1 s: the queue (max_queue=10,000, max_queue_bytes=20,971,520) is full "
         f"because {SINK} is slower than the requests"
     )
 

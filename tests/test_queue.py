@@ -379,3 +379,39 @@ def _in_function(thread: threading.Thread, name: str) -> bool:
             return True
         frame = frame.f_back
     return False
+
+
+@pytest.mark.parametrize("offer", ["python", "c"])
+def test_the_queue_is_bounded_in_bytes_and_the_writer_gives_them_back(offer: str) -> None:
+    """Records over their share of max_queue_bytes are charged their excess; past the
+    budget they are refused (counted like a full queue's) until the writer takes some."""
+    from boundlog import _core
+
+    if offer == "c" and _core.handoff is None:
+        pytest.skip(f"the C core is not in use ({_core.description})")
+    admission = Admission(max_queue=100, batch_size=2, policy="drop", max_queue_bytes=200_000)
+    hand = admission.offer if offer == "python" else _core.handoff(admission)
+    share = 200_000 // 200
+    small = [make_record(path=b"/%d" % i) for i in range(50)]
+    assert all(hand(record) for record in small)
+    assert admission._charged == 0
+    big = [make_record(path=b"/b", request_headers=[(b"cookie", b"c" * 20_000)]) for _ in range(9)]
+    accepted = [hand(record) for record in big]
+    # Each costs its cookie, the path and a field's overhead; the budget's other half
+    # (100,000 bytes) holds five of their excesses.
+    excess = 20_000 + len(b"cookie") + 160 + 2 - share
+    assert accepted == [True] * 5 + [False] * 4
+    assert admission._charged == 5 * excess
+    for _ in range(4):
+        admission.refuse()
+    # Small records still fit: the byte budget refuses only what exceeds its share.
+    assert hand(make_record(path=b"/small"))
+    taken = []
+    while len(taken) < 52:
+        taken += admission.take()
+    assert admission._charged == 3 * excess
+    assert hand(big[5])
+    assert admission.counts()[2] == 4
+    assert admission.abandon() == 3 + 1 + 1
+    assert admission._charged == 0
+    assert not admission._excess

@@ -118,7 +118,14 @@ ACTION = st.one_of(
 NOTE = st.tuples(
     st.just("note"),
     st.sampled_from(["user", "status", "n"]),
-    st.one_of(st.none(), st.integers(), st.text(max_size=3), st.just([1])),
+    st.one_of(
+        st.none(),
+        st.integers(),
+        st.text(max_size=3),
+        st.just([1]),
+        # Over the record's budget: both cores cut it alike.
+        st.integers(20_000, 40_000).map(lambda size: "v" * size),
+    ),
 )
 SCRIPT = st.lists(st.one_of(ACTION, NOTE), max_size=8)
 

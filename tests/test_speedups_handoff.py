@@ -24,6 +24,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 
 from _records import make_record
 from boundlog import AccessLog, Record, _core
+from boundlog._budget import DEFAULT_MAX_QUEUE_BYTES
 from boundlog._queue import _NEVER, Admission
 
 pytestmark = pytest.mark.skipif(
@@ -113,7 +114,28 @@ def state(admission: Probe) -> tuple[Any, ...]:
         admission.wakes,
         admission.withdrawals,
         [id(record) for record in admission.taken_by_hook],
+        admission._charged,
+        admission._excess,
     )
+
+
+def _records() -> list[Record]:
+    """Small records, and every fifth one big (a cookie, a long path, notes, an environ):
+    over its share of a small byte budget, it takes the slow path that charges it."""
+    records = []
+    for index in range(40):
+        path = b"/%d" % index
+        if index % 5 != 4:
+            records.append(make_record(path=path))
+        elif index % 4 == 0:
+            records.append(make_record(path=path, request_headers=[(b"cookie", b"c" * 9000)]))
+        elif index % 4 == 1:
+            records.append(make_record(path=path * 4000))
+        elif index % 4 == 2:
+            records.append(make_record(path=path, notes={"big": "n" * 20_000}))
+        else:
+            records.append(make_record(path=path, request_headers={"HTTP_COOKIE": "c" * 30_000}))
+    return records
 
 
 class HandoffMachine(RuleBasedStateMachine):
@@ -127,14 +149,22 @@ class HandoffMachine(RuleBasedStateMachine):
         batch_size=st.integers(min_value=1, max_value=6),
         policy=st.sampled_from(["drop", "wait"]),
         kind=st.sampled_from([Probe, ProbeOfOtherTypes]),
+        max_queue_bytes=st.sampled_from([DEFAULT_MAX_QUEUE_BYTES, 65536, 100_000]),
     )
-    def make(self, max_queue: int, batch_size: int, policy: Any, kind: type[Probe]) -> None:
-        options = {"max_queue": max_queue, "batch_size": batch_size, "policy": policy}
+    def make(
+        self, max_queue: int, batch_size: int, policy: Any, kind: type[Probe], max_queue_bytes: int
+    ) -> None:
+        options = {
+            "max_queue": max_queue,
+            "batch_size": batch_size,
+            "policy": policy,
+            "max_queue_bytes": max_queue_bytes,
+        }
         self.reference = kind(**options)
         self.compiled = kind(**options)
         assert _core.handoff is not None
         self.handoff = _core.handoff(self.compiled)
-        self.records = [make_record(path=b"/%d" % i) for i in range(40)]
+        self.records = _records()
 
     @rule(index=st.integers(min_value=0, max_value=39))
     def offer(self, index: int) -> None:

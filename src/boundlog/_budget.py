@@ -22,22 +22,38 @@ fields picked from one :meth:`RecordBudget.bounded_environ`).  A cut-down record
   the longest are cut to one length so that they do, each cut value ending in the
   :data:`CUT_MARKER` (forwarding headers, which proxies append to, keep their end).
 
-So what a record keeps of the client's bytes, by the same estimate, is at most
-``max_record_bytes``, and a full queue holds at most ``max_queue * (RECORD_OVERHEAD +
+The fields the application adds (``add_fields``, the record's notes) count against
+the same budget: :meth:`RecordBudget.notes` copies them when the application is done
+and, when their names, values and :data:`FIELD_OVERHEAD` each do not fit in what the
+rest of the record left of the budget, cuts the longest text values to one length
+that does, each ending in the :data:`CUT_MARKER`.  A value that is not a JSON scalar
+is made the text the formats would write (its ``str()``) then, so that what it keeps
+alive is measured too.
+
+So what a record keeps of the client's and the application's bytes, by the same
+estimate, is at most ``max_record_bytes``, and a full queue holds at most ``max_queue * (RECORD_OVERHEAD +
 max_record_bytes)`` bytes of records (see docs/reliability.md).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sized
+from contextlib import suppress
 from typing import Any
 
 from ._headers import _as_bytes, environ_key
+from ._notes import note_text
 
 #: The default ``max_record_bytes``: nginx's and Apache's default limits (4 buffers of
 #: 8 KiB; 8,190 bytes a field) let through requests larger than this only rarely, and
 #: a browser's ordinary request estimates at a quarter to a third of it.
 DEFAULT_MAX_RECORD_BYTES = 16 * 1024
+#: The default ``max_queue_bytes``: what the queued records may keep, in total, of what
+#: clients sent and applications added.  With the default ``max_queue`` (10,000 records
+#: of at most RECORD_OVERHEAD besides) a full queue holds at most about 30 MiB.
+DEFAULT_MAX_QUEUE_BYTES = 20 * 1024 * 1024
+#: The smallest ``max_queue_bytes`` allowed.
+MIN_QUEUE_BYTES = 65536
 #: The smallest ``max_record_bytes`` allowed: room for a few cut fields and their markers.
 MIN_RECORD_BYTES = 4096
 #: What a header field costs a record besides its name and value bytes, in bytes: the
@@ -50,6 +66,12 @@ RECORD_OVERHEAD = 1024
 #: What ends a value cut to fit the budget; the number is the bytes cut.  It is
 #: printable ASCII without quotes or backslashes, so every format writes it as it is.
 CUT_MARKER = b"[...%d bytes cut]"
+
+# Note values kept as they are and measured as nothing: the formats write them as
+# short JSON scalars.  An int is measured by its size (it may be huge).
+_SMALL_SCALARS = (type(None), bool, float)
+# An int longer than this (in bits) is made its text, which note_text bounds.
+_LONG_INT_BITS = 4096
 
 # Headers that proxies append to: the newest, trusted entries are at the end.
 _KEPT_FROM_THE_END = (b"x-forwarded-for", b"forwarded")
@@ -164,6 +186,47 @@ class RecordBudget:
         cut.update((fields[key][0], value) for key, value in zip(kept, values, strict=True))
         return path, query, cut
 
+    def notes(
+        self, notes: dict[str, Any] | None, path: Sized, query: Sized, headers: Any
+    ) -> dict[str, Any] | None:
+        """The record's notes (``add_fields``): a copy, None when empty, cut to the room
+        the record's path, query and ``headers`` (pairs or an environ) leave in the budget.
+
+        Called once the application is done with the request, and only for a log that
+        reads notes.
+        """
+        if not notes:
+            return None
+        copy: dict[str, Any] = {}
+        size = 0
+        for name, value in notes.items():
+            kind = type(value)
+            if kind is int:
+                if value.bit_length() > _LONG_INT_BITS:
+                    value = note_text(value)
+                    size += len(value)
+                else:
+                    size += value.bit_length() >> 3
+            elif kind is str:
+                size += len(value)
+            elif kind not in _SMALL_SCALARS:
+                # Its text now: a large object would otherwise stay alive, unmeasured.
+                value = note_text(value)
+                size += len(value)
+            size += FIELD_OVERHEAD + len(name)
+            copy[name] = value
+        room = self.limit - _used(path, query, headers, self.limit)
+        if size <= room:
+            return copy
+        names = sum(FIELD_OVERHEAD + len(name) for name in copy)
+        texts = [name for name, value in copy.items() if type(value) is str]
+        share = _share([len(copy[name]) for name in texts], room - names)
+        if share is not None:
+            for name in texts:
+                if len(copy[name]) > share:
+                    copy[name] = _cut(copy[name], share, False)
+        return copy
+
     def _kept(self, fields: Mapping[bytes, tuple[Any, list[Any]]]) -> tuple[list[bytes], int]:
         """The fields a cut record keeps, forwarding headers first, while their names and
         per-field overheads fit in half the budget; and the room they leave for values."""
@@ -181,20 +244,63 @@ class RecordBudget:
     def _cut(self, values: list[Any], keys: list[bytes], room: int) -> list[Any]:
         """``values`` (path, query, then the fields ``keys``) cut to fit in ``room``: the
         short ones whole, the long ones to one length that fits."""
-        lengths = sorted(map(len, values))
-        share = room
-        for index, length in enumerate(lengths):
-            share = room // (len(lengths) - index)
-            if length > share:
-                break
-            room -= length
-        else:
+        share = _share(list(map(len, values)), room)
+        if share is None:
             return values
         from_the_end = [False, False, *(key in _KEPT_FROM_THE_END for key in keys)]
         return [
             _cut(value, share, at_the_end) if len(value) > share else value
             for value, at_the_end in zip(values, from_the_end, strict=True)
         ]
+
+
+def record_cost(record: Any) -> int:
+    """What a queued record keeps of the client's and the application's bytes, by the
+    estimate: path, query, request header fields and notes (the queue's byte budget)."""
+    size = len(record[4]) + len(record[5])
+    # Not a header list a server makes: what the record keeps is the caller's.
+    with suppress(TypeError, ValueError):
+        size += _headers_size(record[9])
+    notes = record[11]
+    if notes:
+        for name, value in notes.items():
+            size += FIELD_OVERHEAD + len(name) + (len(value) if type(value) is str else 0)
+    return size
+
+
+def _share(lengths: list[int], room: int) -> int | None:
+    """The one length the longest values are cut to so that all fit in ``room`` (the
+    shorter ones whole); None when all fit as they are."""
+    room = max(room, 0)
+    lengths = sorted(lengths)
+    for index, length in enumerate(lengths):
+        share = room // (len(lengths) - index)
+        if length > share:
+            return share
+        room -= length
+    return None
+
+
+def _used(path: Sized, query: Sized, headers: Any, limit: int) -> int:
+    """What a record's path, query and headers (pairs, or an environ or the fields
+    picked from one) take of the budget, by the estimate: at most ``limit``, which a
+    record over it was cut to."""
+    return min(len(path) + len(query) + _headers_size(headers), limit)
+
+
+def _headers_size(headers: Any) -> int:
+    """Header fields by the estimate: pairs, or an environ's (or picked fields') text."""
+    size = 0
+    # The exact types first: an isinstance check against an ABC costs more.
+    kind = type(headers)
+    if kind is not list and kind is not tuple and (kind is dict or isinstance(headers, Mapping)):
+        for value in headers.values():
+            if type(value) is str:
+                size += FIELD_OVERHEAD + len(value)
+    else:
+        for name, value in headers:
+            size += FIELD_OVERHEAD + len(name) + len(value)
+    return size
 
 
 def _joined(values: list[Any]) -> Any:

@@ -27,7 +27,12 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ._budget import DEFAULT_MAX_RECORD_BYTES, MIN_RECORD_BYTES
+from ._budget import (
+    DEFAULT_MAX_QUEUE_BYTES,
+    DEFAULT_MAX_RECORD_BYTES,
+    MIN_QUEUE_BYTES,
+    MIN_RECORD_BYTES,
+)
 from ._core import NO_EXTENSIONS_VARIABLE
 from ._errors import ConfigurationError, SinkError
 from ._filters import make_select
@@ -61,6 +66,7 @@ POLICY_VARIABLE = "BOUNDLOG_POLICY"
 MAX_QUEUE_VARIABLE = "BOUNDLOG_MAX_QUEUE"
 BATCH_SIZE_VARIABLE = "BOUNDLOG_BATCH_SIZE"
 MAX_RECORD_BYTES_VARIABLE = "BOUNDLOG_MAX_RECORD_BYTES"
+MAX_QUEUE_BYTES_VARIABLE = "BOUNDLOG_MAX_QUEUE_BYTES"
 FLUSH_INTERVAL_VARIABLE = "BOUNDLOG_FLUSH_INTERVAL"
 SKIP_PATHS_VARIABLE = "BOUNDLOG_SKIP_PATHS"
 TRUSTED_PROXIES_VARIABLE = "BOUNDLOG_TRUSTED_PROXIES"
@@ -128,6 +134,12 @@ _VARIABLES: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     MAX_RECORD_BYTES_VARIABLE: (
         "max_record_bytes",
         _whole_number(DEFAULT_MAX_RECORD_BYTES, minimum=MIN_RECORD_BYTES),
+    ),
+    # What the queued records keep of client and application bytes, in total: a full
+    # queue holds at most max_queue * 1 KiB + max_queue_bytes (_queue, _budget).
+    MAX_QUEUE_BYTES_VARIABLE: (
+        "max_queue_bytes",
+        _whole_number(DEFAULT_MAX_QUEUE_BYTES, minimum=MIN_QUEUE_BYTES),
     ),
     FLUSH_INTERVAL_VARIABLE: ("flush_interval", _flush_interval),
     SKIP_PATHS_VARIABLE: _selection("skip_paths", "/healthz,/static/*"),

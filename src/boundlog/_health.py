@@ -25,6 +25,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from ._budget import DEFAULT_MAX_QUEUE_BYTES
 from ._errors import report_on_stderr
 from ._stats import Stats
 
@@ -45,12 +46,21 @@ def _records(count: int) -> str:
 class LossReport:
     """What one log says about its losses: periodic lines, and the last at close."""
 
-    __slots__ = ("_dropped", "_failed", "_last_report", "_max_queue", "_policy", "_quiet_since",
-                 "_sink", "_unavailable")  # fmt: skip
+    __slots__ = ("_dropped", "_failed", "_last_report", "_max_queue", "_max_queue_bytes",
+                 "_policy", "_quiet_since", "_sink", "_unavailable")  # fmt: skip
 
-    def __init__(self, sink_name: str, *, max_queue: int, policy: str, now: float) -> None:
+    def __init__(
+        self,
+        sink_name: str,
+        *,
+        max_queue: int,
+        policy: str,
+        now: float,
+        max_queue_bytes: int = DEFAULT_MAX_QUEUE_BYTES,
+    ) -> None:
         self._sink = sink_name
         self._max_queue = max_queue
+        self._max_queue_bytes = max_queue_bytes
         self._policy = policy
         # The counts the last line covered.
         self._dropped = 0
@@ -64,13 +74,21 @@ class LossReport:
 
     def restarted(self, now: float) -> LossReport:
         """The report of a forked child's log, whose counts start from zero."""
-        return LossReport(self._sink, max_queue=self._max_queue, policy=self._policy, now=now)
+        return LossReport(
+            self._sink,
+            max_queue=self._max_queue,
+            policy=self._policy,
+            now=now,
+            max_queue_bytes=self._max_queue_bytes,
+        )
 
     def _why_refused(self) -> str:
+        # Full in records or in bytes: big requests fill the byte budget first.
+        bounds = f"max_queue={self._max_queue:,}, max_queue_bytes={self._max_queue_bytes:,}"
         if self._policy == "drop":
-            return f"the queue (max_queue={self._max_queue:,}) is full"
+            return f"the queue ({bounds}) is full"
         # Under wait, a refusal is a request that gave up waiting (or came after close).
-        return f"requests stopped waiting for room in the queue (max_queue={self._max_queue:,})"
+        return f"requests stopped waiting for room in the queue ({bounds})"
 
     def check(
         self,

@@ -11,7 +11,13 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from . import _core
-from ._budget import DEFAULT_MAX_RECORD_BYTES, MIN_RECORD_BYTES, RecordBudget
+from ._budget import (
+    DEFAULT_MAX_QUEUE_BYTES,
+    DEFAULT_MAX_RECORD_BYTES,
+    MIN_QUEUE_BYTES,
+    MIN_RECORD_BYTES,
+    RecordBudget,
+)
 from ._dev import DevFormat
 from ._errors import ConfigurationError, report_on_stderr
 from ._filters import make_select
@@ -74,7 +80,15 @@ class AccessLog:
 
     A record keeps at most ``max_record_bytes`` of what the client sent (path, query
     and header fields, see ``_budget``): a bigger request's record keeps only the
-    header fields the log reads, its longest values cut and marked ``[...N bytes cut]``.
+    header fields the log reads, its longest values cut and marked ``[...N bytes cut]``;
+    the fields the application adds (``add_fields``) get what that leaves.
+
+    ``max_queue_bytes`` bounds what the queued records keep of those bytes in total: a
+    record up to ``max_queue_bytes / (2 * max_queue)`` of them costs nothing more, a
+    larger one is refused (under ``drop``; it waits under ``wait``) when its excess
+    over that share no longer fits in the other half, and is counted in ``dropped`` like
+    a record that found the queue full.  A full queue holds at most
+    ``max_queue * 1 KiB + max_queue_bytes``: about 30 MiB with the defaults.
 
     ``metrics=True`` (or ``"prometheus"``) keeps the counters in Prometheus too
     (prometheus_client, the ``prometheus`` extra; multiprocess mode works):
@@ -109,6 +123,7 @@ class AccessLog:
         max_queue: int = DEFAULT_MAX_QUEUE,
         batch_size: int = DEFAULT_BATCH_SIZE,
         max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
+        max_queue_bytes: int = DEFAULT_MAX_QUEUE_BYTES,
         flush_interval: float = DEFAULT_FLUSH_INTERVAL,
         utc: bool = False,
         close_timeout: float = DEFAULT_CLOSE_TIMEOUT,
@@ -133,6 +148,9 @@ class AccessLog:
         batch_size = whole_number("batch_size", batch_size, example=DEFAULT_BATCH_SIZE)
         max_record_bytes = whole_number(
             "max_record_bytes", max_record_bytes, example=65536, minimum=MIN_RECORD_BYTES
+        )
+        max_queue_bytes = whole_number(
+            "max_queue_bytes", max_queue_bytes, example=64 * 1024 * 1024, minimum=MIN_QUEUE_BYTES
         )
         flush_interval = seconds(
             "flush_interval",
@@ -215,7 +233,12 @@ class AccessLog:
         # The server variables (``%{NAME}e``) whose values the integrations keep in a
         # record's ``extras.environ``: those the format names.
         self.environ_names: frozenset[str] = environ_names_of(fmt)
-        self._admission = Admission(max_queue=max_queue, batch_size=batch_size, policy=self._policy)
+        self._admission = Admission(
+            max_queue=max_queue,
+            batch_size=batch_size,
+            policy=self._policy,
+            max_queue_bytes=max_queue_bytes,
+        )
         self._metrics = PrometheusMetrics(self._sink.name, max_queue) if prometheus else None
         self._writer = Writer(
             self._admission,
@@ -232,6 +255,7 @@ class AccessLog:
             LossReport(
                 self._sink.name,
                 max_queue=max_queue,
+                max_queue_bytes=max_queue_bytes,
                 policy=self._policy,
                 now=time.monotonic(),
             )

@@ -6,7 +6,8 @@ context; ``add_fields`` adds to that dict.  Every place a request's code runs se
 the endpoint's task, a thread pool's thread that copied the context (Starlette's
 ``run_in_threadpool``, ``asyncio.to_thread``), a task a middleware started for the
 downstream application (Starlette's ``BaseHTTPMiddleware``), since a copied context
-holds the same dict.  The record takes a copy of the dict when the application's
+holds the same dict.  The record takes a copy of the dict (``RecordBudget.notes``,
+which cuts long values to the log's ``max_record_bytes``) when the application's
 call ends (under ASGI after its background tasks, which run once the response has
 gone: the middleware holds the record until then), so nothing changes a record the
 writer may be reading.  A new request starts with a
@@ -48,11 +49,6 @@ def add_fields(**fields: Any) -> None:
     notes = _get()
     if notes is not None:
         notes.update(fields)
-
-
-def snapshot(notes: dict[str, Any] | None) -> dict[str, Any] | None:
-    """The record's notes from a request's dict: a copy, or None when empty."""
-    return notes.copy() if notes else None
 
 
 def note_text(value: object) -> str:

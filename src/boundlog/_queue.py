@@ -20,6 +20,16 @@ at the same instant, up to T - 1 of them may pass a check that a neighbour's app
 then makes stale, so the queue can hold ``max_queue + T - 1`` records for a moment.
 An asyncio server submits from one thread and never exceeds ``max_queue``.
 
+The queue is bounded in bytes too, by a budget (``max_queue_bytes``) of what its records
+keep of the client's and the application's bytes (``_budget.record_cost``).  Half of it
+is shared out: a record up to ``budget / (2 * max_queue)`` bytes (every ordinary
+request) costs nothing more, since ``max_queue`` bounds how many there are.  A larger
+record takes the slow path, ``_offer_large``: under the count lock its excess over that
+share is charged against the other half, or it is refused like a record finding the
+queue full (the first record charged always fits, so none waits for ever).  The writer
+releases the excess of what it takes, found through ``_excess``, a map from the
+record's id consulted only while it is not empty.
+
 Wake-ups are edge-triggered.  The writer publishes ``_wake_at``, the queue length at
 which it wants to be woken (1 when idle, ``batch_size`` while it gathers a batch,
 never while it writes), and a submitter that reaches it notifies under the lock.
@@ -36,6 +46,7 @@ from collections import deque
 from collections.abc import Iterator
 from typing import Literal
 
+from ._budget import DEFAULT_MAX_QUEUE_BYTES, record_cost
 from ._record import Record
 
 Policy = Literal["drop", "wait"]
@@ -53,14 +64,25 @@ class Admission:
 
     # Slots: the C hand-off (csrc/handoff.c) reads four of them per request.
     __slots__ = (
-        "_async_waiters", "_backlog", "_batch_size", "_closed", "_count_lock", "_hurry",
-        "_lock", "_max_queue", "_pending", "_refused_unlocked", "_room", "_room_waiters",
-        "_wait_for_room",
-        "_wake_at", "_work", "peak", "refused", "taken", "writer_ident",
+        "_async_waiters", "_backlog", "_batch_size", "_charged", "_closed", "_count_lock",
+        "_excess", "_excess_room", "_hurry", "_lock", "_max_queue", "_pending", "_room",
+        "_refused_unlocked", "_room_waiters", "_share", "_wait_for_room", "_wake_at", "_work", "peak", "refused",
+        "taken", "writer_ident",
     )  # fmt: skip
 
-    def __init__(self, *, max_queue: int, batch_size: int, policy: Policy) -> None:
+    def __init__(
+        self,
+        *,
+        max_queue: int,
+        batch_size: int,
+        policy: Policy,
+        max_queue_bytes: int = DEFAULT_MAX_QUEUE_BYTES,
+    ) -> None:
         self._max_queue = max_queue
+        # A record up to its share is bounded by max_queue; the rest is for the excess
+        # of larger ones (the C hand-off reads the share once, as it does max_queue).
+        self._share = max_queue_bytes // (2 * max_queue)
+        self._excess_room = max_queue_bytes - self._share * max_queue
         self._batch_size = min(batch_size, max_queue)
         self._wait_for_room = policy == "wait"
         self._start_afresh()
@@ -88,6 +110,10 @@ class Admission:
         # lock of ours (see offer_unlocked), and counts() adds its length.
         self._refused_unlocked: deque[None] = deque()
         self.peak = 0
+        # The excess charged for the queued records over their share, and each one's
+        # by its id (a list: the same record may be queued twice).
+        self._charged = 0
+        self._excess: dict[int, list[int]] = {}
 
     def reset_after_fork(self) -> None:
         """In a forked child: forget the parent's records, locks and waiters.
@@ -133,13 +159,67 @@ class Admission:
         # rare transitions that wake the writer (see the module docstring).
         pending = self._pending
         if len(pending) < self._max_queue and not self._closed:
+            if record_cost(record) > self._share:
+                return self._offer_large(record)
             pending.append(record)
-            if len(pending) >= self._wake_at:
-                self._wake_writer()
-            if self._closed:
-                return not self._withdraw(record)
-            return True
+            return self._appended(record)
         return False
+
+    def _appended(self, record: Record) -> bool:
+        """After ``record``'s append: wake the writer if it asked, and answer whether
+        the record is accepted (not if a close came first and it could be withdrawn)."""
+        if len(self._pending) >= self._wake_at:
+            self._wake_writer()
+        if self._closed:
+            return not self._withdraw(record)
+        return True
+
+    def _offer_large(self, record: Record) -> bool:
+        """Accept a record over its share if the byte budget has room for its excess.
+
+        The slow path of :meth:`offer` (and of the C hand-off), for records above
+        ``budget / (2 * max_queue)``: rare unless clients send big requests.
+        """
+        with self._count_lock:
+            if not self._append_large_locked(record):
+                return False
+        return self._appended(record)
+
+    def _append_large_locked(self, record: Record) -> bool:
+        # Appended under the count lock, which take() removes under, so that the
+        # writer finds the excess of every charged record it takes.
+        pending = self._pending
+        if len(pending) >= self._max_queue or self._closed:
+            return False
+        excess = record_cost(record) - self._share
+        if excess > 0:
+            # (Within its share, a record the C hand-off could not measure.)
+            if not self._fits(excess):
+                return False
+            self._charged += excess
+            self._excess.setdefault(id(record), []).append(excess)
+        pending.append(record)
+        return True
+
+    def _fits(self, excess: int) -> bool:
+        # The first charged record always fits: one larger than the whole budget (a
+        # record the application built, which no middleware cut) must not wait for ever.
+        return not self._charged or self._charged + excess <= self._excess_room
+
+    def _no_room(self, record: Record) -> bool:
+        """Whether ``record`` would be refused now for want of room (records or bytes)."""
+        if len(self._pending) >= self._max_queue:
+            return True
+        excess = record_cost(record) - self._share
+        return excess > 0 and not self._fits(excess)
+
+    def _release(self, record: Record) -> None:
+        # Under the count lock, for a record leaving the queue.
+        excesses = self._excess.get(id(record))
+        if excesses:
+            self._charged -= excesses.pop()
+            if not excesses:
+                del self._excess[id(record)]
 
     def offer_unlocked(self, record: Record) -> None:
         """Queue ``record`` if there is room now, else count it refused, taking no lock.
@@ -153,6 +233,9 @@ class Admission:
         taken back unless the writer took it, as ``_withdraw`` does with the lock.
         """
         pending = self._pending
+        if record_cost(record) > self._share:
+            self._offer_large_unlocked(record)
+            return
         if len(pending) < self._max_queue and not self._closed:
             pending.append(record)
             if not self._closed:
@@ -167,6 +250,26 @@ class Admission:
             except ValueError:  # the writer took it: it will be written or failed
                 return
         self.refuse_unlocked()
+
+    def _offer_large_unlocked(self, record: Record) -> None:
+        # A record over its share is charged under the count lock, which this thread
+        # may hold already: taken only if free at once, else the record is refused.
+        # Closed is checked under it, so the writer's last take (under it too) comes
+        # after the append and takes the record, or the record sees the queue closed.
+        if not self._count_lock.acquire(blocking=False):
+            self.refuse_unlocked()
+            return
+        try:
+            accepted = self._append_large_locked(record)
+        finally:
+            self._count_lock.release()
+        if not accepted:
+            self.refuse_unlocked()
+        elif self._lock.acquire(blocking=False):
+            try:
+                self._wake_writer_locked()
+            finally:
+                self._lock.release()
 
     def refuse_unlocked(self) -> None:
         """Count a record refused, taking no lock (see :meth:`offer_unlocked`)."""
@@ -187,7 +290,7 @@ class Admission:
         while not self._closed:
             room = loop.create_future()
             with self._lock:
-                if len(self._pending) >= self._max_queue and not self._closed:
+                if self._no_room(record) and not self._closed:
                     self._async_waiters.append((loop, room))
                     self._wake_writer_locked()
                     self._saw_full()
@@ -204,7 +307,7 @@ class Admission:
     def _submit_blocking(self, record: Record) -> bool:
         while True:
             with self._refused_if_given_up(), self._lock:
-                while len(self._pending) >= self._max_queue and not self._closed:
+                while self._no_room(record) and not self._closed:
                     self._room_waiters += 1
                     self._wake_writer_locked()
                     self._saw_full()
@@ -272,6 +375,7 @@ class Admission:
                     for index, queued in enumerate(pending):
                         if queued is record:
                             del pending[index]
+                            self._release(record)
                             return True
                 except RuntimeError:  # "deque mutated during iteration"
                     continue
@@ -317,6 +421,9 @@ class Admission:
             waiting = len(pending)
             count = min(waiting, self._batch_size)
             batch = [pending.popleft() for _ in range(count)]
+            if self._excess:
+                for record in batch:
+                    self._release(record)
             self.taken += count
             if waiting > self.peak:
                 self.peak = waiting
@@ -361,6 +468,8 @@ class Admission:
                     break
                 count += 1
             self.taken += count
+            self._charged = 0
+            self._excess.clear()
         return count
 
     @property

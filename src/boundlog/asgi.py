@@ -65,7 +65,7 @@ from ._errors import AccessLogError, report_on_stderr
 from ._extras import NO_EXTRAS, learner, with_bytes_received
 from ._log import AccessLog
 from ._logging import reaches_a_handler
-from ._notes import NOTES, snapshot
+from ._notes import NOTES
 from ._record import Extras, Record, new_record
 from ._websocket import Session
 
@@ -186,7 +186,7 @@ class AccessLogMiddleware:
                 if held is not None:
                     # A response begun after one that ended: the ended one's record
                     # goes now (the application broke the protocol; no waiting).
-                    self._submit_on_close(held._replace(notes=snapshot(notes)))
+                    self._submit_on_close(self._with_notes(held, notes))
                     held = None
                 return send(message)
             elif kind == "http.response.trailers":
@@ -213,7 +213,7 @@ class AccessLogMiddleware:
             if notes is not None:
                 if held is not None:
                     # A second end of a response: the first one's record goes now.
-                    self._submit_on_close(held._replace(notes=snapshot(notes)))
+                    self._submit_on_close(self._with_notes(held, notes))
                 held = entry
                 return send(message)
             if self._offer(entry):
@@ -249,7 +249,14 @@ class AccessLogMiddleware:
                 )
                 await self._submit_async(entry)
             elif held is not None:
-                await self._submit_async(held._replace(notes=snapshot(notes)))
+                await self._submit_async(self._with_notes(held, notes))
+
+    def _with_notes(self, held: Record, notes: dict[str, Any] | None) -> Record:
+        # A held record takes the request's notes as they are now, counted against
+        # what it keeps of the client's bytes (csrc/asgi_record.c too).
+        return held._replace(
+            notes=self._budget.notes(notes, held.path, held.query, held.request_headers)
+        )
 
     def _submit_on_close(self, entry: Record) -> None:
         # For a request that cannot wait for room: a closed exchange (coroutine.close(),
@@ -463,8 +470,8 @@ def _record(
         # a log that reads it, not to keep an application's list alive for nothing.
         status, sent, headers,
         response.get("headers", ()) if keeps_response_headers else (),
-        # A copy: the application may add fields later.
-        snapshot(notes), extras,
+        # A copy, cut to the budget's rest: the application may add fields later.
+        budget.notes(notes, path, query, headers), extras,
     ))  # fmt: skip
 
 

@@ -53,7 +53,7 @@ from ._environment import log_for_middleware, request_ids_for_middleware
 from ._extras import NO_EXTRAS, early_trace_reader, with_bytes_received, wsgi_learner
 from ._headers import environ_key
 from ._log import AccessLog
-from ._notes import NOTES, snapshot
+from ._notes import NOTES
 from ._record import Record
 
 Environ = dict[str, Any]
@@ -308,7 +308,18 @@ class _Exchange:
         # The C code measures picked fields against the budget as bounded_environ does
         # and calls it only when over; a whole environ is measured by it (limit -1).
         limit = -1 if pick_headers is None else budget.limit
-        notes = snapshot(self._notes)
+        notes = self._notes
+        if notes:
+            # Cut to the budget's rest, as the record's path, query and headers leave it:
+            # a whole environ holds its path and query among its text values.
+            notes = budget.notes(
+                notes,
+                "" if pick_headers is None else environ.get("PATH_INFO", ""),
+                "" if pick_headers is None else environ.get("QUERY_STRING", ""),
+                headers,
+            )
+        else:
+            notes = None
         # The application has run: what it left in the environ is there to learn.
         learn = self._middleware._extras
         extras = None if learn is None else learn(environ, self._completed, self._trace)

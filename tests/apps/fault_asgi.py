@@ -1,6 +1,7 @@
 """The ASGI application uvicorn serves in the fault tests (see ``tests.apps.faults``).
 
-Its lifespan runs a ticker, an asyncio task that counts 5 ms sleeps, so that a test can
+A request with an ``X-Note-Size: N`` header adds a field of N characters to its record
+(``boundlog.add_fields``).  Its lifespan runs a ticker, an asyncio task that counts 5 ms sleeps, so that a test can
 see whether the event loop kept running while requests waited for room in the queue.
 At lifespan shutdown it closes the borrowed log and records the final counters: uvicorn
 ends a graceful shutdown by re-raising SIGTERM on itself, so atexit never runs there.
@@ -13,6 +14,7 @@ import contextlib
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
+from boundlog import add_fields
 from boundlog.asgi import AccessLogMiddleware
 
 from .faults import LOG, STATS_PATH, answer, close_and_record, stats_document
@@ -22,6 +24,8 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 
 TICK = 0.005
+#: A request with this header makes the application add a field of that many characters.
+NOTE_SIZE_HEADER = b"x-note-size"
 _ticks = 0
 
 
@@ -29,6 +33,11 @@ async def application(scope: MutableMapping[str, Any], receive: Receive, send: S
     if scope["type"] == "lifespan":
         await _lifespan(receive, send)
         return
+    for name, value in scope["headers"]:
+        if name == NOTE_SIZE_HEADER:
+            # A field of that many characters, new for each request (a log whose format
+            # reads notes keeps it in the record).
+            add_fields(big="%d " % id(scope) + "n" * int(value))
     await _respond(send, 200, answer())
 
 
