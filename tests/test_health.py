@@ -295,8 +295,8 @@ def test_drops_while_a_fifo_has_no_reader_name_it_even_once_the_reader_came() ->
     waiting = f"nobody reads the FIFO {SINK}: start its reader"
     stats = _stats(dropped=40)
     assert report.check(stats, 101.0, stalled_for=None, last_failure=None, unavailable=waiting) == (
-        "dropped 40 records in the last 1 s: the queue (max_queue=10,000) is full "
-        f"because {waiting}"
+        "dropped 40 records in the last 1 s: the queue (max_queue=10,000, "
+        f"max_queue_bytes=20,971,520) is full because {waiting}"
     )
     # More drops while it waits; the reader comes before the period is over.
     assert report.check(_stats(dropped=60), 103.0, stalled_for=None, last_failure=None,
@@ -306,6 +306,6 @@ def test_drops_while_a_fifo_has_no_reader_name_it_even_once_the_reader_came() ->
     assert line.endswith(f"because {waiting}")
     # Drops after that are the sink's speed again.
     assert _check(report, 112.0, dropped=70) == (
-        "dropped 10 records in the last 6 s: the queue (max_queue=10,000) is full "
-        f"because {SINK} is slower than the requests"
+        "dropped 10 records in the last 6 s: the queue (max_queue=10,000, "
+        f"max_queue_bytes=20,971,520) is full because {SINK} is slower than the requests"
     )
