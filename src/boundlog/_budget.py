@@ -254,15 +254,23 @@ class RecordBudget:
         ]
 
 
+# The header containers record_cost measures.
+_MEASURED = (list, tuple, dict)
+
+
 def record_cost(record: Any) -> int:
     """What a queued record keeps of the client's and the application's bytes, by the
     estimate: path, query, request header fields and notes (the queue's byte budget)."""
     size = len(record[4]) + len(record[5])
-    # Not a header list a server makes: what the record keeps is the caller's.
-    with suppress(TypeError, ValueError):
-        size += _headers_size(record[9])
+    headers = record[9]
+    # Only the containers servers and integrations make are measured: anything else
+    # (a record built by hand) is the caller's, and its iteration may be anything, even
+    # raise, which the request path must not.  So must a list of odd items.
+    if type(headers) in _MEASURED:
+        with suppress(TypeError, ValueError):
+            size += _headers_size(headers)
     notes = record[11]
-    if notes:
+    if type(notes) is dict:
         for name, value in notes.items():
             size += FIELD_OVERHEAD + len(name) + (len(value) if type(value) is str else 0)
     return size
