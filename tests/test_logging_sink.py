@@ -8,6 +8,7 @@ they get, and what ``stats()`` counts when a filter raises or a handler blocks.
 from __future__ import annotations
 
 import base64
+import http.client
 import io
 import json
 import logging
@@ -17,6 +18,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import structlog
@@ -328,6 +330,60 @@ def test_a_handler_that_submits_to_its_own_log_under_wait_never_waits(
     assert answers == [True, True, False]
     assert (stats.submitted, stats.written, stats.dropped) == (3, 2, 1)
     assert [r.http_path for r in handler.records] == ["/request", "/from-handler"]  # type: ignore[attr-defined]
+
+
+def test_a_real_server_whose_log_handler_submits_to_its_log_under_wait_keeps_answering(
+    logger: logging.Logger,
+) -> None:
+    """The same behind a real WSGI server (wsgiref, one request at a time): the
+    handler's submissions that find no room are counted, and every request is answered
+    and logged."""
+    from wsgiref.simple_server import WSGIRequestHandler, make_server
+
+    from boundlog.wsgi import AccessLogMiddleware
+
+    class Quiet(WSGIRequestHandler):
+        def log_request(self, *args: object) -> None:
+            pass
+
+    def app(environ: dict[str, object], start_response: Any) -> list[bytes]:
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        return [b"ok"]
+
+    log: AccessLog
+
+    class Resubmitting(Collector):
+        def emit(self, record: logging.LogRecord) -> None:
+            super().emit(record)
+            if record.http_path == "/request":  # type: ignore[attr-defined]
+                for _ in range(2):
+                    log.submit(Record(START, 0.1, "10.0.0.1", "GET", b"/audit", b"",
+                                      "HTTP/1.1", 200, 0))  # fmt: skip
+
+    logger.addHandler(handler := Resubmitting())
+    log = AccessLog(
+        LoggingSink(logger.name), policy="wait", max_queue=1, batch_size=1, report_loss=False
+    )
+    server = make_server("127.0.0.1", 0, AccessLogMiddleware(app, log=log), handler_class=Quiet)
+    serving = threading.Thread(target=server.serve_forever)
+    serving.start()
+    requests = 20
+    try:
+        for _ in range(requests):
+            connection = http.client.HTTPConnection("127.0.0.1", server.server_port, timeout=30)
+            connection.request("GET", "/request")
+            assert connection.getresponse().read() == b"ok"
+            connection.close()
+    finally:
+        server.shutdown()
+        serving.join()
+        server.server_close()
+    stats = log.close(timeout=30)
+    paths = [r.http_path for r in handler.records]  # type: ignore[attr-defined]
+    assert paths.count("/request") == requests
+    assert stats.submitted == 3 * requests
+    assert stats.written == len(paths)
+    assert stats.submitted == stats.written + stats.dropped
 
 
 def test_logging_name_is_a_sink_spec_and_a_variable(
