@@ -37,9 +37,9 @@ from uvicorn.logging import AccessFormatter
 
 from boundlog import AccessLog, LoggingSink, Record, add_fields
 from boundlog._core import description as core_description
-from boundlog._formats import make_format
-from boundlog._schemas import SCHEMAS
 from boundlog.asgi import AccessLogMiddleware
+from boundlog.formats._apache import make_format
+from boundlog.formats._schemas import SCHEMAS
 from boundlog.wsgi import AccessLogMiddleware as WsgiAccessLogMiddleware
 
 # gunicorn's default access_log_format, a template boundlog compiles (_templates).

@@ -125,7 +125,7 @@ call_admission(Handoff *handoff, int name, PyObject *argument)
     return rc;
 }
 
-/* The reference's FIELD_OVERHEAD (_budget.py): what a header field costs beyond its bytes. */
+/* The reference's FIELD_OVERHEAD (record/record/_budget.py): what a header field costs beyond its bytes. */
 #define FIELD_OVERHEAD 160
 /* A record's fields _budget.record_cost reads. */
 enum { RECORD_PATH = 4, RECORD_QUERY = 5, RECORD_HEADERS = 9, RECORD_NOTES = 11 };
@@ -224,7 +224,7 @@ int
 handoff_offer(Handoff *handoff, PyObject *record)
 {
     /* Hot path, once per request: no formatting, no I/O, and no lock except on the
-     * rare transitions (see _queue.py's module docstring). */
+     * rare transitions (see engine/_admission.py's module docstring). */
     PyObject *pending = attribute(handoff, HANDOFF_PENDING);
     if (pending == NULL) {
         return -1;

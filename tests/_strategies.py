@@ -9,7 +9,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from boundlog import Record
-from boundlog._record import Extras
+from boundlog.record._record import Extras
 
 # Text and bytes weighted towards what breaks lines, quoting and encodings: line
 # breaks, quotes, backslashes, spaces, NUL, DEL, latin-1, lone surrogates, astral.

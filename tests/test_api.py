@@ -44,7 +44,7 @@ def test_record_is_immutable() -> None:
 
 def test_the_field_index_constants_name_the_record_fields() -> None:
     """Code reading a record by position reads the field the constant is named after."""
-    from boundlog import _record
+    from boundlog.record import _record
 
     assert [getattr(_record, field.upper()) for field in boundlog.Record._fields] == list(
         range(len(boundlog.Record._fields))

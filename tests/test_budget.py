@@ -1,7 +1,7 @@
 """The byte budget per record: what a queued record keeps of what a client sent.
 
 Each integration keeps an ordinary request's objects as the server gave them, and cuts
-a record over ``max_record_bytes`` down (see ``boundlog._budget``).  These tests build
+a record over ``max_record_bytes`` down (see ``boundlog.record._budget``).  These tests build
 records the way the integrations do, from hostile requests, and check what they keep,
 what the lines show, and what formatting a batch of them costs in memory.
 """
@@ -20,16 +20,16 @@ from gunicorn.config import Config
 import boundlog
 from _records import make_record
 from boundlog import AccessLog, ConfigurationError, JsonFormat, unescape
-from boundlog._budget import (
+from boundlog.asgi import AccessLogMiddleware, _record
+from boundlog.formats._apache import make_format
+from boundlog.gunicorn import Logger
+from boundlog.record._budget import (
     CUT_MARKER,
     DEFAULT_MAX_RECORD_BYTES,
     RECORD_OVERHEAD,
     RecordBudget,
     client_bytes,
 )
-from boundlog._formats import make_format
-from boundlog.asgi import AccessLogMiddleware, _record
-from boundlog.gunicorn import Logger
 from boundlog.wsgi import AccessLogMiddleware as WsgiMiddleware
 
 MIB = 1024 * 1024

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from boundlog._color import use_color
+from boundlog.formats._color import use_color
 
 
 @pytest.mark.parametrize(

@@ -22,8 +22,8 @@ from _helpers import wait_until
 from _servers import LOOPBACK
 from apps.exchange_fields import CHUNK
 from boundlog import AccessLog, Extras, Record, _core
-from boundlog._counting import CountingReader
 from boundlog.asgi import AccessLogMiddleware
+from boundlog.capture._counting import CountingReader
 from boundlog.http_server import AccessLogMixin
 from boundlog.wsgi import AccessLogMiddleware as WsgiMiddleware
 from test_e2e_completed import abandon

@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 from _helpers import local_zone
 from _records import make_record
 from boundlog import AccessLog, DevFormat, Record
-from boundlog._escape import escape
-from boundlog._formats import make_format
+from boundlog.formats._apache import make_format
+from boundlog.formats._escape import escape
 
 GREEN, CYAN, YELLOW, RED, DIM, RESET = (
     b"\x1b[32m", b"\x1b[36m", b"\x1b[33m", b"\x1b[31m", b"\x1b[2m", b"\x1b[0m"

@@ -30,7 +30,7 @@ from _servers import (
     stop_gracefully,
     uvicorn_app_command,
 )
-from boundlog._json import JSON_FIELDS
+from boundlog.formats._json import JSON_FIELDS
 
 REQUESTS = 240
 CONNECTIONS = 8

@@ -1,4 +1,4 @@
-"""``BOUNDLOG_*`` variables configure every integration (src/boundlog/_environment.py).
+"""``BOUNDLOG_*`` variables configure every integration (src/boundlog/engine/engine/_environment.py).
 
 A middleware that builds its own log takes the options its code passes and, for the
 others, the environment's; a misspelt variable is an error, not a setting silently
@@ -21,9 +21,9 @@ from gunicorn.config import Config  # type: ignore[import-untyped]
 
 from _servers import UVICORN_CLEAN_EXITS, read_log_lines, running_server, uvicorn_app_command
 from boundlog import ConfigurationError, SinkError
-from boundlog._environment import options_from_environment
 from boundlog.aiohttp import access_logger
 from boundlog.asgi import AccessLogMiddleware
+from boundlog.engine._environment import options_from_environment
 from boundlog.gunicorn import Logger
 from boundlog.wsgi import AccessLogMiddleware as WSGIMiddleware
 

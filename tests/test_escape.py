@@ -9,7 +9,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from boundlog._escape import escape, escape_unquoted, unescape
+from boundlog.formats._escape import escape, escape_unquoted, unescape
 
 # What an escaped value may contain: printable ASCII other than `"` and `\`, or a \xhh escape.
 ESCAPED = re.compile(rb"(?:[\x20\x21\x23-\x5b\x5d-\x7e]|\\x[0-9a-f]{2})*")

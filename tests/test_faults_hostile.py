@@ -41,7 +41,7 @@ from _servers import (
     uvicorn_fault_command,
 )
 from boundlog import Record, Template, unescape
-from boundlog._formats import Format, make_format
+from boundlog.formats._apache import Format, make_format
 
 HOSTILE_VALUES = {
     "quotes": b'say "hi"',

@@ -27,8 +27,12 @@ from _servers import (
     running_server_with_stdout,
     uvicorn_fault_command,
 )
-from boundlog._budget import DEFAULT_MAX_QUEUE_BYTES, DEFAULT_MAX_RECORD_BYTES, RECORD_OVERHEAD
-from boundlog._log import DEFAULT_BATCH_SIZE, DEFAULT_MAX_QUEUE
+from boundlog.engine._log import DEFAULT_BATCH_SIZE, DEFAULT_MAX_QUEUE
+from boundlog.record._budget import (
+    DEFAULT_MAX_QUEUE_BYTES,
+    DEFAULT_MAX_RECORD_BYTES,
+    RECORD_OVERHEAD,
+)
 
 MIB = 1024 * 1024
 PIPE_SIZE = 4096

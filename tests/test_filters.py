@@ -11,7 +11,7 @@ import pytest
 
 from _records import make_record
 from boundlog import AccessLog, ConfigurationError, Record, Stats
-from boundlog._filters import Select, make_select
+from boundlog.selection._filters import Select, make_select
 
 
 def select(**options: Any) -> Select:

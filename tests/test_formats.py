@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 from _helpers import local_zone
 from _records import apache_record, make_record, request_header
 from boundlog import ConfigurationError, Record
-from boundlog._escape import unescape
-from boundlog._formats import FORMATS, make_format
-from boundlog._trace import trace_ids
+from boundlog.capture._trace import trace_ids
+from boundlog.formats._apache import FORMATS, make_format
+from boundlog.formats._escape import unescape
 
 # Apache's definitions, `%h %l %u %t "%r" %>s %b` and ` "%{Referer}i" "%{User-agent}i"`,
 # with every field in boundlog's escaped form (see _escape).

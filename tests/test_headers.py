@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from boundlog import ConfigurationError
-from boundlog._headers import REDACTED, HeaderReader
+from boundlog.record._headers import REDACTED, HeaderReader
 
 ASGI = [(b"host", b"example"), (b"user-agent", b"probe/1"), (b"x-forwarded-for", b"10.0.0.1")]
 ENVIRON = {

@@ -1,4 +1,4 @@
-"""Loss reports on stderr (src/boundlog/_health.py).
+"""Loss reports on stderr (src/boundlog/metrics/metrics/_health.py).
 
 ``LossReport`` is given the clock, so its rate limit and its "in the last N s" are
 checked here without waiting for real seconds; the monitor thread is checked in real
@@ -22,7 +22,7 @@ from _helpers import BlockedPipe
 from _records import make_record
 from _servers import loss_reports
 from boundlog import AccessLog, Stats
-from boundlog._health import REPORT_EVERY, LossReport
+from boundlog.metrics._health import REPORT_EVERY, LossReport
 
 SINK = "/var/log/app/access.log"
 

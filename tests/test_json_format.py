@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from _records import make_record
 from boundlog import ConfigurationError, Extras, JsonFormat, Record, unescape
-from boundlog._json import JSON_FIELDS
+from boundlog.formats._json import JSON_FIELDS
 
 # 1700000000.25 is 2023-11-14T22:13:20.250Z.
 HEAD = (

@@ -16,7 +16,7 @@ from _helpers import BlockedPipe
 from _records import make_record
 from _servers import loss_reports
 from boundlog import AccessLog, ConfigurationError, JsonFormat, SinkError, Stats
-from boundlog._queue import Admission
+from boundlog.engine._admission import Admission
 
 
 def test_close_writes_every_accepted_record(tmp_path: Path) -> None:

@@ -27,9 +27,9 @@ from pythonjsonlogger.json import JsonFormatter
 from uvicorn.logging import AccessFormatter
 
 from boundlog import AccessLog, ConfigurationError, LoggingSink, Record, Template
-from boundlog._environment import options_from_environment
-from boundlog._logging import ATTRIBUTES, GUNICORN_DEFAULT
+from boundlog.engine._environment import options_from_environment
 from boundlog.gunicorn import Logger as GunicornLogger
+from boundlog.sinks._logging import ATTRIBUTES, GUNICORN_DEFAULT
 
 START = 1_700_000_000.25
 # Part of the combined line of record(), the message of the "line" shape.

@@ -1,4 +1,4 @@
-"""``metrics=True``: the log's counters in Prometheus (src/boundlog/_metrics.py).
+"""``metrics=True``: the log's counters in Prometheus (src/boundlog/metrics/metrics/_metrics.py).
 
 In one process they equal ``stats()`` once the writer has caught up (and after
 ``close()``, its final counts); a real Prometheus server scraping a real uvicorn app
@@ -26,7 +26,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from _helpers import BlockedPipe, stalled_fifo
 from _records import make_record
 from _servers import LOOPBACK, PYTHON, free_port, read_log_lines, running_server
-from boundlog import AccessLog, ConfigurationError, _metrics
+from boundlog import AccessLog, ConfigurationError
+from boundlog.metrics import _metrics
 
 PROMETHEUS = shutil.which("prometheus")
 DEADLINE = 60.0

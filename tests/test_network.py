@@ -23,8 +23,8 @@ from _collectors import (
 from _records import make_record
 from _servers import loss_reports
 from boundlog import AccessLog, ConfigurationError, NetworkSink, Stats
-from boundlog._network import _cause
-from boundlog._syslog import Syslog, datagrams, octet_counted
+from boundlog.sinks._network import _cause
+from boundlog.sinks._syslog import Syslog, datagrams, octet_counted
 
 # Quick retries: the tests wait for the sink to come back, never for a fixed time.
 FAST = {"retry_initial": 0.01, "retry_max": 0.1}

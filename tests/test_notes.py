@@ -24,10 +24,10 @@ from _records import CapturingFormat, make_record
 from _strategies import NOTE_NAMES, NOTE_VALUES, Unprintable
 from boundlog import AccessLog, JsonFormat, Record, Template, add_fields, unescape
 from boundlog._errors import ConfigurationError
-from boundlog._json import JSON_FIELDS
-from boundlog._notes import NOTES
-from boundlog._record import NOTES as NOTES_INDEX
 from boundlog.asgi import AccessLogMiddleware as AsgiMiddleware
+from boundlog.formats._json import JSON_FIELDS
+from boundlog.record._notes import NOTES
+from boundlog.record._record import NOTES as NOTES_INDEX
 from boundlog.wsgi import AccessLogMiddleware as WsgiMiddleware
 
 

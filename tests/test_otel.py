@@ -1,5 +1,5 @@
 """``metrics="opentelemetry"`` and ``metrics=<a Meter>``: the log's counters as
-OpenTelemetry observable instruments (src/boundlog/_otel.py), read by the SDK's own
+OpenTelemetry observable instruments (src/boundlog/metrics/metrics/_otel.py), read by the SDK's own
 ``InMemoryMetricReader``.
 
 What the reader collects equals ``stats()`` after a flush and after ``close()``, through
@@ -32,7 +32,8 @@ from prometheus_client import REGISTRY
 from _helpers import stalled_fifo
 from _records import make_record
 from _servers import LOOPBACK, PYTHON, read_log_lines, running_server
-from boundlog import AccessLog, ConfigurationError, Stats, _otel
+from boundlog import AccessLog, ConfigurationError, Stats
+from boundlog.metrics import _otel
 
 DEADLINE = 60.0
 Points = dict[tuple[str, tuple[tuple[str, Any], ...]], float]

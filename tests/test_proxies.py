@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from _records import make_record
 from boundlog import AccessLog, ConfigurationError, Record
-from boundlog._proxies import MAX_HOPS, TrustedProxies
+from boundlog.selection._proxies import MAX_HOPS, TrustedProxies
 
 TRUSTED = ["127.0.0.1", "10.0.0.0/8", "fd00::/8"]
 PROXIES = TrustedProxies(TRUSTED)

@@ -15,7 +15,7 @@ import pytest
 from _helpers import BlockedPipe, wait_until
 from _records import make_record
 from boundlog import AccessLog
-from boundlog._queue import Admission
+from boundlog.engine._admission import Admission
 
 
 def _writer_busy(log: AccessLog, pipe: BlockedPipe) -> None:

@@ -22,7 +22,7 @@ import pytest
 
 from _records import make_record, request_header
 from boundlog import Record, unescape
-from boundlog._formats import make_format
+from boundlog.formats._apache import make_format
 
 HOSTILE = [
     b'say "hi"',

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from _records import make_record
 from boundlog import DEFAULT_REDACTED_QUERY, AccessLog, Record
-from boundlog._headers import REDACTED, HeaderReader
-from boundlog._redaction import QueryRedaction
+from boundlog.record._headers import REDACTED, HeaderReader
+from boundlog.selection._redaction import QueryRedaction
 
 DEFAULT = QueryRedaction(DEFAULT_REDACTED_QUERY)
 

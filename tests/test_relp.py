@@ -12,7 +12,7 @@ import pytest
 
 from _collectors import submit_paths
 from boundlog import AccessLog, NetworkSink, Stats
-from boundlog._relp import RelpError, RelpSession, Stopped
+from boundlog.sinks._relp import RelpError, RelpSession, Stopped
 
 FAST = {"retry_initial": 0.01, "retry_max": 0.1}
 _FRAME = re.compile(rb"(\d+) (\w+) (\d+)[ \n]")

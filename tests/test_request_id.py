@@ -1,4 +1,4 @@
-"""Request ids (src/boundlog/_request_id.py): the middlewares' ``request_id`` option.
+"""Request ids (src/boundlog/capture/capture/_request_id.py): the middlewares' ``request_id`` option.
 
 Under real servers (uvicorn for ASGI, gunicorn for WSGI, on both cores), a request
 without a usable id gets a new one that the application sees, the response carries and
@@ -21,9 +21,9 @@ import pytest
 import _servers
 from apps.request_id_app import OWN_ID
 from boundlog import AccessLog, ConfigurationError
-from boundlog._environment import options_from_environment
 from boundlog.aiohttp import access_logger
 from boundlog.asgi import AccessLogMiddleware
+from boundlog.engine._environment import options_from_environment
 from boundlog.wsgi import AccessLogMiddleware as WSGIMiddleware
 
 NEW_ID = re.compile(r"[0-9a-f]{32}")

@@ -57,8 +57,8 @@ from _servers import (
 )
 from _strategies import EXTRAS, RAW, RECORD_NOTES, TEXT
 from boundlog import AccessLog, ConfigurationError, Extras, Record, unescape
-from boundlog._formats import FORMATS, make_format
-from boundlog._schemas import ECS_VERSION, OTEL_METHODS, SchemaFormat
+from boundlog.formats._apache import FORMATS, make_format
+from boundlog.formats._schemas import ECS_VERSION, OTEL_METHODS, SchemaFormat
 from boundlog.gunicorn import _format_for
 
 SCHEMAS = ("ecs", "gcp", "otel")

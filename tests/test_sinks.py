@@ -11,7 +11,7 @@ import pytest
 
 from _records import make_record
 from boundlog import AccessLog, ConfigurationError
-from boundlog._sinks import PIPE_BUF, open_sink
+from boundlog.sinks._files import PIPE_BUF, open_sink
 
 
 def _read_all(fd: int, into: list[bytes]) -> None:

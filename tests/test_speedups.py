@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from _records import make_record
 from _strategies import NUMBERS, RAW, RECORD_NOTES, TEXT, TIMES, VALUES, outcome
 from boundlog import Extras, JsonFormat, Record, Template, _core
-from boundlog._formats import ApacheFormat
+from boundlog.formats._apache import ApacheFormat
 
 FORCED_PURE = bool(os.environ.get(_core.NO_EXTENSIONS_VARIABLE))
 needs_c = pytest.mark.skipif(

@@ -36,8 +36,9 @@ from _servers import (
     stop_gracefully,
     uvicorn_app_command,
 )
-from boundlog import AccessLog, Extras, JsonFormat, Record, _core, _request_id, add_fields
+from boundlog import AccessLog, Extras, JsonFormat, Record, _core, add_fields
 from boundlog.asgi import AccessLogMiddleware
+from boundlog.capture import _request_id
 
 pytestmark = pytest.mark.skipif(
     _core.asgi_middleware is None, reason=f"the C core is not in use ({_core.description})"

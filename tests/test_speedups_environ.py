@@ -21,9 +21,9 @@ from hypothesis import strategies as st
 
 from _strategies import notes_dicts
 from boundlog import Record, _core
-from boundlog._budget import MIN_RECORD_BYTES, RecordBudget
-from boundlog._environ import environ_record
-from boundlog._record import Extras
+from boundlog.capture._environ import environ_record
+from boundlog.record._budget import MIN_RECORD_BYTES, RecordBudget
+from boundlog.record._record import Extras
 
 pytestmark = pytest.mark.skipif(
     _core.environ_record is None, reason=f"the C core is not in use ({_core.description})"

@@ -29,7 +29,7 @@ from _strategies import (
     outcome,
 )
 from boundlog import ConfigurationError, Extras, JsonFormat, Record, _core
-from boundlog._json import JSON_FIELDS, OPTIONAL_EXTRAS
+from boundlog.formats._json import JSON_FIELDS, OPTIONAL_EXTRAS
 
 needs_c = pytest.mark.skipif(
     _core.speedups is None, reason=f"the C core is not in use ({_core.description})"

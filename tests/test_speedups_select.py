@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 from _records import make_record
 from _strategies import outcome
 from boundlog import Record, _core
-from boundlog._filters import Select, make_select
-from boundlog._redaction import QueryRedaction
+from boundlog.selection._filters import Select, make_select
+from boundlog.selection._redaction import QueryRedaction
 
 needs_c = pytest.mark.skipif(
     _core.speedups is None, reason=f"the C core is not in use ({_core.description})"

@@ -34,7 +34,13 @@ from _strategies import (
     outcome,
 )
 from boundlog import ConfigurationError, Extras, Record, Template, _core
-from boundlog._templates import _APACHE, _C_CODE, _EPOCH_UNITS, _EXTRAS_DIRECTIVES, _GUNICORN
+from boundlog.formats._templates import (
+    _APACHE,
+    _C_CODE,
+    _EPOCH_UNITS,
+    _EXTRAS_DIRECTIVES,
+    _GUNICORN,
+)
 
 needs_c = pytest.mark.skipif(
     _core.speedups is None, reason=f"the C core is not in use ({_core.description})"

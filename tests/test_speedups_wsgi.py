@@ -24,7 +24,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from _records import make_record
-from boundlog import AccessLog, Extras, Record, _core, _request_id, add_fields
+from boundlog import AccessLog, Extras, Record, _core, add_fields
+from boundlog.capture import _request_id
 from boundlog.wsgi import AccessLogMiddleware
 
 pytestmark = pytest.mark.skipif(

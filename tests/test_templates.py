@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from _records import make_record
 from _servers import CLIENT_TIMEOUT, read_log_lines, running_server, stop_gracefully
 from boundlog import ConfigurationError, Extras, Record, Template
-from boundlog._escape import unescape
-from boundlog._formats import ApacheFormat, make_format
+from boundlog.formats._apache import ApacheFormat, make_format
+from boundlog.formats._escape import unescape
 from test_formats import CLEAN_RECORDS, RAW, RECORDS, SETTINGS, lines_of, text_bytes
 from test_integration_gunicorn import group_processes, gunicorn_command
 

@@ -21,7 +21,7 @@ from _servers import (
     uvicorn_app_command,
 )
 from boundlog import Extras, JsonFormat
-from boundlog._trace import trace_ids
+from boundlog.capture._trace import trace_ids
 
 # The example of the W3C Trace Context recommendation, section 3.2.
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"

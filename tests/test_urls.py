@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from boundlog import AccessLog, ConfigurationError, NetworkSink
-from boundlog._urls import SCHEMES, parse_url
+from boundlog.sinks._urls import SCHEMES, parse_url
 
 
 @pytest.mark.parametrize(

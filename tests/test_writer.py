@@ -24,9 +24,9 @@ import pytest
 from _helpers import BlockedPipe, wait_until
 from _records import make_record
 from boundlog import AccessLog, Record, Stats
-from boundlog._formats import make_format
-from boundlog._queue import Admission
-from boundlog._sinks import Sink
+from boundlog.engine._admission import Admission
+from boundlog.formats._apache import make_format
+from boundlog.sinks._files import Sink
 
 BAD = b"/bad"
 # A descriptor number select.select() cannot watch (FD_SETSIZE is 1024).

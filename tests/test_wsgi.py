@@ -19,7 +19,7 @@ import pytest
 
 from _records import CapturingFormat
 from boundlog import AccessLog
-from boundlog._record import CLIENT, REQUEST_HEADERS
+from boundlog.record._record import CLIENT, REQUEST_HEADERS
 from boundlog.wsgi import AccessLogMiddleware
 
 StartResponse = Callable[..., Any]

@@ -9,21 +9,21 @@ application with :class:`boundlog.asgi.AccessLogMiddleware` or
 
 from __future__ import annotations
 
-from ._dev import DevFormat
 from ._errors import AccessLogError, ConfigurationError, SinkError
-from ._escape import escape, unescape
-from ._formats import FORMATS, Format
-from ._json import JsonFormat
-from ._log import AccessLog
-from ._logging import LoggingSink
-from ._network import NetworkSink
-from ._notes import add_fields
-from ._queue import POLICIES
-from ._record import Extras, Record
-from ._redaction import DEFAULT_REDACTED_QUERY
-from ._stats import Stats
-from ._templates import Template
 from ._version import __version__
+from .engine._admission import POLICIES
+from .engine._log import AccessLog
+from .formats._apache import FORMATS, Format
+from .formats._dev import DevFormat
+from .formats._escape import escape, unescape
+from .formats._json import JsonFormat
+from .formats._templates import Template
+from .metrics._stats import Stats
+from .record._notes import add_fields
+from .record._record import Extras, Record
+from .selection._redaction import DEFAULT_REDACTED_QUERY
+from .sinks._logging import LoggingSink
+from .sinks._network import NetworkSink
 
 __all__ = [
     "AccessLog",

@@ -17,9 +17,9 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ._queue import Admission
-    from ._record import Record
     from ._speedups import AsgiMiddleware, WsgiMiddleware
+    from .engine._admission import Admission
+    from .record._record import Record
 
 #: The environment variable that forces the pure-Python core.
 NO_EXTENSIONS_VARIABLE = "BOUNDLOG_NO_EXTENSIONS"

@@ -2,8 +2,8 @@
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ._queue import Admission
-from ._record import Record
+from .engine._admission import Admission
+from .record._record import Record
 
 def format_apache(
     records: Sequence[Record],

@@ -60,14 +60,14 @@ from typing import Any, ClassVar
 from aiohttp import web, web_log
 from aiohttp.abc import AbstractAccessLogger
 
-from ._budget import RecordBudget
-from ._environment import log_for_middleware
 from ._errors import ConfigurationError
-from ._extras import early_trace_reader, environ_reader, trace_reader
-from ._formats import FORMATS
-from ._log import AccessLog
-from ._record import Extras, Record, new_extras, new_record
-from ._routes import aiohttp_route
+from .capture._extras import early_trace_reader, environ_reader, trace_reader
+from .capture._routes import aiohttp_route
+from .engine._environment import log_for_middleware
+from .engine._log import AccessLog
+from .formats._apache import FORMATS
+from .record._budget import RecordBudget
+from .record._record import Extras, Record, new_extras, new_record
 
 #: ``learn(request, response)``: the extras of an exchange aiohttp has finished.
 Learn = Callable[[web.BaseRequest, web.StreamResponse], Extras]

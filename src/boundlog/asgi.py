@@ -59,15 +59,15 @@ from types import MethodType
 from typing import Any, Self
 
 from . import _core
-from ._budget import FIELD_OVERHEAD, RecordBudget
-from ._environment import log_for_middleware, request_ids_for_middleware
 from ._errors import AccessLogError, report_on_stderr
-from ._extras import NO_EXTRAS, learner, with_bytes_received
-from ._log import AccessLog
-from ._logging import reaches_a_handler
-from ._notes import NOTES
-from ._record import Extras, Record, new_record
-from ._websocket import Session
+from .capture._extras import NO_EXTRAS, learner, with_bytes_received
+from .capture._websocket import Session
+from .engine._environment import log_for_middleware, request_ids_for_middleware
+from .engine._log import AccessLog
+from .record._budget import FIELD_OVERHEAD, RecordBudget
+from .record._notes import NOTES
+from .record._record import Extras, Record, new_record
+from .sinks._logging import reaches_a_handler
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]

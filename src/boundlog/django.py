@@ -21,7 +21,7 @@ from typing import Any
 
 from django.utils.deprecation import MiddlewareMixin  # type: ignore[import-untyped]
 
-from ._routes import ROUTE_KEY
+from .capture._routes import ROUTE_KEY
 
 
 class RouteMiddleware(MiddlewareMixin):  # type: ignore[misc]

@@ -66,19 +66,19 @@ from typing import Any, Protocol
 
 from gunicorn.glogging import Logger as GunicornLogger  # type: ignore[import-untyped]
 
-from ._environ import compiled as _compiled_environ_record
-from ._environ import environ_record
-from ._environment import options_from_environment
 from ._errors import AccessLogError, ConfigurationError
-from ._extras import WsgiLearn, wsgi_learner
-from ._formats import FORMATS
-from ._log import (
+from .capture._environ import compiled as _compiled_environ_record
+from .capture._environ import environ_record
+from .capture._extras import WsgiLearn, wsgi_learner
+from .engine._environment import options_from_environment
+from .engine._log import (
     AccessLog,
 )
-from ._logging import SCHEME as LOGGING_SCHEME
-from ._record import Record
-from ._templates import Template
-from ._urls import looks_like_url
+from .formats._apache import FORMATS
+from .formats._templates import Template
+from .record._record import Record
+from .sinks._logging import SCHEME as LOGGING_SCHEME
+from .sinks._urls import looks_like_url
 from .wsgi import _STANDARD_STATUS_CODES, _parsed_status_code
 
 

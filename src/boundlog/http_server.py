@@ -31,10 +31,10 @@ from http.server import BaseHTTPRequestHandler
 from time import perf_counter, time
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
-from ._counting import CountingReader
-from ._environment import log_for_middleware
-from ._log import AccessLog
-from ._record import Extras, Record, new_extras, new_record
+from .capture._counting import CountingReader
+from .engine._environment import log_for_middleware
+from .engine._log import AccessLog
+from .record._record import Extras, Record, new_extras, new_record
 
 if TYPE_CHECKING:
     from _typeshed import ReadableBuffer

@@ -46,15 +46,15 @@ from types import MethodType, TracebackType
 from typing import Any, Self
 
 from . import _core
-from ._counting import CountingReader
-from ._environ import compiled as _compiled_environ_record
-from ._environ import environ_record
-from ._environment import log_for_middleware, request_ids_for_middleware
-from ._extras import NO_EXTRAS, early_trace_reader, with_bytes_received, wsgi_learner
-from ._headers import environ_key
-from ._log import AccessLog
-from ._notes import NOTES
-from ._record import Record
+from .capture._counting import CountingReader
+from .capture._environ import compiled as _compiled_environ_record
+from .capture._environ import environ_record
+from .capture._extras import NO_EXTRAS, early_trace_reader, with_bytes_received, wsgi_learner
+from .engine._environment import log_for_middleware, request_ids_for_middleware
+from .engine._log import AccessLog
+from .record._headers import environ_key
+from .record._notes import NOTES
+from .record._record import Record
 
 Environ = dict[str, Any]
 Headers = list[tuple[str, str]]

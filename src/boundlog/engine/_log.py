@@ -1,0 +1,512 @@
+"""``AccessLog``: the object users create; it wires admission, writer and sink together."""
+
+from __future__ import annotations
+
+import atexit
+import os
+import threading
+import time
+from collections.abc import Callable, Coroutine, Iterable
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from .. import _core
+from .._errors import ConfigurationError, report_on_stderr
+from .._options import flag, one_of, seconds, seconds_to_wait, signal_to_catch, whole_number
+from ..formats._apache import Format, make_format
+from ..formats._dev import DevFormat
+from ..metrics._health import FINAL_REPORT_WAIT, LossReport, monitor
+from ..metrics._metrics import PrometheusMetrics
+from ..metrics._metrics import require_client as require_metrics_client
+from ..metrics._otel import OpenTelemetryMetrics, metrics_option
+from ..metrics._stats import Stats
+from ..record._budget import (
+    DEFAULT_MAX_QUEUE_BYTES,
+    DEFAULT_MAX_RECORD_BYTES,
+    MIN_QUEUE_BYTES,
+    MIN_RECORD_BYTES,
+    RecordBudget,
+)
+from ..record._record import Record, environ_names_of, extras_read_by
+from ..selection._filters import make_select
+from ..selection._redaction import DEFAULT_REDACTED_QUERY
+from ..sinks._files import Sink, SinkSpec, open_sink
+from ..sinks._logging import LoggingSink
+from ..sinks._network import NetworkSink
+from ._admission import POLICIES, Admission, Policy
+from ._signals import ReopenSignal, drain_on_sigterm, terminate_after
+from ._writer import Writer
+
+if TYPE_CHECKING:
+    from opentelemetry.metrics import Meter
+
+# Defaults, chosen by measurement (docs/performance.md):
+# - 10,000 waiting records is about 0.3 s of uvicorn's full single-core rate: enough
+#   to ride out a sink stall of that length, in a few MiB of resident memory when full
+#   (the benchmark's overload scenario checks the bound).
+DEFAULT_MAX_QUEUE = 10_000
+# - a batch of 512 lines is ~100 KiB, past which a bigger write saves nothing.
+DEFAULT_BATCH_SIZE = 512
+# - gathering for 10 ms after the first record costs at most 100 writer wake-ups a
+#   second under load, and a line reaches the sink within ~10 ms of its response.
+DEFAULT_FLUSH_INTERVAL = 0.01
+# - close() and the exit backstop give a stuck sink this long before giving up.
+DEFAULT_CLOSE_TIMEOUT = 5.0
+# The longest flush_interval: a line held longer than an hour is a line not logged.  A
+# test or a batch job that wants lines only at flush() or close() asks for this.
+MAX_FLUSH_INTERVAL = 3600.0
+# - once close() gave up on a network sink and shut its socket down, the writer thread
+#   wakes at once and ends within a few system calls: this bounds the wait for it.
+ABANDONED_WRITER_WAIT = 1.0
+
+
+class AccessLog:
+    """A bounded, non-blocking access log with its own writer thread.
+
+    ``submit(record)`` hands a :class:`Record` over and returns whether it was
+    accepted.  Under ``policy="drop"`` it never blocks: a full queue refuses the record
+    and counts it in ``stats().dropped``.  Under ``policy="wait"`` it blocks the calling
+    thread until there is room; asyncio code awaits ``submit_async(record)`` instead,
+    which never blocks the event loop.
+
+    What gets logged is decided on the writer thread, never on the request path:
+    ``skip_paths``, ``skip_status``, ``min_duration``, ``sample`` and ``keep`` skip
+    records (counted in ``stats().filtered``), ``trusted_proxies`` logs the client a
+    trusted proxy forwarded for (in its ``proxy_header``: ``"x-forwarded-for"`` or
+    ``"forwarded"``, and only that one), and ``redact_query`` hides credentials in query
+    strings (see ``_filters``, ``_proxies`` and ``_redaction``).  The one exception,
+    ``websockets=False``, costs less where it is: the ASGI middleware then makes no
+    record of a websocket session at all (nothing is submitted, nothing counted).
+
+    A record keeps at most ``max_record_bytes`` of what the client sent (path, query
+    and header fields, see ``_budget``): a bigger request's record keeps only the
+    header fields the log reads, its longest values cut and marked ``[...N bytes cut]``;
+    the fields the application adds (``add_fields``) get what that leaves.
+
+    ``max_queue_bytes`` bounds what the queued records keep of those bytes in total: a
+    record up to ``max_queue_bytes / (2 * max_queue)`` of them costs nothing more, a
+    larger one is refused (under ``drop``; it waits under ``wait``) when its excess
+    over that share no longer fits in the other half, and is counted in ``dropped`` like
+    a record that found the queue full.  A full queue holds at most
+    ``max_queue * 1 KiB + max_queue_bytes``: about 30 MiB with the defaults.
+
+    ``metrics=True`` (or ``"prometheus"``) keeps the counters in Prometheus too
+    (prometheus_client, the ``prometheus`` extra; multiprocess mode works):
+    ``boundlog_records_written_total`` and the others of ``_metrics``, labelled with
+    the sink, brought up to date by the monitor thread once a second (``_health``),
+    so that they move while the sink is stalled.
+    ``metrics="opentelemetry"`` makes them OpenTelemetry observable instruments on the
+    global MeterProvider's ``boundlog`` meter, and ``metrics=meter`` on that
+    ``opentelemetry.metrics.Meter`` (opentelemetry-api, the ``opentelemetry`` extra):
+    ``boundlog.records.processed`` and the others of ``_otel``, with a
+    ``boundlog.sink`` attribute, read from the log when the SDK collects.
+
+    Loss is reported on stderr (``report_loss=False`` turns it off, for those who poll
+    ``stats()``): while records are dropped or fail, one line at most every 5 seconds
+    says how many, over how long and why, and ``close()`` (and so the exit) writes the
+    final totals if anything was lost in the log's life.
+    """
+
+    submit: Callable[[Record], bool]
+    submit_async: Callable[[Record], Coroutine[Any, Any, bool]]
+    # For the integrations' request path: accepts a record if there is room now, and
+    # refuses without counting otherwise, so a refusal must go on to submit.  With the
+    # C core, a _speedups.Handoff: Admission.offer in C (csrc/handoff.c).
+    _offer: Callable[[Record], bool]
+
+    def __init__(
+        self,
+        sink: SinkSpec = "stdout",
+        format: str | Format = "combined",
+        policy: str = "drop",
+        *,
+        max_queue: int = DEFAULT_MAX_QUEUE,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
+        max_queue_bytes: int = DEFAULT_MAX_QUEUE_BYTES,
+        flush_interval: float = DEFAULT_FLUSH_INTERVAL,
+        utc: bool = False,
+        close_timeout: float = DEFAULT_CLOSE_TIMEOUT,
+        reopen_signal: int | None = None,
+        watch: bool = False,
+        skip_paths: Iterable[str] = (),
+        skip_status: Iterable[int | range] = (),
+        min_duration: float = 0.0,
+        sample: float = 1.0,
+        keep: Callable[[Record], object] | None = None,
+        websockets: bool = True,
+        redact_query: Iterable[str] = DEFAULT_REDACTED_QUERY,
+        trusted_proxies: Iterable[str] = (),
+        proxy_header: str = "x-forwarded-for",
+        metrics: bool | str | Meter = False,
+        report_loss: bool = True,
+    ) -> None:
+        # Every option is checked before the sink is opened: a log that cannot be
+        # built must leave no descriptor (and no signal handler) behind.
+        self._policy: Policy = one_of("policy", policy, POLICIES)
+        max_queue = whole_number("max_queue", max_queue, example=DEFAULT_MAX_QUEUE)
+        batch_size = whole_number("batch_size", batch_size, example=DEFAULT_BATCH_SIZE)
+        max_record_bytes = whole_number(
+            "max_record_bytes", max_record_bytes, example=65536, minimum=MIN_RECORD_BYTES
+        )
+        max_queue_bytes = whole_number(
+            "max_queue_bytes", max_queue_bytes, example=64 * 1024 * 1024, minimum=MIN_QUEUE_BYTES
+        )
+        flush_interval = seconds(
+            "flush_interval",
+            flush_interval,
+            example=DEFAULT_FLUSH_INTERVAL,
+            maximum=MAX_FLUSH_INTERVAL,
+        )
+        self._close_timeout = seconds_to_wait(
+            "close_timeout", close_timeout, example=DEFAULT_CLOSE_TIMEOUT
+        )
+        reopen_on = None
+        if reopen_signal is not None:
+            reopen_number = signal_to_catch("reopen_signal", reopen_signal)
+            if threading.current_thread() is not threading.main_thread():
+                raise ConfigurationError(
+                    f"cannot install reopen_signal={reopen_signal!r} from a thread other "
+                    "than the main thread: create the log there, or call log.reopen() yourself"
+                )
+            reopen_on = ReopenSignal(reopen_number, self.request_reopen)
+        self._reopen_on = reopen_on
+        watch = flag("watch", watch)
+        # Read by the ASGI middleware, which makes no record of a session when it is False.
+        self.websockets: bool = flag("websockets", websockets)
+        fmt = make_format(format, utc=flag("utc", utc))
+        select = make_select(
+            skip_paths=skip_paths,
+            skip_status=skip_status,
+            min_duration=min_duration,
+            sample=sample,
+            keep=keep,
+            redact_query=redact_query,
+            trusted_proxies=trusted_proxies,
+            proxy_header=proxy_header,
+        )
+        prometheus, meter = metrics_option(metrics)
+        report_loss = flag("report_loss", report_loss)
+        if prometheus:
+            # Before the sink is opened: a missing prometheus_client leaves nothing open.
+            require_metrics_client()
+        self._sink = open_sink(sink)
+        if isinstance(fmt, DevFormat):
+            fmt = fmt.for_sink(is_terminal=self._sink.isatty())
+        if isinstance(self._sink, LoggingSink):
+            # The writer formats and writes as for any sink; the sink's own format
+            # step builds the LogRecords' messages that its write() emits.
+            fmt = self._sink.messages(fmt)
+        format_names = getattr(fmt, "request_header_names", None)
+        select_names = select.request_header_names if select is not None else frozenset()
+        # The header fields (lower-case bytes) the log reads; None when it may read any
+        # (a format that does not say, or a keep predicate, which sees whole records).
+        # The middlewares keep just these in their records: a queued record that holds
+        # the server's header lists or environ keeps them alive, and the garbage
+        # collector works through them again and again.
+        self.request_header_names: frozenset[bytes] | None = (
+            None
+            if format_names is None or select_names is None
+            else frozenset(format_names) | select_names
+        )
+        # What a record may keep of what the client sent (see ``_budget``): the
+        # integrations cut a bigger record down, so that a full queue is bounded in
+        # bytes as well as in records.
+        self.record_budget = RecordBudget(max_record_bytes, self.request_header_names)
+        response_names = getattr(fmt, "response_header_names", None)
+        # Whether lines may show response header fields (a format that does not say
+        # which, or a keep predicate, may read any).  When they cannot, integrations
+        # hand over () as a record's response headers rather than keep the
+        # application's header list alive in the queue for nothing.
+        self.reads_response_headers: bool = (
+            response_names is None or select_names is None or bool(response_names)
+        )
+        # Whether lines may show a record's notes (boundlog.add_fields): the format says
+        # with ``reads_notes``; one that does not say, or a keep predicate, may read
+        # them.  Only then do the middlewares collect notes for each request.
+        self.reads_notes: bool = bool(getattr(fmt, "reads_notes", True)) or select_names is None
+        # The fields of a record's extras the lines may show: the format says with
+        # ``reads_extras`` (one that does not say reads all but bytes_received).  The
+        # integrations learn only these for each request: a keep predicate sees what
+        # the format reads, so that filtering never moves a log off its fast path.
+        self.reads_extras: frozenset[str] = extras_read_by(fmt)
+        # The server variables (``%{NAME}e``) whose values the integrations keep in a
+        # record's ``extras.environ``: those the format names.
+        self.environ_names: frozenset[str] = environ_names_of(fmt)
+        self._admission = Admission(
+            max_queue=max_queue,
+            batch_size=batch_size,
+            policy=self._policy,
+            max_queue_bytes=max_queue_bytes,
+        )
+        self._metrics = PrometheusMetrics(self._sink.name, max_queue) if prometheus else None
+        self._writer = Writer(
+            self._admission,
+            self._sink,
+            fmt,
+            window=flush_interval,
+            watch=watch,
+            lost_signal=None if reopen_on is None else reopen_on.lost,
+            select=select,
+        )
+        self._sink.watch_backlog(lambda: self._admission.counts()[1])
+        self._close_lock = threading.Lock()
+        self._loss_report = (
+            LossReport(
+                self._sink.name,
+                max_queue=max_queue,
+                max_queue_bytes=max_queue_bytes,
+                policy=self._policy,
+                now=time.monotonic(),
+            )
+            if report_loss
+            else None
+        )
+        # Held by the monitor's look and by close(): the final line follows the last look.
+        self._health_lock = threading.Lock()
+        self._final: Stats | None = None
+        # What close() found when it gave up on a stuck sink.
+        self._delivered_on_timeout = 0
+        self._lost_on_timeout = 0
+        # Once _snapshot can run: the instruments read it when the SDK collects, through
+        # a weak reference, so there is nothing to update and nothing keeps the log alive.
+        self._otel = (
+            None
+            if meter is None
+            else OpenTelemetryMetrics(meter, self._sink.name, max_queue, self._snapshot)
+        )
+        # Bound once so integrations call the admission directly, without a hop here.
+        self.submit = self._admission.submit
+        self.submit_async = self._admission.submit_async
+        self._offer = (
+            self._admission.offer if _core.handoff is None else _core.handoff(self._admission)
+        )
+        self._sigterm: ReopenSignal | None = None
+        _open_logs.add(self)
+        try:
+            # Once the writer exists: a signal may come at once.
+            if reopen_on is not None:
+                reopen_on.install()
+            self._writer.thread.start()
+            # Where nothing else catches SIGTERM (waitress, http.server, a script), its
+            # default action would end the process before the writer wrote what waits.
+            self._sigterm = drain_on_sigterm(self._on_sigterm)
+            if self._metrics is not None or self._loss_report is not None:
+                monitor.watch(id(self), self._look)
+        except BaseException:
+            # No thread to be had, or an interrupt: leave nothing behind.
+            monitor.unwatch(id(self))
+            _open_logs.discard(self)
+            if reopen_on is not None:
+                reopen_on.cancel()
+            if self._sigterm is not None:
+                self._sigterm.cancel()
+            self._sink.close()
+            raise
+
+    @property
+    def policy(self) -> str:
+        """``"drop"`` or ``"wait"``."""
+        return self._policy
+
+    @property
+    def max_record_bytes(self) -> int:
+        """What a record may keep of what the client sent, in bytes (see ``_budget``)."""
+        return self.record_budget.limit
+
+    def stats(self) -> Stats:
+        """A snapshot of the counters; exact (and final) once ``close()`` has returned."""
+        return self._snapshot()
+
+    def _snapshot(self) -> Stats:
+        taken, waiting, refused, peak = self._admission.counts()
+        writer = self._writer
+        return Stats(
+            submitted=taken + waiting + refused,
+            written=writer.written + self._delivered_on_timeout,
+            dropped=refused,
+            filtered=writer.filtered,
+            failed=writer.failed + self._lost_on_timeout,
+            write_errors=writer.write_errors + self._sink.retries,
+            bytes_written=writer.bytes_written,
+            batches=writer.batches,
+            queued=waiting,
+            queue_peak=peak,
+        )
+
+    def _look(self, now: float) -> None:
+        # On the monitor thread, once a second (see _health).
+        line = None
+        with self._health_lock:
+            if self._final is not None:
+                return
+            stats = self._snapshot()
+            if self._metrics is not None:
+                self._metrics.update(stats)
+            if self._loss_report is not None:
+                started = self._writer.write_started
+                line = self._loss_report.check(
+                    stats,
+                    now,
+                    stalled_for=None if started is None else now - started,
+                    last_failure=self._writer.last_failure,
+                    unavailable=self._sink.unavailable if isinstance(self._sink, Sink) else None,
+                )
+        # Outside the lock: a stalled stderr must not keep close() from its counts.
+        if line is not None:
+            report_on_stderr(line)
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Write every record accepted so far, without waiting for a batch to fill.
+
+        Returns False if the sink did not take them within ``timeout`` seconds (default:
+        ``close_timeout``).  The log stays open.
+        """
+        if self._final is not None:
+            return True
+        target = self._admission.hurry()
+        self._sink.hurry()
+        return self._writer.wait_settled(target, self._wait_limit(timeout))
+
+    def reopen(self, timeout: float | None = None) -> bool:
+        """Reopen a file sink by its path, as log rotation needs; False on timeout.
+
+        The writer thread switches between two batches: every record written after
+        this returns goes to the new file.  If the path cannot be opened, the log keeps
+        writing to the old descriptor, counts a write error and warns on stderr.  Sinks
+        not named by a path have nothing to reopen.
+        """
+        if self._final is not None:
+            return True
+        target = self.request_reopen()
+        self._admission.hurry()
+        return self._writer.wait_reopened(target, self._wait_limit(timeout))
+
+    def request_reopen(self) -> int:
+        """Ask the writer to reopen, and return at once: safe in a signal handler.
+
+        A handler runs between two bytecodes of the main thread, which may hold one of
+        the log's locks at that moment, so this only counts the request; the writer
+        notices it within a second, or at its next batch.
+        """
+        self._writer.reopens_requested += 1
+        return self._writer.reopens_requested
+
+    def close(self, timeout: float | None = None) -> Stats:
+        """Stop accepting, write every accepted record, close the sink, return the stats.
+
+        Waits at most ``timeout`` seconds (default: ``close_timeout``) for a stuck
+        sink; records still unwritten then are counted as failed.  Calling it again
+        returns the same final stats.
+        """
+        with self._close_lock:
+            if self._final is not None:
+                return self._snapshot()
+            self._admission.close()
+            self._sink.hurry()
+            thread = self._writer.thread
+            thread.join(self._wait_limit(timeout))
+            if thread.is_alive():
+                delivered, lost = self._writer.abandon()
+                unavailable = self._sink.unavailable if isinstance(self._sink, Sink) else None
+                self._writer.last_failure = (
+                    f"close() gave up waiting for {self._sink.name}"
+                    if unavailable is None
+                    else f"close() gave up waiting: {unavailable}"
+                )
+                self._delivered_on_timeout = delivered
+                self._lost_on_timeout = lost + self._admission.abandon()
+                if isinstance(self._sink, NetworkSink):
+                    # abandon() shut its socket down, which wakes the writer blocked
+                    # on it: let the thread end (and close the socket) before the
+                    # totals, so that nothing of this log outlives close().
+                    thread.join(ABANDONED_WRITER_WAIT)
+            else:
+                self._sink.close()
+            if self._reopen_on is not None:
+                self._reopen_on.cancel()
+            if self._sigterm is not None:
+                self._sigterm.cancel()
+            monitor.unwatch(id(self))
+            line = None
+            with self._health_lock:
+                self._final = self._snapshot()
+                _open_logs.discard(self)
+                if self._metrics is not None:
+                    # The counts close() settled (what it gave up on is failed now).
+                    self._metrics.update(self._final)
+                if self._otel is not None:
+                    self._otel.close(self._final)
+                if self._loss_report is not None:
+                    line = self._loss_report.final(
+                        self._final, last_failure=self._writer.last_failure
+                    )
+            if line is not None:
+                report_on_stderr(line, wait=FINAL_REPORT_WAIT)
+            return self._final
+
+    def _on_sigterm(self) -> None:
+        # In the SIGTERM handler: every open log is drained, once, then the process dies.
+        terminate_after(_close_open_logs)
+
+    def _wait_limit(self, timeout: object) -> float | None:
+        """How long to wait as threading takes it (None: for ever); ``close_timeout`` by default."""
+        if timeout is None:
+            return self._close_timeout
+        return seconds_to_wait("timeout", timeout, example=DEFAULT_CLOSE_TIMEOUT)
+
+    def _restart_after_fork(self) -> None:
+        self._close_lock = threading.Lock()
+        self._health_lock = threading.Lock()
+        if self._loss_report is not None:
+            self._loss_report = self._loss_report.restarted(time.monotonic())
+        self._admission.reset_after_fork()
+        if self._metrics is not None:
+            self._metrics.restart_after_fork()
+        self._sink.after_fork()
+        self._writer.reset_after_fork()
+
+    def __enter__(self) -> AccessLog:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._final is not None else "open"
+        return f"<AccessLog {self._sink.name} policy={self._policy} {state}>"
+
+
+# Logs not yet closed, held strongly: a log its owner forgot still gets drained at exit.
+_open_logs: set[AccessLog] = set()
+
+
+@atexit.register
+def _close_open_logs() -> None:
+    # One start for all: every log stops accepting and starts draining at once, then
+    # each is waited for until its own close_timeout from that start, so that many
+    # stuck logs delay the exit by the longest close_timeout, not by the sum.  A
+    # close_timeout of None waits for ever.
+    logs = list(_open_logs)
+    for log in logs:
+        log._admission.close()
+    start = time.monotonic()
+    for log in logs:
+        limit = log._close_timeout
+        log.close(timeout=None if limit is None else max(0.0, start + limit - time.monotonic()))
+
+
+def _restart_in_child() -> None:
+    # Threads do not survive fork: a log made before fork (gunicorn --preload) needs a
+    # writer of its own in each child, and none of the parent's records or locks.
+    for log in _open_logs:
+        log._restart_after_fork()
+    monitor.restart_after_fork()
+
+
+os.register_at_fork(after_in_child=_restart_in_child)

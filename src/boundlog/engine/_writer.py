@@ -1,0 +1,344 @@
+"""The writer thread: take a batch, format it, write it, count what happened.
+
+Everything slow about an access log happens here, off the request path: formatting,
+escaping, timestamps and the write system call.  The thread never dies of an error in
+any of them, nor of anything a format or a predicate does (returning something other
+than bytes, raising even a ``BaseException``, raising an error whose ``repr()`` raises):
+the affected records are counted (failed, or logged as they came for a predicate).  A
+failed write loses its batch (counted as ``failed``), and the next batch tries the sink
+again, so logging resumes by itself when the disk has room or the reader comes back.
+
+Lost records are reported by the monitor (``_health``), which says how many and names
+``last_failure``, the cause the writer saw last: the writer itself reports on stderr
+(at most once per ``_REPORT_EVERY`` seconds) only what loses nothing, such as a filter
+that raised or a reopen that failed, and its own end.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+from .._errors import describe, report_on_stderr
+from ..formats._apache import Format
+from ..record._record import Record
+from ..selection._filters import Select
+from ..sinks._files import Destination, Sink
+from ._admission import Admission
+
+_REPORT_EVERY = 5.0
+_WATCH_EVERY = 1.0
+
+
+class Writer:
+    """Owns the thread that drains an :class:`Admission` into a :class:`Sink`."""
+
+    def __init__(
+        self,
+        admission: Admission,
+        sink: Destination,
+        fmt: Format,
+        *,
+        window: float,
+        watch: bool,
+        lost_signal: Callable[[], str | None] | None = None,
+        select: Select | None = None,
+    ) -> None:
+        self._admission = admission
+        self._sink = sink
+        self._format = fmt
+        # What to keep of each batch, and how to rewrite it; None when nothing is asked.
+        self._select = select
+        self._window = window
+        self._watch = watch
+        # Names the reopen_signal once boundlog's handler is no longer installed.
+        self._lost_signal = lost_signal
+        # Reopen requests are a counter the writer catches up with, so that a signal
+        # handler can ask by incrementing it, without a lock.
+        self.reopens_requested = 0
+        self._start_afresh()
+
+    def _start_afresh(self) -> None:
+        # Set when close() gave up waiting: whatever the thread finishes afterwards is
+        # no longer counted, because the final counts were already reported.
+        self.abandoned = False
+        self.in_flight = 0
+        self.written = 0
+        self.failed = 0
+        self.filtered = 0
+        self.write_errors = 0
+        self.bytes_written = 0
+        self.batches = 0
+        # For the monitor's loss reports (_health): when the write in progress began
+        # (None between writes), and what last lost records.
+        self.write_started: float | None = None
+        self.last_failure: str | None = None
+        # Records taken and dealt with (written, filtered or failed), for flush().
+        self.settled = 0
+        # The bytes being written and the length of their fragment-closing prefix.
+        self._in_flight_data: tuple[bytes, int] | None = None
+        self.reopens_done = self.reopens_requested
+        # Guards the counters against close() giving up on the thread half-way.
+        self._accounting = threading.Lock()
+        self._next_watch = 0.0
+        self._settled_changed = threading.Condition()
+        # A failed write may leave part of a line in the sink; the next write starts
+        # with a newline so that the fragment never joins the next record's line.
+        self._fragment_open = False
+        self._last_report = -_REPORT_EVERY
+        self._unreported = 0
+        self.thread = threading.Thread(target=self._run, name="boundlog-writer", daemon=True)
+
+    def reset_after_fork(self) -> None:
+        """In a forked child: zero the counters and start a writer thread of its own."""
+        self._start_afresh()
+        if self._select is not None:
+            self._select.reseed()
+        self.thread.start()
+
+    def _run(self) -> None:
+        # Before anything can submit from this thread (see Admission._may_wait).
+        self._admission.writer_ident = threading.get_ident()
+        try:
+            self._serve()
+        except BaseException as error:
+            # Only a defect in boundlog itself gets here: every call into user code and
+            # every batch is guarded in _serve.
+            self._stop(error)
+
+    def _serve(self) -> None:
+        admission = self._admission
+        sink = self._sink
+        if isinstance(sink, Sink) and sink.unavailable is not None:
+            # A FIFO nobody reads: the server runs, and records wait in the queue.
+            report_on_stderr(
+                f"{sink.unavailable}; until then records wait in the queue, and the "
+                "policy decides what happens to those that find it full"
+            )
+            if not sink.open_when_read():
+                return  # close() gave up waiting, and counted what the queue held
+        while True:
+            # Read before the take: a take that found nothing after the queue closed is
+            # the last one.  Closed after the take, the queue may have got records
+            # (accepted before close) between the two, which the next take writes.
+            closed = admission.closed
+            admission.gather(self._window)
+            with self._accounting:
+                if self.abandoned:
+                    return
+                # Taken under the lock abandon() counts by: a batch is in flight, and
+                # counted as lost if close() gives up, from the moment it leaves the
+                # queue, never neither queued nor in flight.
+                batch = admission.take()
+                self.in_flight = len(batch)
+            # The last resorts, for what no narrower guard foresaw: an error between
+            # batches is reported and the batch still written; an error in a batch
+            # loses that batch, counted; either way the writer goes on.
+            try:
+                self._between_batches(batch)
+            except BaseException as error:
+                self._report(f"unexpected error between two batches: {describe(error)}")
+            if batch:
+                try:
+                    self._write_batch(batch)
+                except BaseException as error:
+                    self._count_lost(error)
+            with self._accounting:
+                self.in_flight = 0
+                self._in_flight_data = None
+                if self.abandoned:
+                    return
+            if not batch:
+                if closed:
+                    return
+                continue
+            with self._settled_changed:
+                self.settled += len(batch)
+                self._settled_changed.notify_all()
+
+    def _between_batches(self, batch: list[Record]) -> None:
+        # The next batch goes to the reopened file, none after it to the old one.
+        if self.reopens_done != self.reopens_requested:
+            self._reopen(self.reopens_requested)
+        elif batch and (self._watch or self._lost_signal is not None):
+            self._look_around()
+
+    def _count_lost(self, error: BaseException) -> None:
+        with self._accounting:
+            if self.abandoned:
+                return
+            lost, self.in_flight = self.in_flight, 0
+            self.failed += lost
+        self.last_failure = f"lost {lost} record(s) to an unexpected error: {describe(error)}"
+
+    def _stop(self, error: BaseException) -> None:
+        # The thread is about to end: refuse records from now on, release every
+        # submitter waiting for room, and count what is left as failed, so that the
+        # counters still add up and no request waits for a writer that is gone.
+        admission = self._admission
+        admission.close()
+        left = admission.abandon()
+        with self._accounting:
+            if not self.abandoned:
+                left += self.in_flight
+                self.in_flight = 0
+                self.failed += left
+        with self._settled_changed:
+            self.settled += left
+            self._settled_changed.notify_all()
+        self.last_failure = (
+            f"the writer thread stopped, the log refuses records from now on: {describe(error)}"
+        )
+        self._report(self.last_failure)
+
+    def abandon(self) -> tuple[int, int]:
+        """Give up on a stuck sink: ``(lines delivered, lines lost)`` of the batch in flight.
+
+        The thread may still be blocked in a write; it starts no further chunk and
+        counts nothing more.  The chunk blocked at this moment is counted as lost even
+        if it completes later.
+        """
+        with self._accounting:
+            self.abandoned = True
+            self._sink.stopped = True
+            if self._in_flight_data is None:
+                return 0, self.in_flight
+            data, prefix = self._in_flight_data
+            delivered = data.count(b"\n", prefix, max(prefix, self._sink.delivered))
+            return delivered, self.in_flight - delivered
+
+    def wait_settled(self, target: int, timeout: float | None) -> bool:
+        """Wait until ``target`` records have been dealt with; False on timeout."""
+        with self._settled_changed:
+            return self._settled_changed.wait_for(lambda: self.settled >= target, timeout)
+
+    def wait_reopened(self, target: int, timeout: float | None) -> bool:
+        """Wait until the ``target``-th reopen request has been carried out."""
+        with self._settled_changed:
+            return self._settled_changed.wait_for(lambda: self.reopens_done >= target, timeout)
+
+    def _reopen(self, request: int) -> None:
+        try:
+            before = self._sink.identity()
+            error = self._sink.reopen()
+            if self._sink.identity() != before:
+                # A line a failed write cut short stays in the old file: the new one
+                # starts with a whole line, not with the newline that would close it.
+                self._fragment_open = False
+            if error is not None:
+                self.write_errors += 1
+                self._report(f"cannot reopen {self._sink.name}, still writing to the old "
+                             f"file: {error.strerror or error}")  # fmt: skip
+        finally:
+            # Done even if it raised: a request that fails once is not retried before
+            # every batch, and nobody waits for it in vain.
+            with self._settled_changed:
+                self.reopens_done = request
+                self._settled_changed.notify_all()
+
+    def _look_around(self) -> None:
+        # At most once a second: a stat per batch would be cheap, but not free.
+        now = time.monotonic()
+        if now < self._next_watch:
+            return
+        self._next_watch = now + _WATCH_EVERY
+        lost = self._lost_signal() if self._lost_signal is not None else None
+        if lost is not None:
+            # A server installed its own handler after ours (gunicorn's master does,
+            # and resets signals in each worker): say so, and watch the file instead.
+            self._report(
+                f"another handler replaced boundlog's {lost} handler (reopen_signal); "
+                f"reopening when {self._sink.name} is moved or removed instead"
+            )
+            self._lost_signal = None
+            self._watch = True
+        if self._watch and self._sink.replaced():
+            self._reopen(self.reopens_requested)
+
+    def _write_batch(self, batch: list[Record]) -> None:
+        filtered = 0
+        if self._select is not None:
+            kept = self._select(batch, self._report)
+            filtered = len(batch) - len(kept)
+            batch = kept
+        data, unformattable = self._format_batch(batch)
+        lines = len(batch) - unformattable
+        prefix = 1 if self._fragment_open else 0
+        if prefix:
+            data = b"\n" + data
+        with self._accounting:
+            if self.abandoned:
+                return
+            self.filtered += filtered
+            self.failed += unformattable
+            self.in_flight = lines
+            self._sink.delivered = 0
+            self._in_flight_data = (data, prefix)
+        if not lines:
+            return
+        self.write_started = time.monotonic()
+        try:
+            written, error = self._sink.write(data)
+        finally:
+            self.write_started = None
+        with self._accounting:
+            if self.abandoned:
+                return
+            self.in_flight = 0
+            self.bytes_written += written
+            if error is None:
+                self._fragment_open = False
+                self.written += lines
+                self.batches += 1
+                return
+            complete = data.count(b"\n", prefix, written)
+            if written:
+                self._fragment_open = data[written - 1] != 0x0A
+            if written > prefix and data[written] == 0x0A:
+                # Only the newline is missing: the record is all in the sink, and the
+                # newline that ends it opens the next write.  Counted as failed, it
+                # would be a line in the file that the counters call lost.
+                complete += 1
+            self.written += complete
+            self.failed += lines - complete
+            self.write_errors += 1
+        self.last_failure = f"cannot write to {self._sink.name}: {error.strerror or error}"
+
+    def _format_batch(self, batch: Sequence[Record]) -> tuple[bytes, int]:
+        # BaseException too: a format is user code, and a SystemExit raised in it would
+        # otherwise end this thread without a word.
+        try:
+            return self._formatted(batch), 0
+        except BaseException as error:
+            first_error = error
+        # Isolate the records that cannot be formatted; keep the others.
+        parts = []
+        bad = 0
+        for record in batch:
+            try:
+                parts.append(self._formatted((record,)))
+            except BaseException:
+                bad += 1
+        self.last_failure = f"cannot format {bad} record(s): {describe(first_error)}"
+        return b"".join(parts), bad
+
+    def _formatted(self, records: Sequence[Record]) -> bytes:
+        data = self._format.format_batch(records)
+        if not isinstance(data, bytes):
+            raise TypeError(
+                f"{type(self._format).__name__}.format_batch() returned "
+                f"{type(data).__name__}, not bytes: it must return the lines encoded"
+            )
+        return data
+
+    def _report(self, message: str) -> None:
+        now = time.monotonic()
+        if now - self._last_report < _REPORT_EVERY:
+            self._unreported += 1
+            return
+        if self._unreported:
+            message += f" ({self._unreported} similar errors not shown)"
+        self._last_report = now
+        self._unreported = 0
+        report_on_stderr(message)

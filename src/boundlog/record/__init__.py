@@ -1,0 +1,3 @@
+"""The record and its budget: what travels from a request path to the writer thread,
+and what it may keep alive.
+"""

@@ -1,0 +1,3 @@
+"""What the writer keeps of each batch and how it rewrites it: filters, query
+redaction, the client behind trusted proxies.
+"""

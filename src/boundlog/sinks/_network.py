@@ -1,0 +1,525 @@
+"""Network sinks: a connection the writer thread makes, keeps and remakes.
+
+A :class:`NetworkSink` is a sink like a file: the writer hands it a batch of lines and
+it returns once they are sent.  What differs is inside ``write``: it connects when it
+has no connection (never before, so building a log never waits for the network nor
+fails because the collector is down), sends the batch in as few system calls as the
+framing allows, and on any error drops the connection and tries again, with capped
+exponential backoff and jitter, until the batch is sent or ``close()`` gives up on it.
+Meanwhile the writer takes no further batch, so records wait in the queue exactly as
+they do behind a slow disk: ``drop`` counts what does not fit, ``wait`` holds requests
+back, and the request path never touches a socket.
+
+"Sent" means handed to the kernel (the kernel's send buffer may still hold it when
+the peer dies: docs/shipping.md gives the bound).  A line the kernel took before a
+connection failed is counted as written; the line cut short by the failure is sent again,
+whole, on the next connection.  Over RELP (``_relp``) "sent" means acknowledged by the
+server, and what it did not acknowledge is sent again on the next session.
+"""
+
+from __future__ import annotations
+
+import _socket
+import bisect
+import contextlib
+import os
+import random
+import select
+import socket
+import ssl
+import threading
+import time
+from collections.abc import Callable
+
+from .._errors import ConfigurationError, report_on_stderr
+from .._options import seconds, whole_number
+from ._pathless import Pathless
+from ._relp import RelpError, RelpSession, Stopped
+from ._syslog import (
+    FACILITIES,
+    SEVERITIES,
+    Syslog,
+    code,
+    datagrams,
+    default_app_name,
+    default_hostname,
+    header_field,
+    line_ends,
+    octet_counted,
+)
+from ._urls import parse_url
+
+# A failure is reported at most this often, so a collector that stays down for an hour
+# costs a few hundred lines of stderr, not one per attempt.
+REPORT_EVERY = 5.0
+# How long a blocked send waits before it looks whether close() gave up on it.
+_LOOK_EVERY = 0.5
+# RFC 5426 3.2: a receiver SHOULD take 2048-octet datagrams, over IPv4 and IPv6; rsyslog
+# takes 8 KiB from its local socket by default.
+_DATAGRAM_LIMITS = {"udp": 2048, "unix": 8192}
+
+
+class NetworkSink(Pathless):
+    """A sink that sends lines to a collector: ``boundlog.NetworkSink("syslog://host:514")``.
+
+    Pass it as ``AccessLog(sink=...)`` for options a URL cannot carry; a URL string as
+    ``sink=`` makes one with the defaults.  ``ssl_context`` (tls:// and syslog+tls://)
+    replaces the default, which verifies the server's certificate against the system's
+    store and its host name.  ``app_name``, ``facility``, ``severity`` and ``hostname``
+    are RFC 5424 header fields (syslog and relp schemes only).  ``connect_timeout`` bounds a
+    connection attempt; after a failure the next attempt comes after ``retry_initial``
+    seconds, doubling up to ``retry_max``, each wait a random 50 to 100 % of that.
+    ``max_datagram`` (syslog+udp, syslog+unix) is the longest message sent: a longer
+    one is cut, counted in ``truncated`` and reported.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        ssl_context: ssl.SSLContext | None = None,
+        app_name: str | None = None,
+        facility: str | int = "local7",
+        severity: str | int = "info",
+        hostname: str | None = None,
+        connect_timeout: float = 10.0,
+        retry_initial: float = 0.5,
+        retry_max: float = 30.0,
+        max_datagram: int | None = None,
+    ) -> None:
+        address = parse_url(url)
+        self.address = address
+        self.name = address.url
+        tls = address.transport == "tls"
+        if ssl_context is not None and not tls:
+            raise ConfigurationError(
+                f"ssl_context is for tls:// and syslog+tls://, not {address.scheme}://"
+            )
+        if ssl_context is not None and not isinstance(ssl_context, ssl.SSLContext):
+            raise ConfigurationError(f"ssl_context must be an ssl.SSLContext, not {ssl_context!r}")
+        # Made here, not at the first connection: reading the system's certificates is
+        # local, and a broken store is a configuration error to see at startup.
+        self._ssl_context = (ssl_context or ssl.create_default_context()) if tls else None
+        syslog_options = {"app_name": app_name, "hostname": hostname}
+        if address.framing == "lines":
+            given = [name for name, value in syslog_options.items() if value is not None]
+            if facility != "local7" or severity != "info":
+                given.append("facility" if facility != "local7" else "severity")
+            if given:
+                raise ConfigurationError(
+                    f"{', '.join(given)}: syslog header fields, for syslog URLs, "
+                    f"not {address.scheme}://"
+                )
+        self._syslog = Syslog(
+            facility=code("facility", facility, FACILITIES),
+            severity=code("severity", severity, SEVERITIES),
+            hostname=default_hostname()
+            if hostname is None
+            else header_field("hostname", hostname, 255),
+            app_name=default_app_name()
+            if app_name is None
+            else header_field("app_name", app_name, 48),
+        )
+        self._connect_timeout = _positive("connect_timeout", connect_timeout, example=10.0)
+        # Not 0: a collector that refuses at once would be retried in a tight loop.
+        self._retry_initial = _positive("retry_initial", retry_initial, example=0.5)
+        self._retry_max = max(_positive("retry_max", retry_max, example=30.0), self._retry_initial)
+        datagram = address.transport in _DATAGRAM_LIMITS
+        if max_datagram is not None:
+            if not datagram:
+                raise ConfigurationError(
+                    f"max_datagram is for syslog+udp:// and syslog+unix://, not {address.scheme}://"
+                )
+            max_datagram = whole_number("max_datagram", max_datagram, example=2048, minimum=480)
+        self._max_datagram = max_datagram or _DATAGRAM_LIMITS.get(address.transport, 0)
+        self._datagram = datagram
+        self._waiting: Callable[[], int] = lambda: 0
+        self._start_afresh()
+
+    def _start_afresh(self) -> None:
+        self._relp: RelpSession | None = None
+        #: Messages cut to ``max_datagram`` (by this process).
+        self.truncated = 0
+        #: Connection and send attempts that failed (``Stats.write_errors`` adds them).
+        self.retries = 0
+        self._sock: socket.socket | None = None
+        # The socket the writer thread uses or is connecting, for close() giving up to
+        # shut down: a recv or send blocked on it returns at once, where the socket
+        # timeout alone would not end a wait on a peer that drips one byte at a time.
+        # Taken and closed under the lock, so that the descriptor shut down is never
+        # one the writer closed and the process reused meanwhile.
+        self._active: socket.socket | None = None
+        self._active_lock = threading.Lock()
+        self._stop = threading.Event()
+        # Cuts a wait between attempts short: set by close() giving up, and by hurry().
+        self._wake = threading.Event()
+        self._pid = os.getpid()
+        # The batch under way: bytes sent of it, and the frame and line ends that map
+        # them to whole lines.
+        self._sent = 0
+        self._frame_ends: list[int] = []
+        self._data_ends: list[int] = []
+        self._delay = 0.0
+        self._failures = 0
+        self._reported_failure = False
+        self._last_report = -REPORT_EVERY
+        self._unreported = 0
+        self._unreported_cuts = 0
+
+    # The attributes and methods the writer uses (see _sinks.Destination).
+
+    @property
+    def stopped(self) -> bool:
+        """Set by close() when it gives up: no further attempt nor send is started."""
+        return self._stop.is_set()
+
+    @stopped.setter
+    def stopped(self, value: bool) -> None:
+        if not value:
+            self._stop.clear()
+            return
+        with self._active_lock:
+            self._stop.set()
+            self._wake.set()
+            if self._active is not None:
+                with contextlib.suppress(OSError):
+                    # The plain socket's call, not SSLSocket.shutdown, which would
+                    # drop the TLS state under the writer thread's feet.
+                    _socket.socket.shutdown(self._active, socket.SHUT_RDWR)
+
+    @property
+    def delivered(self) -> int:
+        """How far into the batch under way the lines went out whole, in its bytes."""
+        whole = bisect.bisect_right(self._frame_ends, self._sent)
+        return self._data_ends[whole - 1] if whole else 0
+
+    @delivered.setter
+    def delivered(self, value: int) -> None:
+        # The writer zeroes it before each batch; write() starts its own count.
+        self._sent = value
+
+    def watch_backlog(self, waiting: Callable[[], int]) -> None:
+        """Learn how to count the records waiting behind this sink, for reports."""
+        self._waiting = waiting
+
+    def hurry(self) -> None:
+        """Try again now rather than at the end of the wait: flush() or close() is
+        waiting, and a collector that came back during a 30 s wait would otherwise
+        be tried only after close_timeout gave up."""
+        self._wake.set()
+
+    def after_fork(self) -> None:
+        """In a forked child: forget the parent's connection and open one of its own.
+
+        The descriptor is closed without a word on it (no shutdown, no TLS close_notify),
+        which would end the parent's connection too.
+        """
+        sock = self._sock
+        self._start_afresh()
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                os.close(sock.detach())
+
+    def close(self) -> None:
+        """Close the connection, if any (a RELP session with its ``close`` command)."""
+        if self._relp is not None and not self.stopped:
+            with contextlib.suppress(OSError):
+                self._relp.close()
+        self._disconnect()
+
+    def write(self, data: bytes) -> tuple[int, OSError | None]:
+        """Send ``data`` whole, reconnecting as often as it takes, until sent or stopped.
+
+        Never returns an error: a failure is retried, and the writer learns only of the
+        end, or, through ``delivered``, how far it got when close() gave up.
+        """
+        if os.getpid() != self._pid:
+            self.after_fork()
+        framing = self.address.framing
+        header = self._syslog.header() if framing != "lines" else b""
+        if framing == "relp":
+            messages, self._data_ends, _ = datagrams(header, data, None)
+            self._frame_ends = list(range(1, len(messages) + 1))
+
+            def acknowledged(count: int) -> None:
+                self._sent += count
+
+            def exchange(sock: socket.socket) -> int:
+                assert self._relp is not None
+                self._relp.send(messages[self._sent :], acknowledged)
+                return 0
+
+            return self._deliver(data, len(messages), exchange)
+        if self._datagram:
+            messages, self._data_ends, cut = datagrams(header, data, self._max_datagram)
+            self._frame_ends = list(range(1, len(messages) + 1))
+            if cut:
+                self._count_cuts(cut)
+
+            def step(sock: socket.socket) -> int:
+                sock.send(messages[self._sent])
+                return 1
+
+            return self._deliver(data, len(messages), step)
+        if framing == "syslog":
+            buffer, self._frame_ends, self._data_ends = octet_counted(header, data)
+        else:
+            buffer = data
+            self._frame_ends = self._data_ends = line_ends(data)
+        view = memoryview(buffer)
+
+        def send(sock: socket.socket) -> int:
+            if self._sent == 0 and _peer_closed(sock):
+                raise ConnectionResetError(0, "the collector closed the connection")
+            return sock.send(view[self._sent :])
+
+        return self._deliver(data, len(buffer), send)
+
+    def _deliver(
+        self, data: bytes, total: int, step: Callable[[socket.socket], int]
+    ) -> tuple[int, OSError | None]:
+        """Run ``step`` (a send: bytes, or one datagram) until ``total`` is sent or stopped."""
+        self._sent = 0
+        while self._sent < total:
+            # What a hurry() asks for is the attempt about to start.
+            self._wake.clear()
+            if self.stopped:
+                self._disconnect()
+                return self.delivered, None
+            sock = self._sock or self._connect()
+            if sock is None:
+                continue
+            try:
+                # Not `self._sent += step(sock)`: a RELP step counts acknowledgements
+                # into _sent itself while it runs.
+                progress = step(sock)
+                self._sent += progress
+            except (TimeoutError, Stopped):
+                continue  # blocked by a slow reader: look at stopped, then go on
+            except OSError as error:
+                if self.stopped:
+                    # Most likely close() shutting the socket down: no retry, and
+                    # no report after the final totals.
+                    continue
+                self._failed("cannot send to", error)
+                # What the kernel took of a line cut short is resent with all of it.
+                whole = bisect.bisect_right(self._frame_ends, self._sent)
+                self._sent = self._frame_ends[whole - 1] if whole else 0
+        if not self.stopped:
+            self._recovered()
+        return len(data), None
+
+    def _count_cuts(self, cut: int) -> None:
+        self.truncated += cut
+        self._unreported_cuts += cut
+        self._report(
+            f"cut {self._unreported_cuts} message(s) to {self._max_datagram} bytes "
+            f"for {self.name} (max_datagram)"
+        )
+
+    def _connect(self) -> socket.socket | None:
+        """A new connection, or None after a failure reported and waited out."""
+        address = self.address
+        sock: socket.socket | None = None
+        try:
+            if address.transport == "unix":
+                sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+                sock.settimeout(self._connect_timeout)
+                sock.connect(address.path)
+            elif address.transport == "udp":
+                sock = _udp_connection(address.host, address.port)
+            else:
+                sock = self._tcp_connection(address.host, address.port)
+                if sock is None:
+                    return None
+                # Dead peers behind a silent network are found within hours rather
+                # than never.
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+                if self._ssl_context is not None:
+                    # The handshake apart: a failed one must not close the descriptor
+                    # outside the lock (wrap_socket does), and it is interruptible
+                    # once the TLS socket is the one close() may shut down.
+                    plain = sock
+                    sock = self._ssl_context.wrap_socket(
+                        plain, server_hostname=address.host, do_handshake_on_connect=False
+                    )
+                    if not self._hold(sock, replacing=plain):
+                        return None
+                    sock.do_handshake()
+                if address.framing == "relp":
+                    self._relp = RelpSession(sock, lambda: self.stopped)
+                    self._relp.open()
+            sock.settimeout(_LOOK_EVERY)
+        except Stopped:
+            self._release(sock)
+            return None
+        except (OSError, ssl.CertificateError) as error:
+            self._release(sock)
+            if self.stopped:
+                return None  # close() gave up: no retry, nothing more to report
+            if isinstance(error, ssl.SSLError):
+                what = "TLS handshake failed with"
+            elif isinstance(error, RelpError):
+                what = "RELP session refused by"
+            else:
+                what = "cannot connect to"
+            self._failed(what, error)
+            return None
+        self._sock = sock
+        return sock
+
+    def _tcp_connection(self, host: str, port: int) -> socket.socket | None:
+        """As socket.create_connection, each socket held (see _hold) while it connects;
+        None if close() gave up meanwhile."""
+        error: OSError = OSError(f"{host} has no address")
+        for family, kind, proto, _, where in socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM
+        ):
+            sock = socket.socket(family, kind, proto)
+            if not self._hold(sock):
+                return None
+            try:
+                sock.settimeout(self._connect_timeout)
+                sock.connect(where)
+            except OSError as refused:
+                self._release(sock)
+                if self.stopped:
+                    return None
+                error = refused
+                continue
+            return sock
+        raise error
+
+    def _hold(self, sock: socket.socket, *, replacing: socket.socket | None = None) -> bool:
+        """Make ``sock`` the one close() shuts down; False (and ``sock`` closed) if it
+        gave up already."""
+        with self._active_lock:
+            if self._stop.is_set():
+                if self._active is replacing:
+                    self._active = None
+                with contextlib.suppress(OSError):
+                    sock.close()
+                return False
+            self._active = sock
+            return True
+
+    def _release(self, sock: socket.socket | None) -> None:
+        """Close ``sock`` (a socket held or not yet held) under the lock."""
+        if sock is None:
+            return
+        with self._active_lock:
+            if sock is self._active:
+                self._active = None
+            with contextlib.suppress(OSError):
+                sock.close()
+
+    def _disconnect(self) -> None:
+        self._relp = None
+        sock, self._sock = self._sock, None
+        self._release(sock)
+
+    def _failed(self, what: str, error: BaseException) -> None:
+        """Drop the connection, report (now and then) and wait before the next attempt."""
+        self._disconnect()
+        self.retries += 1
+        self._failures += 1
+        self._delay = (
+            self._retry_initial if self._failures == 1 else min(self._delay * 2, self._retry_max)
+        )
+        wait = self._delay * random.uniform(0.5, 1.0)
+        unsent = len(self._frame_ends) - bisect.bisect_right(self._frame_ends, self._sent)
+        waiting = self._waiting() + unsent
+        if self._report(
+            f"{what} {self.name}: {_cause(error)}; retrying in {wait:.1f} s, "
+            f"{waiting} record{'s' if waiting != 1 else ''} waiting"
+        ):
+            self._reported_failure = True
+        # Not cleared here: a hurry() that came during the attempt skips this wait.
+        self._wake.wait(wait)
+
+    def _recovered(self) -> None:
+        if self._failures and self._reported_failure:
+            self._report(
+                f"sending to {self.name} again, after {self._failures} failed "
+                f"attempt{'s' if self._failures != 1 else ''}",
+                always=True,
+            )
+        self._failures = 0
+        self._reported_failure = False
+
+    def _report(self, message: str, *, always: bool = False) -> bool:
+        now = time.monotonic()
+        if not always and now - self._last_report < REPORT_EVERY:
+            self._unreported += 1
+            return False
+        if self._unreported:
+            message += f" ({self._unreported} similar reports not shown)"
+        self._last_report = now
+        self._unreported = 0
+        self._unreported_cuts = 0
+        report_on_stderr(message)
+        return True
+
+    def __repr__(self) -> str:
+        return f"<NetworkSink {self.name}>"
+
+
+def _positive(name: str, value: object, *, example: float) -> float:
+    seconds_given = seconds(name, value, example=example)
+    if seconds_given == 0:
+        raise ConfigurationError(f"{name} must be more than 0 seconds: e.g. {name}={example}")
+    return seconds_given
+
+
+def _udp_connection(host: str, port: int) -> socket.socket:
+    error: OSError = OSError(f"{host} has no address")
+    for family, kind, proto, _, where in socket.getaddrinfo(host, port, type=socket.SOCK_DGRAM):
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.connect(where)
+        except OSError as refused:
+            sock.close()
+            error = refused
+            continue
+        return sock
+    raise error
+
+
+def _peer_closed(sock: socket.socket) -> bool:
+    """Whether the collector closed the connection (or reset it) since the last batch.
+
+    Collectors send nothing on these connections, so a readable socket means an end of
+    file or an error; one poll per batch finds a restarted collector before the batch
+    goes into a dead connection's send buffer, where it would be counted sent.
+    """
+    poller = select.poll()
+    poller.register(sock, select.POLLIN)
+    if not poller.poll(0):
+        return False
+    try:
+        if isinstance(sock, ssl.SSLSocket):
+            # TLS 1.3 servers send session tickets after the handshake: readable, alive.
+            sock.setblocking(False)
+            try:
+                return sock.recv(4096) == b""
+            except ssl.SSLWantReadError:
+                return False
+            finally:
+                sock.settimeout(_LOOK_EVERY)
+        return sock.recv(4096, socket.MSG_DONTWAIT) == b""
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
+
+
+def _cause(error: BaseException) -> str:
+    if isinstance(error, ssl.SSLCertVerificationError):
+        return f"certificate verify failed: {error.verify_message}"
+    if isinstance(error, ssl.SSLError):
+        return error.reason or str(error)
+    if isinstance(error, TimeoutError):
+        return "timed out"
+    if isinstance(error, OSError) and error.strerror:
+        return error.strerror
+    return str(error) or type(error).__name__
