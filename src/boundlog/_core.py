@@ -97,6 +97,37 @@ joined_queries: Callable[[list[Record]], bytes | None] | None = None
 asgi_middleware: type[AsgiMiddleware] | None = None
 #: The base class of the WSGI middleware's compiled request path, else None.
 wsgi_middleware: type[WsgiMiddleware] | None = None
+
+
+class CompiledFirst:
+    """The one dispatch between the cores for a format with a C counterpart.
+
+    ``format_batch`` is the format's C function when the C core is in use and it formats
+    the batch, and ``format_batch_python`` (the reference) otherwise: the C code returns
+    None for a batch it leaves to Python (a field of a type it does not read), so a format
+    never has to know which core runs.  A subclass says how to call its C function in
+    ``format_compiled``, which is only called when the C core is in use.
+    """
+
+    __slots__ = ()
+
+    def format_compiled(self, records: Sequence[Record]) -> bytes | None:
+        """The C core's bytes for ``records``, or None for a batch left to Python."""
+        raise NotImplementedError
+
+    def format_batch_python(self, records: Sequence[Record]) -> bytes:
+        """``format_batch`` in pure Python: the reference the C core is tested against."""
+        raise NotImplementedError
+
+    def format_batch(self, records: Sequence[Record]) -> bytes:
+        """Return one ``\\n``-terminated line per record, in order."""
+        if speedups is not None:
+            data = self.format_compiled(records)
+            if data is not None:
+                return data
+        return self.format_batch_python(records)
+
+
 if speedups is not None:
     format_apache = speedups.format_apache
     format_json = speedups.format_json

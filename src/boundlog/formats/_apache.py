@@ -24,6 +24,7 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 from itertools import repeat
 from typing import Protocol
 
+from .._core import CompiledFirst
 from .._core import format_apache as _format_apache
 from .._errors import ConfigurationError
 from ..record._headers import HeaderReader, environ_key
@@ -73,7 +74,7 @@ class Format(Protocol):
         ...
 
 
-class ApacheFormat:
+class ApacheFormat(CompiledFirst):
     """The Common Log Format, optionally with Referer and User-Agent (combined)."""
 
     __slots__ = ("_clock", "_environ_keys", "_headers", "_layout", "_names", "_shape")
@@ -106,13 +107,9 @@ class ApacheFormat:
     #: Nor anything of a record's extras.
     reads_extras: frozenset[str] = frozenset()
 
-    def format_batch(self, records: Sequence[Record]) -> bytes:
-        if _format_apache is not None:
-            # The C core gives the same bytes, or None for a batch it leaves to Python.
-            data = _format_apache(records, self._clock, self._names, self._environ_keys)
-            if data is not None:
-                return data
-        return self.format_batch_python(records)
+    def format_compiled(self, records: Sequence[Record]) -> bytes | None:
+        assert _format_apache is not None
+        return _format_apache(records, self._clock, self._names, self._environ_keys)
 
     def format_batch_python(self, records: Sequence[Record]) -> bytes:
         """``format_batch`` in pure Python: the reference the C core is tested against."""

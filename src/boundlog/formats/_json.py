@@ -30,6 +30,7 @@ from json.encoder import encode_basestring_ascii
 from operator import mul
 from typing import cast
 
+from .._core import CompiledFirst
 from .._core import format_json as _format_json
 from .._errors import ConfigurationError
 from ..capture._trace import trace_ids
@@ -164,7 +165,7 @@ _BUILT_IN_HEADERS = ("referer", "user-agent", "x-request-id")
 _TRACEPARENT = "traceparent"
 
 
-class JsonFormat:
+class JsonFormat(CompiledFirst):
     """One JSON object per line, with the fields of a :class:`Record` and its time.
 
     ``request_headers`` and ``response_headers`` add header fields after the built-in
@@ -315,21 +316,17 @@ class JsonFormat:
         """The response header fields the lines show."""
         return frozenset(self._response.names)
 
-    def format_batch(self, records: Sequence[Record]) -> bytes:
-        if _format_json is not None:
-            # The C core gives the same bytes, or None for a batch it leaves to Python.
-            data = _format_json(
-                records,
-                self._clock.parts,
-                self._texts,
-                self._header_fields,
-                self._keys,
-                self._trace_header,
-                self._extras_fields,
-            )
-            if data is not None:
-                return data
-        return self.format_batch_python(records)
+    def format_compiled(self, records: Sequence[Record]) -> bytes | None:
+        assert _format_json is not None
+        return _format_json(
+            records,
+            self._clock.parts,
+            self._texts,
+            self._header_fields,
+            self._keys,
+            self._trace_header,
+            self._extras_fields,
+        )
 
     def format_batch_python(self, records: Sequence[Record]) -> bytes:
         """``format_batch`` in pure Python: the reference the C core is tested against."""

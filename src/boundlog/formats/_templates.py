@@ -35,6 +35,7 @@ from itertools import chain, repeat
 from operator import add, attrgetter, floordiv, mod, mul
 from typing import Any, TypeAlias, cast
 
+from .._core import CompiledFirst
 from .._core import format_template as _format_template
 from .._errors import ConfigurationError
 from ..capture._trace import trace_ids
@@ -133,7 +134,7 @@ _FOLDS_TEXT = frozenset(
 )
 
 
-class Template:
+class Template(CompiledFirst):
     """A log template, compiled once into a batch formatter.
 
     ``template`` holds Apache ``LogFormat`` directives (``%h %l %u %t "%r" %>s %b``),
@@ -238,15 +239,10 @@ class Template:
         reader = self._response_reader
         return frozenset(reader.names if reader is not None else ())
 
-    def format_batch(self, records: Sequence[Record]) -> bytes:
-        """Return one ``\\n``-terminated line per record, in order."""
-        if _format_template is not None:
-            # The C core gives the same bytes, or None for a batch it leaves to Python.
-            # The pid is read per batch: it changes in a forked child.
-            data = _format_template(records, self._ops, os.getpid())
-            if data is not None:
-                return data
-        return self.format_batch_python(records)
+    def format_compiled(self, records: Sequence[Record]) -> bytes | None:
+        assert _format_template is not None
+        # The pid is read per batch: it changes in a forked child.
+        return _format_template(records, self._ops, os.getpid())
 
     def format_batch_python(self, records: Sequence[Record]) -> bytes:
         """``format_batch`` in pure Python: the reference the C core is tested against."""
