@@ -32,7 +32,6 @@ from ..selection._filters import make_select
 from ..selection._redaction import DEFAULT_REDACTED_QUERY
 from ..sinks._files import Sink, SinkSpec, open_sink
 from ..sinks._logging import LoggingSink
-from ..sinks._network import NetworkSink
 from ._admission import POLICIES, Admission, Policy
 from ._signals import ReopenSignal, drain_on_sigterm, terminate_after
 from ._writer import Writer
@@ -416,10 +415,11 @@ class AccessLog:
                 )
                 self._delivered_on_timeout = delivered
                 self._lost_on_timeout = lost + self._admission.abandon()
-                if isinstance(self._sink, NetworkSink):
-                    # abandon() shut its socket down, which wakes the writer blocked
-                    # on it: let the thread end (and close the socket) before the
-                    # totals, so that nothing of this log outlives close().
+                if self._sink.wakes_when_stopped:
+                    # abandon() stopped the sink, which woke the writer blocked on
+                    # it (a socket shut down): let the thread end (and close the
+                    # socket) before the totals, so that nothing of this log outlives
+                    # close().
                     thread.join(ABANDONED_WRITER_WAIT)
             else:
                 self._sink.close()

@@ -10,7 +10,7 @@ one list of pieces (a :class:`_Layout`) that is joined once.
 Escaping is the expensive part of an Apache-style line, and almost no field needs it,
 so a whole batch is built with the raw values first and then checked in one pass
 against ``_PLAIN``; only the columns that hold an unsafe byte are escaped (see
-``_escape``).  ``_formats``, ``_json``, ``_dev`` and ``_templates`` build on these.
+``_escape``).  ``_apache``, ``_json``, ``_dev`` and ``_templates`` build on these.
 """
 
 from __future__ import annotations

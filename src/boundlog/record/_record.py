@@ -3,7 +3,7 @@
 A record holds only what the server already has in hand when the response finishes,
 in the form the server gave it: raw bytes for the request target, and the server's own
 header lists, so that nothing is decoded, searched, escaped or formatted on the request
-path.  Turning a record into a line is the writer thread's job (see ``_formats``), and
+path.  Turning a record into a line is the writer thread's job (see ``boundlog.formats``), and
 so is finding a header field (see ``_headers``).  The exceptions are bounded: a request
 over the log's ``max_record_bytes`` is cut down to the fields the log reads before its
 record is made (see ``_budget``), the WSGI middleware copies the fields a log names

@@ -41,6 +41,10 @@ class Destination(Protocol):
     delivered: int
     #: Set by close() when it gives up on the sink.
     stopped: bool
+    #: Whether setting ``stopped`` wakes a writer blocked in ``write`` (a socket shut
+    #: down): close() then lets the writer thread end before it counts the totals.
+    #: A write blocked on a file or pipe cannot be woken.
+    wakes_when_stopped: bool
 
     @property
     def retries(self) -> int:
@@ -87,6 +91,9 @@ class Sink:
 
     __slots__ = ("_hurried", "_owns_fd", "delivered", "fd", "is_pipe", "name", "path", "stopped",
                  "unavailable")  # fmt: skip
+
+    #: A write blocked on a file or pipe cannot be woken.
+    wakes_when_stopped = False
 
     # A write that fails returns its error to the writer, which counts it: none is
     # retried here.

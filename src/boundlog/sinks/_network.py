@@ -166,7 +166,10 @@ class NetworkSink(Pathless):
         self._unreported = 0
         self._unreported_cuts = 0
 
-    # The attributes and methods the writer uses (see _sinks.Destination).
+    # The attributes and methods the writer uses (see sinks._files.Destination).
+
+    #: Setting ``stopped`` shuts the socket down, which wakes a writer blocked on it.
+    wakes_when_stopped = True
 
     @property
     def stopped(self) -> bool:

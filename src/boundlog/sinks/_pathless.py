@@ -1,6 +1,6 @@
 """What the writer asks of a sink that is no file: a collector or a logger.
 
-The writer reopens, watches and tells apart files by their path (see ``_sinks``); a sink
+The writer reopens, watches and tells apart files by their path (see ``sinks._files``); a sink
 without one answers those questions the same way, here once for all of them.
 """
 
@@ -8,10 +8,12 @@ from __future__ import annotations
 
 
 class Pathless:
-    """The file-only parts of ``_sinks.Destination`` for a sink that has no file."""
+    """The file-only parts of ``sinks._files.Destination`` for a sink that has no file."""
 
     #: Only a file sink has a path to reopen.
     path: str | None = None
+    #: A logger's handlers cannot be woken; a network sink says otherwise.
+    wakes_when_stopped = False
 
     def isatty(self) -> bool:
         """No terminal: colours stay off."""
