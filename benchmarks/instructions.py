@@ -51,7 +51,7 @@ from typing import Any
 
 #: ``default`` is uvicorn's own access log, to standard output (here /dev/null).
 LOGGERS = ("none", "default", "capture-only", "boundlog")
-#: Measured when named in ``--loggers`` (issue 16's fields).
+#: Measured when named in ``--loggers`` (the application's fields).
 OPTIONAL_LOGGERS = (
     "boundlog-json", "boundlog-fields", "boundlog-json-no-extras", "boundlog-logging",
     "boundlog-received",

@@ -254,7 +254,7 @@ def main() -> None:
     print(f"core:                      {core_description}")
     print(f"ASGI app alone:            {plain:6.2f} µs/request")
     print(f"ASGI app + boundlog:       {wrapped:6.2f} µs/request")
-    # Issue 13's targets for the C core.
+    # The C core's targets.
     print(f"request-path cost:         {extra:6.2f} µs/request   (target <= 0.4)")
     print(f"WSGI app alone:            {wsgi_plain:6.2f} µs/request")
     print(f"WSGI app + boundlog:       {wsgi_wrapped:6.2f} µs/request")

@@ -1,4 +1,4 @@
-"""End to end: fields the application adds with ``boundlog.add_fields`` (issue 16).
+"""End to end: fields the application adds with ``boundlog.add_fields``.
 
 A FastAPI application under a real uvicorn (tests/apps/fields_app.py) adds fields from
 an async endpoint, a sync endpoint run in Starlette's thread pool, a

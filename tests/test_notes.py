@@ -1,5 +1,5 @@
 """Fields the application adds (``boundlog.add_fields``, a record's ``notes``): how
-they reach a record, and how JSON lines and templates write them (issue 16).
+they reach a record, and how JSON lines and templates write them.
 
 The end-to-end tests (tests/test_e2e_fields.py) run them under real servers; the C
 request paths are compared with these for arbitrary applications in

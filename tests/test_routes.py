@@ -1,4 +1,4 @@
-"""End to end: the route template each record carries (``Extras.route``, issue 16).
+"""End to end: the route template each record carries (``Extras.route``).
 
 Real servers run applications of each framework (tests/apps/routes_*.py and
 tests/apps/django_site) whose log's format reads the route (tests/apps/route_lines.py:
