@@ -12,7 +12,7 @@
 #include "extras.h"
 #include "record.h"
 
-/* The reference's FIELD_OVERHEAD (record/record/_budget.py): what a header pair costs beyond its bytes. */
+/* The reference's FIELD_OVERHEAD (record/_budget.py): what a header pair costs beyond its bytes. */
 #define FIELD_OVERHEAD 160
 
 /* Leave this scope to asgi._record. */

@@ -17,7 +17,7 @@
 #include "compat.h"
 #include "record.h"
 
-/* The reference's FIELD_OVERHEAD (record/record/_budget.py): what a header pair costs beyond its bytes. */
+/* The reference's FIELD_OVERHEAD (record/_budget.py): what a header pair costs beyond its bytes. */
 #define FIELD_OVERHEAD 160
 
 static const char *const variable_names[ENVIRON_VARIABLES] = {

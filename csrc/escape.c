@@ -1,4 +1,4 @@
-/* Escaping client bytes (the rules are in escape.h, formats/formats/_escape.py and formats/formats/_json.py). */
+/* Escaping client bytes (the rules are in escape.h, formats/_escape.py and formats/_json.py). */
 #include "escape.h"
 
 #include "text.h"

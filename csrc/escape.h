@@ -1,10 +1,10 @@
 /* The two escaping rules of client bytes, in C.
  *
- * The log-line rule of formats/formats/_escape.py: every byte a client controls is written as itself
+ * The log-line rule of formats/_escape.py: every byte a client controls is written as itself
  * when it is printable ASCII other than '"' and '\\', and as \xhh (lower-case hex)
  * otherwise; in the unquoted client field a space is escaped too.
  *
- * The JSON string rule of formats/formats/_json.py (_json_string): see escape_json_write. */
+ * The JSON string rule of formats/_json.py (_json_string): see escape_json_write. */
 #ifndef BOUNDLOG_ESCAPE_H
 #define BOUNDLOG_ESCAPE_H
 

@@ -125,7 +125,7 @@ call_admission(Handoff *handoff, int name, PyObject *argument)
     return rc;
 }
 
-/* The reference's FIELD_OVERHEAD (record/record/_budget.py): what a header field costs beyond its bytes. */
+/* The reference's FIELD_OVERHEAD (record/_budget.py): what a header field costs beyond its bytes. */
 #define FIELD_OVERHEAD 160
 /* A record's fields _budget.record_cost reads. */
 enum { RECORD_PATH = 4, RECORD_QUERY = 5, RECORD_HEADERS = 9, RECORD_NOTES = 11 };

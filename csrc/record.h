@@ -1,4 +1,4 @@
-/* A Record (record/record/_record.py) as the formats read it: its fields by position, and the rule
+/* A Record (record/_record.py) as the formats read it: its fields by position, and the rule
  * for the body bytes that reach the client. */
 #ifndef BOUNDLOG_RECORD_H
 #define BOUNDLOG_RECORD_H

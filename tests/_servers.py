@@ -872,7 +872,7 @@ def boundlog_warnings(output: str) -> list[str]:
 
 
 class LossReports(NamedTuple):
-    """What boundlog's loss lines on stderr say (see src/boundlog/metrics/metrics/_health.py)."""
+    """What boundlog's loss lines on stderr say (see src/boundlog/metrics/_health.py)."""
 
     #: The periodic lines: (dropped, failed, the failure's cause or "") each.
     periodic: list[tuple[int, int, str]]

@@ -1,4 +1,4 @@
-"""``BOUNDLOG_*`` variables configure every integration (src/boundlog/engine/engine/_environment.py).
+"""``BOUNDLOG_*`` variables configure every integration (src/boundlog/engine/_environment.py).
 
 A middleware that builds its own log takes the options its code passes and, for the
 others, the environment's; a misspelt variable is an error, not a setting silently

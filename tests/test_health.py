@@ -1,4 +1,4 @@
-"""Loss reports on stderr (src/boundlog/metrics/metrics/_health.py).
+"""Loss reports on stderr (src/boundlog/metrics/_health.py).
 
 ``LossReport`` is given the clock, so its rate limit and its "in the last N s" are
 checked here without waiting for real seconds; the monitor thread is checked in real

@@ -1,4 +1,4 @@
-"""``metrics=True``: the log's counters in Prometheus (src/boundlog/metrics/metrics/_metrics.py).
+"""``metrics=True``: the log's counters in Prometheus (src/boundlog/metrics/_metrics.py).
 
 In one process they equal ``stats()`` once the writer has caught up (and after
 ``close()``, its final counts); a real Prometheus server scraping a real uvicorn app

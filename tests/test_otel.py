@@ -1,5 +1,5 @@
 """``metrics="opentelemetry"`` and ``metrics=<a Meter>``: the log's counters as
-OpenTelemetry observable instruments (src/boundlog/metrics/metrics/_otel.py), read by the SDK's own
+OpenTelemetry observable instruments (src/boundlog/metrics/_otel.py), read by the SDK's own
 ``InMemoryMetricReader``.
 
 What the reader collects equals ``stats()`` after a flush and after ``close()``, through

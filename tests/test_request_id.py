@@ -1,4 +1,4 @@
-"""Request ids (src/boundlog/capture/capture/_request_id.py): the middlewares' ``request_id`` option.
+"""Request ids (src/boundlog/capture/_request_id.py): the middlewares' ``request_id`` option.
 
 Under real servers (uvicorn for ASGI, gunicorn for WSGI, on both cores), a request
 without a usable id gets a new one that the application sees, the response carries and
