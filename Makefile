@@ -47,7 +47,7 @@ pytest: ext test-tools
 pytest-pure: ext test-tools
 	BOUNDLOG_NO_EXTENSIONS=1 $(BIN)/pytest
 
-# The C core (csrc/*.c), built in place by `pip install -e .` (which uses the
+# The C core (csrc/**/*.[ch]), built in place by `pip install -e .` (which uses the
 # setuptools pyproject.toml asks for, not the venv's): again when a C file is newer
 # than the built module.  A failed build leaves the pure-Python core, and
 # tests/test_speedups.py then fails: the suite must not pass on it unknowingly.
@@ -55,7 +55,7 @@ EXT := src/boundlog/_speedups$(shell $(PYTHON) -c 'import sysconfig; print(sysco
 
 ext: $(EXT)
 
-$(EXT): $(wildcard csrc/*.[ch]) setup.py | $(BIN)/pytest
+$(EXT): $(shell find csrc -name '*.[ch]') setup.py | $(BIN)/pytest
 	$(BIN)/pip install --quiet --no-deps -e .
 
 # The C core under AddressSanitizer and UndefinedBehaviorSanitizer: the package built

@@ -16,7 +16,10 @@ from pathlib import Path
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
-SOURCES = sorted(str(path) for path in Path("csrc").glob("*.c"))
+# Every C file under csrc/, in its folders; they include each other by their path from
+# csrc/ ("common/buffer.h"), which is on the include path.
+SOURCES = sorted(str(path) for path in Path("csrc").rglob("*.c"))
+HEADERS = sorted(str(path) for path in Path("csrc").rglob("*.h"))
 # gcc and clang: warnings are errors, so that a new one cannot slip in.
 UNIX_FLAGS = ["-O2", "-Wall", "-Wextra", "-Werror", "-std=c11"]
 # `make asan` adds the sanitizers here.
@@ -51,7 +54,8 @@ ext_modules = (
         Extension(
             "boundlog._speedups",
             SOURCES,
-            depends=sorted(map(str, Path("csrc").glob("*.h"))),
+            include_dirs=["csrc"],
+            depends=HEADERS,
             optional=True,
         )
     ]

@@ -7,13 +7,13 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
-#include "asgi.h"
-#include "clf.h"
-#include "environ.h"
-#include "json.h"
-#include "select.h"
-#include "template.h"
-#include "wsgi.h"
+#include "formats/clf.h"
+#include "formats/json.h"
+#include "formats/template.h"
+#include "paths/asgi.h"
+#include "paths/environ.h"
+#include "paths/wsgi.h"
+#include "selection/select.h"
 
 static PyMethodDef methods[] = {
     {"format_apache", (PyCFunction)(void (*)(void))clf_format_apache, METH_FASTCALL,

@@ -64,7 +64,7 @@ def test_the_sdist_builds_a_wheel_that_installs_with_the_c_core(tmp_path: Path) 
     (wheel,) = dist.glob("*.whl")
     with tarfile.open(sdist) as archive:
         sdist_names = {Path(*Path(name).parts[1:]).as_posix() for name in archive.getnames()}
-    assert {"LICENSE", "setup.py", "csrc/module.c", "csrc/clf.h"} <= sdist_names
+    assert {"LICENSE", "setup.py", "csrc/module.c", "csrc/formats/clf.h"} <= sdist_names
     with zipfile.ZipFile(wheel) as archive:
         wheel_names = archive.namelist()
     assert any(re.fullmatch(r"boundlog/_speedups\..*\.so", name) for name in wheel_names)

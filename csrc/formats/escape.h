@@ -8,7 +8,7 @@
 #ifndef BOUNDLOG_ESCAPE_H
 #define BOUNDLOG_ESCAPE_H
 
-#include "buffer.h"
+#include "common/buffer.h"
 
 typedef enum { ESCAPE_QUOTED = 0, ESCAPE_UNQUOTED = 1 } EscapeMode;
 

@@ -1,10 +1,10 @@
 /* Values as the lines write them (see scalar.h). */
-#include "scalar.h"
+#include "formats/scalar.h"
 
 #include <math.h>
 
-#include "escape.h"
-#include "record.h"
+#include "formats/escape.h"
+#include "record/record.h"
 
 /* Appends str() of an exact bytes object, as a JSON string or escaped.  str() is
  * called rather than repr() copied: under python -b it warns as the reference's does,

@@ -1,10 +1,10 @@
 /* Trace context, as _trace.trace_ids reads it: the span's ids, else the W3C
  * traceparent header's.  Both give lower-case hex, 32 and 16 digits. */
-#include "trace.h"
+#include "formats/trace.h"
 
 #include <string.h>
 
-#include "headers.h"
+#include "formats/headers.h"
 
 static const char HEX[] = "0123456789abcdef";
 

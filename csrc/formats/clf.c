@@ -4,14 +4,14 @@
  *
  * Every client-controlled field is escaped (escape.c); the stamp comes from the
  * Python clock, once per distinct second per batch. */
-#include "clf.h"
+#include "formats/clf.h"
 
-#include "buffer.h"
-#include "escape.h"
-#include "headers.h"
-#include "record.h"
-#include "stamps.h"
-#include "text.h"
+#include "common/buffer.h"
+#include "common/text.h"
+#include "formats/escape.h"
+#include "formats/headers.h"
+#include "formats/stamps.h"
+#include "record/record.h"
 
 static int
 write_escaped_bytes(Buffer *buffer, PyObject *bytes)

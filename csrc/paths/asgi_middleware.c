@@ -8,12 +8,12 @@
  *
  * bind() is called once, from __init__, with everything the request path uses; the
  * fields are read-only afterwards, so a call needs no lock. */
-#include "asgi.h"
+#include "paths/asgi.h"
 
-#include "app_attribute.h"
-#include "arguments.h"
-#include "compat.h"
-#include "extras.h"
+#include "common/compat.h"
+#include "paths/app_attribute.h"
+#include "paths/arguments.h"
+#include "record/extras.h"
 
 static const char *const name_strings[NAMES] = {
     [NAME_TYPE] = "type",

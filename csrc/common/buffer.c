@@ -1,5 +1,5 @@
 /* The growable byte buffer of buffer.h. */
-#include "buffer.h"
+#include "common/buffer.h"
 
 int
 buffer_init(Buffer *buffer, Py_ssize_t capacity)

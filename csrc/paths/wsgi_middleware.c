@@ -4,13 +4,13 @@
  * bind() is called once, from __init__, with everything the request path uses; those
  * fields are read-only afterwards, so a call needs no lock.  Only `app`, which the
  * reference reads at each request and a user may set, changes. */
-#include "wsgi.h"
+#include "paths/wsgi.h"
 
-#include "app_attribute.h"
-#include "arguments.h"
-#include "asgi.h"
-#include "compat.h"
-#include "extras.h"
+#include "common/compat.h"
+#include "paths/app_attribute.h"
+#include "paths/arguments.h"
+#include "paths/asgi.h"
+#include "record/extras.h"
 
 /* bind()'s arguments, all keyword-only, in this order; `limit` and the flags last. */
 static const char *const bind_keywords[] = {

@@ -7,18 +7,18 @@
  * passes the reference's shape check exactly when none of its client fields holds a
  * byte that escaping changes, because every other field is plain in both passes
  * (escaped, or digits, or a clock's plain stamp) and the template's text is the same. */
-#include "template.h"
+#include "formats/template.h"
 
 #include <math.h>
 
-#include "buffer.h"
-#include "escape.h"
-#include "extras.h"
-#include "headers.h"
-#include "record.h"
-#include "scalar.h"
-#include "stamps.h"
-#include "trace.h"
+#include "common/buffer.h"
+#include "formats/escape.h"
+#include "formats/headers.h"
+#include "formats/scalar.h"
+#include "formats/stamps.h"
+#include "formats/trace.h"
+#include "record/extras.h"
+#include "record/record.h"
 
 /* The ops: their codes (the order of _templates._C_OPS), and their number and object
  * (anything, unread, where none is given). */

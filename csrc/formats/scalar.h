@@ -4,7 +4,7 @@
 #ifndef BOUNDLOG_SCALAR_H
 #define BOUNDLOG_SCALAR_H
 
-#include "buffer.h"
+#include "common/buffer.h"
 
 /* Appends `value` as JSON: null, true, false, an int of 64 bits, a float as repr()
  * writes it (null when not finite), a str as a JSON string, and bytes as the JSON

@@ -1,9 +1,9 @@
 /* The per-batch cache of time stamps (stamps.h). */
-#include "stamps.h"
+#include "formats/stamps.h"
 
 #include <math.h>
 
-#include "record.h"
+#include "record/record.h"
 
 void
 stamps_clear(Stamps *stamps)

@@ -15,14 +15,14 @@
  * write to another thread: each field is read and changed under a critical section
  * on the Exchange (nothing on the GIL build), and no call into Python is made inside
  * one. */
-#include "wsgi.h"
+#include "paths/wsgi.h"
 
-#include "app_attribute.h"
-#include "asgi.h"
-#include "clock.h"
-#include "compat.h"
-#include "environ.h"
-#include "extras.h"
+#include "common/clock.h"
+#include "common/compat.h"
+#include "paths/app_attribute.h"
+#include "paths/asgi.h"
+#include "paths/environ.h"
+#include "record/extras.h"
 
 typedef struct {
     PyObject_HEAD

@@ -1,9 +1,9 @@
 /* Finding a request header field in a record (see headers.h). */
-#include "headers.h"
+#include "formats/headers.h"
 
-#include "compat.h"
-#include "escape.h"
-#include "text.h"
+#include "common/compat.h"
+#include "common/text.h"
+#include "formats/escape.h"
 
 /* Whether `candidate` (a pair's name, bytes or str) is `name` in any ASCII case, as
  * _headers compares: the name's bytes lower-cased by bytes.lower(). */

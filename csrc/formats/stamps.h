@@ -6,7 +6,7 @@
 #ifndef BOUNDLOG_STAMPS_H
 #define BOUNDLOG_STAMPS_H
 
-#include "buffer.h"
+#include "common/buffer.h"
 
 #define STAMPS_CACHED_SECONDS 2
 

@@ -11,7 +11,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
-#include "compat.h"
+#include "common/compat.h"
 
 typedef struct {
     PyObject_HEAD

@@ -1,8 +1,8 @@
 /* Reading a record's extras (see extras.h). */
-#include "extras.h"
+#include "record/extras.h"
 
-#include "compat.h"
-#include "record.h"
+#include "common/compat.h"
+#include "record/record.h"
 
 int
 extras_field(PyObject *record, int index, PyObject **field)

@@ -8,13 +8,13 @@
  * float durations); for anything else the batch goes back to the Python code, whose
  * comparisons (and errors) are the reference.  Nothing here calls into Python code:
  * hashing and comparing bytes and ints is the interpreter's own. */
-#include "select.h"
+#include "selection/select.h"
 
 #include <string.h>
 
-#include "buffer.h"
-#include "compat.h"
-#include "record.h"
+#include "common/buffer.h"
+#include "common/compat.h"
+#include "record/record.h"
 
 /* Leave the batch to Python. */
 #define UNREAD 1

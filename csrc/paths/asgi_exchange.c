@@ -13,10 +13,10 @@
  * A queue with no room at that moment is the one case that may wait (policy
  * "wait"): the exchange then drives the middleware's Python coroutine
  * _submit_unfinished, which waits, hands over and raises the exception again. */
-#include "asgi.h"
+#include "paths/asgi.h"
 
-#include "clock.h"
-#include "compat.h"
+#include "common/clock.h"
+#include "common/compat.h"
 
 enum { FRESH, RUNNING_APP, SUBMITTING, DONE };
 

@@ -1,5 +1,5 @@
 /* Encoding str fields (see text.h). */
-#include "text.h"
+#include "common/text.h"
 
 static int
 ready(PyObject *text)

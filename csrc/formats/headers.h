@@ -3,7 +3,7 @@
 #ifndef BOUNDLOG_HEADERS_H
 #define BOUNDLOG_HEADERS_H
 
-#include "buffer.h"
+#include "common/buffer.h"
 
 /* What a lookup returns besides 0 (written) and -1 (an exception is set). */
 #define HEADERS_UNSUPPORTED 1

@@ -9,19 +9,19 @@
  * (boundlog.add_fields) of the usual kinds.  Every string follows the JSON string rule
  * (escape.c); the stamp's text comes from the Python clock, once per distinct second
  * per batch. */
-#include "json.h"
+#include "formats/json.h"
 
 #include <math.h>
 
-#include "buffer.h"
-#include "compat.h"
-#include "escape.h"
-#include "extras.h"
-#include "headers.h"
-#include "record.h"
-#include "scalar.h"
-#include "stamps.h"
-#include "trace.h"
+#include "common/buffer.h"
+#include "common/compat.h"
+#include "formats/escape.h"
+#include "formats/headers.h"
+#include "formats/scalar.h"
+#include "formats/stamps.h"
+#include "formats/trace.h"
+#include "record/extras.h"
+#include "record/record.h"
 
 /* The items of `texts` (json.h). */
 enum { BEFORE_TIME, BEFORE_CLIENT, BEFORE_METHOD, BEFORE_PATH, BEFORE_QUERY, BEFORE_PROTOCOL,

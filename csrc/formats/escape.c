@@ -1,7 +1,7 @@
 /* Escaping client bytes (the rules are in escape.h, formats/_escape.py and formats/_json.py). */
-#include "escape.h"
+#include "formats/escape.h"
 
-#include "text.h"
+#include "common/text.h"
 
 /* For each byte, whether it needs escaping: bit 0 in a quoted field, bit 1 unquoted.
  * Built by the preprocessor so that it is constant data: no state to initialise. */

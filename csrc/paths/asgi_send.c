@@ -9,11 +9,11 @@
  * response has ended (Starlette's background tasks run after the last body message,
  * inside the application's call), so the record is held until the application returns
  * (asgi_exchange.c's pending_record) and then takes the notes as they are. */
-#include "asgi.h"
+#include "paths/asgi.h"
 
 #include <stddef.h>
 
-#include "compat.h"
+#include "common/compat.h"
 
 static PyObject *capture_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf,
                                     PyObject *kwnames);

@@ -20,8 +20,8 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
-#include "environ.h"
-#include "handoff.h"
+#include "paths/environ.h"
+#include "paths/handoff.h"
 
 /* The dict keys and message types the request path compares with, interned once per
  * middleware (the module keeps no state of its own). */

@@ -2,7 +2,7 @@
 #ifndef BOUNDLOG_TRACE_H
 #define BOUNDLOG_TRACE_H
 
-#include "buffer.h"
+#include "common/buffer.h"
 
 /* Lower-case hex digits of a trace id and a span id. */
 typedef struct {

@@ -5,12 +5,12 @@
  * within the record budget.  Anything else (a request over the budget, a scope some
  * test or framework made by hand) goes to asgi._record itself, so that what a record
  * holds, and what an odd scope raises, is the reference's by construction. */
-#include "asgi.h"
+#include "paths/asgi.h"
 
-#include "clock.h"
-#include "compat.h"
-#include "extras.h"
-#include "record.h"
+#include "common/clock.h"
+#include "common/compat.h"
+#include "record/extras.h"
+#include "record/record.h"
 
 /* The reference's FIELD_OVERHEAD (record/_budget.py): what a header pair costs beyond its bytes. */
 #define FIELD_OVERHEAD 160

@@ -7,11 +7,11 @@
  * methods, which take its lock; this takes none.  Its attributes are read afresh each
  * call, as strong references: a fork gives the Admission a new deque
  * (reset_after_fork), and the writer changes _wake_at and _closed from its thread. */
-#include "handoff.h"
+#include "paths/handoff.h"
 
 #include <stddef.h>
 
-#include "compat.h"
+#include "common/compat.h"
 
 static const char *const name_strings[HANDOFF_NAMES] = {
     [HANDOFF_PENDING] = "_pending",

@@ -9,13 +9,13 @@
  * size is checked as RecordBudget.bounded or bounded_environ does, and `bound` (Python)
  * is called only when over the budget or of an unusual shape; with `limit` < 0 (a whole
  * environ as the headers), `bound` is always called. */
-#include "environ.h"
+#include "paths/environ.h"
 
 #include <string.h>
 
-#include "asgi.h"
-#include "compat.h"
-#include "record.h"
+#include "common/compat.h"
+#include "paths/asgi.h"
+#include "record/record.h"
 
 /* The reference's FIELD_OVERHEAD (record/_budget.py): what a header pair costs beyond its bytes. */
 #define FIELD_OVERHEAD 160
