@@ -4,7 +4,8 @@
  * The reference reads self.app at each request, and so do the C paths: an application
  * set after the middleware was made is the one called.  It is the one field of a
  * middleware that changes after bind(), so it is read and set under a critical
- * section.  Both types start with these fields. */
+ * section.  Both types start with these fields.  Their exchanges read it here too
+ * (app_attribute_read), so that no exchange calls back into its middleware's file. */
 #ifndef BOUNDLOG_APP_ATTRIBUTE_H
 #define BOUNDLOG_APP_ATTRIBUTE_H
 

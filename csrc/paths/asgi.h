@@ -9,6 +9,11 @@
  *                      hands over the record with the response's last message
  *   asgi_record.c      the record built from the scope
  *
+ * Calls between them go one way, down this list: the middleware makes exchanges, an
+ * exchange its send wrapper, and all three call asgi_record.c; none calls a file above
+ * it (the exchange reads the middleware's application with app_attribute.h, as the
+ * WSGI exchange does).
+ *
  * The Python module asgi.py stays the reference: every path here that is rare or
  * unusual (a queue with no room, a scope of unexpected types, a request over the
  * record budget) calls the Python function that does it there, which Middleware
@@ -35,7 +40,7 @@ enum {
 
 typedef struct {
     PyObject_HEAD
-    PyObject *app; /* the `app` attribute: read with middleware_app() */
+    PyObject *app; /* the `app` attribute: app_attribute.h reads it */
     /* Set by bind(), all strong references; NULL until then. */
     PyObject *reference_call; /* AccessLogMiddleware.__call__, bound: other scopes */
     PyObject *handoff;        /* the log's Handoff (log._offer): the queue (handoff.c) */
@@ -121,9 +126,6 @@ PyObject *asgi_item(PyObject *mapping, PyObject *name);
 PyObject *asgi_get(PyObject *mapping, PyObject *name, PyObject *fallback);
 /* Whether mapping.get(name) is true: 1, 0, or -1 on error. */
 int asgi_flag(PyObject *mapping, PyObject *name);
-
-/* The application, a new reference (NULL with an exception set if there is none). */
-PyObject *middleware_app(Middleware *middleware);
 
 /* A new Exchange for one call of the middleware (asgi_exchange.c). */
 PyObject *exchange_new(Middleware *middleware, PyObject *scope, PyObject *receive,

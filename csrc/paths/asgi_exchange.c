@@ -17,6 +17,7 @@
 
 #include "common/clock.h"
 #include "common/compat.h"
+#include "paths/app_attribute.h"
 
 enum { FRESH, RUNNING_APP, SUBMITTING, DONE };
 
@@ -171,7 +172,7 @@ start(Exchange *exchange)
             exchange->capture->counting_receive = Py_NewRef(counting);
         }
     }
-    PyObject *app = exchange->capture == NULL ? NULL : middleware_app(middleware);
+    PyObject *app = exchange->capture == NULL ? NULL : app_attribute_read((PyObject *)middleware);
     PyObject *awaitable = NULL;
     if (app != NULL) {
         PyObject *args[] = {exchange->scope, exchange->receive, (PyObject *)exchange->capture};

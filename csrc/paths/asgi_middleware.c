@@ -215,12 +215,6 @@ middleware_dealloc(PyObject *self)
     Py_DECREF(type);
 }
 
-PyObject *
-middleware_app(Middleware *middleware)
-{
-    return app_attribute_read((PyObject *)middleware);
-}
-
 static PyGetSetDef middleware_getset[] = {
     APP_ATTRIBUTE_GETSET,
     {NULL, NULL, NULL, NULL, NULL},
