@@ -1,17 +1,35 @@
 /* boundlog._speedups: the compiled core, imported through boundlog._core only.
  *
- * The module's only state is its types (AsgiTypes, per module object, made by
- * module_exec); its functions work on their arguments alone.  Nothing is shared
- * between threads without a strong reference or a critical section, so it is safe
- * without the GIL (Py_MOD_GIL_NOT_USED). */
+ * Its files, by what they do (each includes the others by its path from csrc/):
+ *
+ *   module.c, module_state.h  this module: its functions, its types, its state
+ *   common/     what any part uses: the C API across versions (compat.h), the
+ *               clocks, a growable byte buffer, the bytes of a str
+ *   record/     a Record as C reads it, and its extras
+ *   paths/      the request paths: the ASGI and WSGI middlewares (asgi_*, wsgi_*),
+ *               the record of a WSGI environ, the hand-off to the queue
+ *   selection/  the writer's filters and query join before formatting
+ *   formats/    records to bytes on the writer thread: common and combined lines
+ *               (clf), JSON lines, templates, and what they share (escaping, header
+ *               fields, time stamps, values, trace ids)
+ *
+ * A folder includes only its own files, common/ and record/ (and paths/ the module's
+ * state); module.c includes them all.
+ *
+ * The module's only state is its types and environ.c's names (ModuleState, per
+ * module object, made by module_exec); its functions work on their arguments alone.
+ * Nothing is shared between threads without a strong reference or a critical
+ * section, so it is safe without the GIL (Py_MOD_GIL_NOT_USED). */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
 #include "formats/clf.h"
 #include "formats/json.h"
 #include "formats/template.h"
+#include "module_state.h"
 #include "paths/asgi.h"
 #include "paths/environ.h"
+#include "paths/handoff.h"
 #include "paths/wsgi.h"
 #include "selection/select.h"
 
@@ -49,7 +67,7 @@ static PyMethodDef methods[] = {
 static int
 module_exec(PyObject *module)
 {
-    AsgiTypes *state = PyModule_GetState(module);
+    ModuleState *state = PyModule_GetState(module);
     state->handoff_type = (PyTypeObject *)PyType_FromModuleAndSpec(module, &handoff_spec, NULL);
     state->middleware_type = (PyTypeObject *)PyType_FromModuleAndSpec(module, &middleware_spec, NULL);
     state->exchange_type = (PyTypeObject *)PyType_FromModuleAndSpec(module, &exchange_spec, NULL);
@@ -76,7 +94,7 @@ module_exec(PyObject *module)
 static int
 module_traverse(PyObject *module, visitproc visit, void *arg)
 {
-    AsgiTypes *state = PyModule_GetState(module);
+    ModuleState *state = PyModule_GetState(module);
     Py_VISIT(state->handoff_type);
     Py_VISIT(state->middleware_type);
     Py_VISIT(state->exchange_type);
@@ -90,7 +108,7 @@ module_traverse(PyObject *module, visitproc visit, void *arg)
 static int
 module_clear(PyObject *module)
 {
-    AsgiTypes *state = PyModule_GetState(module);
+    ModuleState *state = PyModule_GetState(module);
     Py_CLEAR(state->handoff_type);
     Py_CLEAR(state->middleware_type);
     Py_CLEAR(state->exchange_type);
@@ -127,7 +145,7 @@ static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "boundlog._speedups",
     .m_doc = "boundlog's compiled core (see boundlog._core).",
-    .m_size = sizeof(AsgiTypes),
+    .m_size = sizeof(ModuleState),
     .m_methods = methods,
     .m_slots = slots,
     .m_traverse = module_traverse,

@@ -25,11 +25,10 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
-#include "paths/environ.h"
 #include "paths/handoff.h"
 
 /* The dict keys and message types the request path compares with, interned once per
- * middleware (the module keeps no state of its own). */
+ * middleware, not kept in the module's state (module_state.h). */
 enum {
     NAME_TYPE, NAME_HTTP, NAME_BODY_MESSAGE, NAME_START_MESSAGE, NAME_TRAILERS_MESSAGE,
     NAME_PATHSEND_MESSAGE, NAME_BODY, NAME_MORE_BODY, NAME_TRAILERS, NAME_MORE_TRAILERS,
@@ -91,19 +90,6 @@ typedef struct {
     double started;        /* perf_counter() when the exchange started */
     int finished;          /* the record is handed over */
 } Capture;
-
-/* The module's state: its types (the Handoff's, and those the ASGI and WSGI request
- * paths make instances of), and the WSGI variables environ.c reads. */
-typedef struct {
-    PyTypeObject *handoff_type;
-    PyTypeObject *middleware_type;
-    PyTypeObject *exchange_type;
-    PyTypeObject *capture_type;
-    PyTypeObject *wsgi_middleware_type; /* wsgi.h's */
-    PyTypeObject *wsgi_exchange_type;
-    PyTypeObject *wsgi_body_type;
-    PyObject *environ_names[ENVIRON_VARIABLES];
-} AsgiTypes;
 
 extern PyType_Spec middleware_spec;
 extern PyType_Spec exchange_spec;

@@ -11,6 +11,7 @@
 #include "paths/asgi.h"
 
 #include "common/compat.h"
+#include "module_state.h"
 #include "paths/app_attribute.h"
 #include "paths/arguments.h"
 #include "record/extras.h"
@@ -108,7 +109,7 @@ middleware_bind(PyObject *self, PyTypeObject *defining_class, PyObject *const *a
         }
         return NULL;
     }
-    AsgiTypes *state = PyType_GetModuleState(defining_class);
+    ModuleState *state = PyType_GetModuleState(defining_class);
     if (!Py_IS_TYPE(values[1], state->handoff_type)) {
         PyErr_SetString(PyExc_TypeError, "bind(): handoff must be a Handoff (the log's _offer)");
         return NULL;

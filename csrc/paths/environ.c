@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "common/compat.h"
-#include "paths/asgi.h"
+#include "module_state.h"
 #include "record/record.h"
 
 /* The reference's FIELD_OVERHEAD (record/_budget.py): what a header pair costs beyond its bytes. */
@@ -249,7 +249,7 @@ environ_record(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (!PyDict_CheckExact(environ)) {
         Py_RETURN_NONE;
     }
-    AsgiTypes *state = PyModule_GetState(module);
+    ModuleState *state = PyModule_GetState(module);
     PyObject *values[ENVIRON_VARIABLES] = {NULL};
     PyObject *fields[FIELDS] = {NULL};
     PyObject *result = NULL;

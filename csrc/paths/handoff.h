@@ -12,8 +12,8 @@
 #include <Python.h>
 
 /* The Admission's attribute and method names the hand-off reads, interned once per
- * Handoff (the module keeps no state of its own).  The first HANDOFF_SLOTS are the
- * attributes read per call. */
+ * Handoff, not kept in the module's state (module_state.h).  The first HANDOFF_SLOTS
+ * are the attributes read per call. */
 enum {
     HANDOFF_PENDING, HANDOFF_CLOSED, HANDOFF_WAKE_AT, HANDOFF_SLOTS,
     HANDOFF_APPEND = HANDOFF_SLOTS, HANDOFF_WAKE_WRITER, HANDOFF_WITHDRAW, HANDOFF_OFFER_LARGE,

@@ -20,8 +20,8 @@
 #include "common/clock.h"
 #include "common/compat.h"
 #include "paths/app_attribute.h"
-#include "paths/asgi.h"
 #include "paths/environ.h"
+#include "paths/handoff.h"
 #include "record/extras.h"
 
 typedef struct {

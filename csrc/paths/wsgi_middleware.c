@@ -7,9 +7,9 @@
 #include "paths/wsgi.h"
 
 #include "common/compat.h"
+#include "module_state.h"
 #include "paths/app_attribute.h"
 #include "paths/arguments.h"
-#include "paths/asgi.h"
 #include "record/extras.h"
 
 /* bind()'s arguments, all keyword-only, in this order; `limit` and the flags last. */
@@ -87,7 +87,7 @@ wsgi_middleware_bind(PyObject *self, PyTypeObject *defining_class, PyObject *con
         PyErr_SetString(PyExc_TypeError, "bind(): counts_chunks must be a bool");
         return NULL;
     }
-    AsgiTypes *state = PyType_GetModuleState(defining_class);
+    ModuleState *state = PyType_GetModuleState(defining_class);
     if (!Py_IS_TYPE(values[1], state->handoff_type)) {
         PyErr_SetString(PyExc_TypeError, "bind(): handoff must be a Handoff (the log's _offer)");
         return NULL;
