@@ -474,7 +474,7 @@ def test_the_duration_never_depends_on_the_wall_clock(
     capture = CapturingFormat(frozenset())
     with AccessLog(str(tmp_path / "access.log"), format=capture) as log:
         # The pure-Python path, whose clock this test can step; the C path reads the
-        # same two clocks in C (csrc/clock.h).
+        # same two clocks in C (csrc/common/clock.h).
         reference = AccessLogMiddleware(app, log=log).__call__
         asyncio.run(call(reference, http_scope()))
     [record] = capture.records

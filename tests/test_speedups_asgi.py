@@ -1,7 +1,7 @@
 """The ASGI middleware's C request path against its pure-Python reference.
 
 ``AccessLogMiddleware(...)`` with the C core in use is a ``_CompiledAccessLogMiddleware``:
-calling it runs the C type's call (csrc/asgi_*.c), while its ``__call__`` attribute is
+calling it runs the C type's call (csrc/paths/asgi_*.c), while its ``__call__`` attribute is
 the reference ``async def``.  For arbitrary applications (any sequence of messages,
 suspensions, raises and early returns), scopes (every shape the C code reads, and those
 it hands to the reference), and drivers (a server that cancels or closes the request),

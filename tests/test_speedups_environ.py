@@ -1,4 +1,4 @@
-"""The WSGI record in C (``_core.environ_record``, csrc/environ.c) against its reference.
+"""The WSGI record in C (``_core.environ_record``, csrc/paths/environ.c) against its reference.
 
 For arbitrary environs (hostile text, characters past latin-1, missing, empty and
 non-str variables, RAW_URI, REQUEST_URI or the SCRIPT_NAME + PATH_INFO fallback, a dict

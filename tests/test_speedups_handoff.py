@@ -1,4 +1,4 @@
-"""The C hand-off (``_speedups.Handoff``, csrc/handoff.c) against ``Admission.offer``.
+"""The C hand-off (``_speedups.Handoff``, csrc/paths/handoff.c) against ``Admission.offer``.
 
 ``Handoff(admission)(record)`` must do what ``admission.offer(record)`` does: the same
 answer, the same queue, the same counters, the same wake-ups and withdrawals, the same

@@ -1,4 +1,4 @@
-"""The C core's JSON lines (csrc/json.c) against the pure-Python reference: the same bytes.
+"""The C core's JSON lines (csrc/formats/json.c) against the pure-Python reference: the same bytes.
 
 ``JsonFormat.format_batch_python`` defines a JSON line; the C ``format_json`` must give
 the same bytes for every batch it handles, with every option of the format, and hand

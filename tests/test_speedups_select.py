@@ -1,4 +1,4 @@
-"""The C core's per-record scans before formatting (csrc/select.c) against the
+"""The C core's per-record scans before formatting (csrc/selection/select.c) against the
 pure-Python reference: the same records kept, the same queries joined.
 
 ``Select.filtered_python`` defines what skip_paths, skip_status and min_duration keep,

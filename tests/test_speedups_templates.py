@@ -1,4 +1,4 @@
-"""The C core's log templates (csrc/template.c) against the pure-Python reference: the
+"""The C core's log templates (csrc/formats/template.c) against the pure-Python reference: the
 same bytes.
 
 ``Template.format_batch_python`` defines a template's line; the C ``format_template``

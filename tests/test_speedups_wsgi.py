@@ -1,7 +1,7 @@
 """The WSGI middleware's C request path against its pure-Python reference.
 
 ``AccessLogMiddleware(...)`` with the C core in use is a ``_CompiledAccessLogMiddleware``:
-calling it runs the C type's call (csrc/wsgi_*.c); ``AccessLogMiddleware.__call__`` is
+calling it runs the C type's call (csrc/paths/wsgi_*.c); ``AccessLogMiddleware.__call__`` is
 the reference.  For arbitrary applications (start_response with any status line, by
 position or keyword, with exc_info, write(), raises before and after starting, bodies
 of every kind: lists, tuples, generators that raise, iterables with a close() that

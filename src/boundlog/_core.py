@@ -70,18 +70,18 @@ format_json: (
     ]
     | None
 ) = None
-#: ``format_template(records, ops, pid)``: Template.format_batch in C (csrc/template.c).
+#: ``format_template(records, ops, pid)``: Template.format_batch in C (csrc/formats/template.c).
 format_template: (
     Callable[[Sequence[Record], tuple[tuple[int, int, object], ...], int], bytes | None] | None
 ) = None
-#: ``handoff(admission)``: a C callable doing what ``admission.offer`` does (csrc/handoff.c),
+#: ``handoff(admission)``: a C callable doing what ``admission.offer`` does (csrc/paths/handoff.c),
 #: which ``AccessLog._offer`` is; else None.
 handoff: Callable[[Admission], Callable[[Record], bool]] | None = None
 #: ``environ_record(Record, environ, ..., bound, limit, notes, extras)``: _environ.environ_record in C
-#: for the usual environ, None for the rest (csrc/environ.c); else None.
+#: for the usual environ, None for the rest (csrc/paths/environ.c); else None.
 environ_record: Callable[..., Record | None] | None = None
 #: ``select_records(batch, skip_paths, path_prefixes, skip_status, min_duration)``: the
-#: records _filters.Select's cheap filters keep (csrc/select.c), None for a batch left
+#: records _filters.Select's cheap filters keep (csrc/selection/select.c), None for a batch left
 #: to Python; else None.
 select_records: (
     Callable[
@@ -91,7 +91,8 @@ select_records: (
     | None
 ) = None
 #: ``joined_queries(batch)``: the non-empty queries joined with ``&``, as
-#: _redaction.QueryRedaction scans them (csrc/select.c), None if left to Python; else None.
+#: _redaction.QueryRedaction scans them (csrc/selection/select.c), None if left to Python;
+#: else None.
 joined_queries: Callable[[list[Record]], bytes | None] | None = None
 #: The base class of the ASGI middleware's compiled request path, else None.
 asgi_middleware: type[AsgiMiddleware] | None = None

@@ -1,4 +1,4 @@
-# The compiled core (csrc/*.c); imported through boundlog._core only.
+# The compiled core (csrc/); imported through boundlog._core only.
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -50,18 +50,18 @@ def select_records(
 def joined_queries(batch: list[Record], /) -> bytes | None: ...
 
 class Handoff:
-    """``Handoff(admission)(record)`` is ``admission.offer(record)`` (csrc/handoff.c)."""
+    """``Handoff(admission)(record)`` is ``admission.offer(record)`` (csrc/paths/handoff.c)."""
 
     admission: Admission
     def __init__(self, admission: Admission) -> None: ...
     def __call__(self, record: Record, /) -> bool: ...
 
 class AsgiMiddleware:
-    """The compiled request path of asgi.AccessLogMiddleware (csrc/asgi_middleware.c)."""
+    """The compiled request path of asgi.AccessLogMiddleware (csrc/paths/asgi_middleware.c)."""
 
     def bind(self, **request_path: object) -> None: ...
 
 class WsgiMiddleware:
-    """The compiled request path of wsgi.AccessLogMiddleware (csrc/wsgi_middleware.c)."""
+    """The compiled request path of wsgi.AccessLogMiddleware (csrc/paths/wsgi_middleware.c)."""
 
     def bind(self, **request_path: object) -> None: ...

@@ -40,7 +40,7 @@ request header, the client's or a new one, and its response carries it back (see
 
 With the C core (``_core``), ``AccessLogMiddleware(...)`` makes a
 ``_CompiledAccessLogMiddleware``, whose HTTP requests take the same path in C
-(csrc/asgi_*.c); this module stays its reference, and the C code calls back into it
+(csrc/paths/asgi_*.c); this module stays its reference, and the C code calls back into it
 for everything rare, and into ``_request_id`` for the request ids.  For a log that
 reads ``bytes_received`` (the body bytes of the ``http.request`` messages the
 application received), both paths hand the application a ``_CountingReceive`` instead
@@ -253,7 +253,7 @@ class AccessLogMiddleware:
 
     def _with_notes(self, held: Record, notes: dict[str, Any] | None) -> Record:
         # A held record takes the request's notes as they are now, counted against
-        # what it keeps of the client's bytes (csrc/asgi_record.c too).
+        # what it keeps of the client's bytes (csrc/paths/asgi_record.c too).
         return held._replace(
             notes=self._budget.notes(notes, held.path, held.query, held.request_headers)
         )
@@ -262,7 +262,7 @@ class AccessLogMiddleware:
         # For a request that cannot wait for room: a closed exchange (coroutine.close(),
         # which the finalizer of an exchange its server dropped calls, on whatever thread
         # the garbage collector runs: hence no lock), or a record held for a log reading
-        # notes whose response the application began again (csrc/asgi_send.c too).
+        # notes whose response the application began again (csrc/paths/asgi_send.c too).
         self.log._admission.offer_unlocked(entry)
 
     async def _admit_then(self, entry: Record, send: Send, message: Message) -> None:
@@ -544,7 +544,7 @@ AccessLogMiddleware._unusable_class = _UnusableLogMiddleware
 if _core.asgi_middleware is not None:
 
     class _CompiledAccessLogMiddleware(_core.asgi_middleware, AccessLogMiddleware):  # type: ignore[misc,valid-type]
-        """AccessLogMiddleware with its HTTP request path in C (csrc/asgi_*.c).
+        """AccessLogMiddleware with its HTTP request path in C (csrc/paths/asgi_*.c).
 
         Servers find the reference ``async def __call__`` where they look for an ASGI 3
         application: the instance's ``__call__`` (uvicorn and hypercorn test it with

@@ -29,7 +29,7 @@ header, the client's or a new one, and its response carries it back (see
 
 With the C core (``_core``), ``AccessLogMiddleware(...)`` makes a
 ``_CompiledAccessLogMiddleware``, whose requests take the same path in C
-(csrc/wsgi_*.c); this module stays its reference, and the C code calls back into it
+(csrc/paths/wsgi_*.c); this module stays its reference, and the C code calls back into it
 for an environ or a status line out of the ordinary, and into ``_request_id`` for the
 request ids.
 """
@@ -147,7 +147,7 @@ class AccessLogMiddleware:
 
     def _submit_unclosed(self, record: Record | None) -> None:
         # From the finalizer of a response the server dropped: it may run on any thread,
-        # at any allocation, so it never waits for room (csrc/wsgi_exchange.c too).
+        # at any allocation, so it never waits for room (csrc/paths/wsgi_exchange.c too).
         # None: the record could not be made (the finalizer reports why); still counted.
         if record is None:
             self.log._admission.refuse_unlocked()
@@ -399,7 +399,7 @@ def _header_picker(keys: Sequence[str]) -> HeaderPicker:
 if _core.wsgi_middleware is not None:
 
     class _CompiledAccessLogMiddleware(_core.wsgi_middleware, AccessLogMiddleware):  # type: ignore[misc,valid-type]
-        """AccessLogMiddleware with its request path in C (csrc/wsgi_*.c): the same
+        """AccessLogMiddleware with its request path in C (csrc/paths/wsgi_*.c): the same
         records, responses and exceptions (``tests/test_speedups_wsgi.py``)."""
 
         def __init__(self, app: WSGIApp, log: AccessLog | None = None, **options: Any) -> None:

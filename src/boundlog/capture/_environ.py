@@ -24,7 +24,7 @@ Bound = Callable[[bytes, bytes, Any], tuple[bytes, bytes, Headers]]
 #: for the usual environ (an exact dict of str values, a latin-1 target), and None for
 #: any other, which the caller then hands to :func:`environ_record`.  ``limit`` is the
 #: budget when ``bound`` is ``RecordBudget.bounded`` (the C code checks the size as it
-#: does and calls it only when over), -1 to call ``bound`` always (csrc/environ.c).
+#: does and calls it only when over), -1 to call ``bound`` always (csrc/paths/environ.c).
 compiled = _core.environ_record
 
 

@@ -17,7 +17,7 @@ keeps the environ or scope they come from (see ``wsgi._Exchange._record``).
 The bytes of the request body the application received (ASGI, WSGI) are counted by
 the integration, not here: counting them means wrapping ``receive`` or ``wsgi.input``
 before the application runs, for a log that reads them.  Both request paths fill the
-count in with :func:`with_bytes_received` (the C ones as csrc/extras.h does).
+count in with :func:`with_bytes_received` (the C ones as csrc/record/extras.h does).
 """
 
 from __future__ import annotations

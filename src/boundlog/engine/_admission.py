@@ -62,7 +62,7 @@ _BACKSTOP_SECONDS = 1.0
 class Admission:
     """The bounded queue, its overload policy and the counters of what it refused."""
 
-    # Slots: the C hand-off (csrc/handoff.c) reads four of them per request.
+    # Slots: the C hand-off (csrc/paths/handoff.c) reads four of them per request.
     __slots__ = (
         "_async_waiters", "_backlog", "_batch_size", "_charged", "_closed", "_count_lock",
         "_excess", "_excess_room", "_hurry", "_lock", "_max_queue", "_pending",

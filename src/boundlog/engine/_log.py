@@ -110,7 +110,7 @@ class AccessLog:
     submit_async: Callable[[Record], Coroutine[Any, Any, bool]]
     # For the integrations' request path: accepts a record if there is room now, and
     # refuses without counting otherwise, so a refusal must go on to submit.  With the
-    # C core, a _speedups.Handoff: Admission.offer in C (csrc/handoff.c).
+    # C core, a _speedups.Handoff: Admission.offer in C (csrc/paths/handoff.c).
     _offer: Callable[[Record], bool]
 
     def __init__(

@@ -14,7 +14,7 @@ returned as it is.  Otherwise it is built again with every client-controlled col
 that holds an unsafe byte escaped (see ``_escape``).
 
 When the C core is built (``_core``), ``ApacheFormat.format_batch`` runs its C
-counterpart (``csrc/clf.c``) instead; the code here stays the reference it is tested
+counterpart (``csrc/formats/clf.c``) instead; the code here stays the reference it is tested
 against (``tests/test_speedups.py``) and formats any batch the C code hands back.
 """
 

@@ -17,7 +17,7 @@ rule (a lone surrogate makes them invalid UTF-8).  Every step is a C-level pass 
 value, whatever bytes a client chooses.
 
 When the C core is built (``_core``), ``JsonFormat.format_batch`` runs its C
-counterpart (``csrc/json.c``) instead; the code here stays the reference it is tested
+counterpart (``csrc/formats/json.c``) instead; the code here stays the reference it is tested
 against (``tests/test_speedups_json.py``) and formats any batch the C code hands back.
 """
 
@@ -279,7 +279,7 @@ class JsonFormat(CompiledFirst):
         # What the C core (_core.format_json) needs to write the same lines: the text
         # before each built-in field and the line's end, then each header field's text,
         # source (True: the response), name, environ key and redaction, and the optional
-        # fields and variables (csrc/json.h).
+        # fields and variables (csrc/formats/json.h).
         self._texts = (
             *(before[field].encode("ascii") for field in _RECORD_FIELDS),
             b"}\n",

@@ -18,7 +18,7 @@ and the user name are escaped with :func:`~boundlog.formats._escape.escape_unquo
 too), because the Common Log Format leaves them unquoted.
 
 When the C core is built (``_core``), ``Template.format_batch`` runs its C counterpart
-(``csrc/template.c``) on *ops* the template is also compiled into (:data:`_C_OPS`);
+(``csrc/formats/template.c``) on *ops* the template is also compiled into (:data:`_C_OPS`);
 ``format_batch_python`` stays the reference it is tested against
 (``tests/test_speedups_templates.py``) and formats any batch the C code hands back.
 """
@@ -114,7 +114,7 @@ SUPPORTED = (
 )
 
 
-# The C core's ops (csrc/template.c), by code: the order of its enum.  Most are a field
+# The C core's ops (csrc/formats/template.c), by code: the order of its enum.  Most are a field
 # kind; "text" is the template's own bytes, "header" either kind of header field,
 # "epoch-fraction" the _frac epoch units, "duration" the three whole units, "extra" a
 # field of a record's extras (%I too), "trace" its trace or span id.

@@ -117,7 +117,7 @@ class Select:
                     self._min_duration,
                 )
             )
-            # The C core (csrc/select.c) keeps the same records, or leaves the batch here.
+            # The C core (csrc/selection/select.c) keeps the same records, or leaves the batch here.
             batch = self.filtered_python(batch) if kept is None else kept
         if self._sample < 1.0:
             draw, sample = self._random.random, self._sample

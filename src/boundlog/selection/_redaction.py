@@ -94,7 +94,7 @@ class QueryRedaction:
     def __call__(self, batch: list[Record]) -> None:
         """Redact the listed parameters' values in the records of ``batch``, in place."""
         # One look at the whole batch's queries first: most batches hold no candidate.
-        # The C core joins them alike (csrc/select.c), or leaves it here.
+        # The C core joins them alike (csrc/selection/select.c), or leaves it here.
         queries = _joined_queries(batch) if _joined_queries is not None else None
         if queries is None:
             queries = self.joined_python(batch)
