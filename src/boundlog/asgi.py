@@ -466,7 +466,7 @@ def _record(
         scope["method"], path, query, _PROTOCOLS.get(version) or "HTTP/" + version,
         # The request's header list goes as it is: picking out the fields the log
         # reads costs the request path more than it saves the writer (counted with
-        # callgrind: docs/development-notes.md).  The response's goes only to
+        # callgrind: benchmarks/HISTORY.md).  The response's goes only to
         # a log that reads it, not to keep an application's list alive for nothing.
         status, sent, headers,
         response.get("headers", ()) if keeps_response_headers else (),
