@@ -176,7 +176,8 @@ class AccessLog:
         report_loss: bool = True,
     ) -> None:
         # Every option is checked before the sink is opened: a log that cannot be
-        # built must leave no descriptor (and no signal handler) behind.
+        # built must leave no descriptor (and no signal handler) behind.  locals() is
+        # every keyword as given, by name; the values checked are taken from here on.
         options = checked_options(locals())
         self._policy: Policy = options["policy"]
         self._close_timeout: float | None = options["close_timeout"]
