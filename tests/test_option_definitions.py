@@ -115,7 +115,8 @@ def test_every_variable_sets_its_option() -> None:
 def _options_table() -> list[list[str]]:
     """The rows of docs/configuration.md's options table, as cells."""
     text = (DOCS / "configuration.md").read_text()
-    header = text.index("| option | default | meaning |")
+    header = text.find("| option | default | meaning |")
+    assert header >= 0, "docs/configuration.md has no table headed | option | default | meaning |"
     rows = []
     for line in text[header:].splitlines()[2:]:
         if not line.startswith("|"):
