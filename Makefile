@@ -16,12 +16,12 @@ BIN := $(VENV)/bin
 # A free-threaded build (3.13t) cannot install all of the test extra, nor the linters:
 # it gets tests/requirements-free-threaded.txt, which says what it leaves out and why.
 ifeq ($(filter %t,$(PY_VERSION)),)
-INSTALL := -e '.[test,dev]'
+INSTALL := -e '.[test,dev,docs]'
 else
 INSTALL := -e . -r tests/requirements-free-threaded.txt
 endif
 
-.PHONY: test check lint typecheck pytest pytest-pure ext asan coverage test-tools bench clean
+.PHONY: test check lint typecheck pytest pytest-pure ext asan coverage test-tools bench docs clean
 
 test: check pytest
 
@@ -39,6 +39,12 @@ lint: $(BIN)/pytest
 
 typecheck: $(BIN)/pytest
 	$(BIN)/mypy src
+
+# The documentation site (mkdocs.yml: docs/ and the API reference from the docstrings)
+# into site/, with every warning an error: a broken link or anchor, a page left out of
+# the nav, a docstring mkdocstrings cannot read.
+docs: $(BIN)/pytest
+	$(BIN)/mkdocs build --strict --quiet
 
 pytest: ext test-tools
 	$(BIN)/pytest
@@ -146,5 +152,5 @@ $(VENV)/.bench-installed: pyproject.toml
 
 clean:
 	rm -rf $(VENV) .venv-[0-9]* .pytest_cache .mypy_cache .ruff_cache .hypothesis
-	rm -rf .coverage .coverage.* htmlcov
+	rm -rf .coverage .coverage.* htmlcov site
 	rm -rf build dist src/*.egg-info src/boundlog/*.so

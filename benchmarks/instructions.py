@@ -5,7 +5,7 @@ Instruction counts do not: valgrind's callgrind counts every instruction each th
 executes, whatever the neighbours do, so a change of 1% shows.  They do not count what
 an instruction costs (cache misses, mispredictions), so they rank changes to the code
 rather than replace the benchmark; on this project's machine their ratios agreed with
-the benchmark's CPU ratios (see docs/development-notes.md, "Where the time goes").
+the benchmark's CPU ratios (see benchmarks/HISTORY.md, "Where the time goes").
 
 For each logger (``none``, uvicorn's own ``default``, ``capture-only`` as in the
 benchmark, ``boundlog`` with the ``drop`` policy and the combined format; on request,

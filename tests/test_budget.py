@@ -20,16 +20,11 @@ from gunicorn.config import Config
 import boundlog
 from _records import make_record
 from boundlog import AccessLog, ConfigurationError, JsonFormat, unescape
+from boundlog._options import DEFAULT_MAX_RECORD_BYTES
 from boundlog.asgi import AccessLogMiddleware, _record
 from boundlog.formats._apache import make_format
 from boundlog.gunicorn import Logger
-from boundlog.record._budget import (
-    CUT_MARKER,
-    DEFAULT_MAX_RECORD_BYTES,
-    RECORD_OVERHEAD,
-    RecordBudget,
-    client_bytes,
-)
+from boundlog.record._budget import CUT_MARKER, RECORD_OVERHEAD, RecordBudget, client_bytes
 from boundlog.wsgi import AccessLogMiddleware as WsgiMiddleware
 
 MIB = 1024 * 1024

@@ -31,8 +31,8 @@ from _servers import (
     uvicorn_app_command,
 )
 from boundlog import AccessLog, Extras, Record
+from boundlog._options import MIN_RECORD_BYTES
 from boundlog.aiohttp import access_logger
-from boundlog.record._budget import MIN_RECORD_BYTES
 from test_extras import MIDDLEWARES, WSGI_MIDDLEWARES, http_scope, receive, send
 from test_websockets import run_session, websocket_scope
 

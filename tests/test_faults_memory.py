@@ -27,12 +27,13 @@ from _servers import (
     running_server_with_stdout,
     uvicorn_fault_command,
 )
-from boundlog.engine._log import DEFAULT_BATCH_SIZE, DEFAULT_MAX_QUEUE
-from boundlog.record._budget import (
+from boundlog._options import (
+    DEFAULT_BATCH_SIZE,
+    DEFAULT_MAX_QUEUE,
     DEFAULT_MAX_QUEUE_BYTES,
     DEFAULT_MAX_RECORD_BYTES,
-    RECORD_OVERHEAD,
 )
+from boundlog.record._budget import RECORD_OVERHEAD
 
 MIB = 1024 * 1024
 PIPE_SIZE = 4096

@@ -137,6 +137,35 @@ def test_a_format_objects_header_names_of_the_wrong_kind_are_refused_before_the_
     assert _open_descriptors() == before
 
 
+def test_a_step_failing_after_the_sink_is_opened_closes_what_was_opened(
+    tmp_path: Path, usr1_calls: list[int]
+) -> None:
+    """A format object whose ``reads_notes`` raises fails the log after its file is
+    open: the error propagates, with the file and the handlers given back."""
+
+    class Broken:
+        request_header_names = frozenset({b"referer"})
+        response_header_names = frozenset[bytes]()
+
+        def format_batch(self, records: Any) -> bytes:
+            return b"".join(b"line\n" for _ in records)
+
+        @property
+        def reads_notes(self) -> bool:
+            raise RuntimeError("cannot say")
+
+    path = tmp_path / "access.log"
+    handlers = signal.getsignal(signal.SIGUSR1), signal.getsignal(signal.SIGTERM)
+    before = _open_descriptors()
+    with pytest.raises(RuntimeError, match="cannot say"):
+        AccessLog(str(path), format=Broken(), reopen_signal="USR1")
+    assert path.exists()  # opened, so the step failed after the sink was
+    assert _open_descriptors() == before
+    assert (signal.getsignal(signal.SIGUSR1), signal.getsignal(signal.SIGTERM)) == handlers
+    # SIGUSR1 still reaches the handler that was there before.
+    _send_usr1(usr1_calls)
+
+
 def test_the_longest_flush_interval_still_writes_at_close(tmp_path: Path) -> None:
     """flush_interval=3600 holds lines until flush() or close(), and the writer survives."""
     path = tmp_path / "access.log"

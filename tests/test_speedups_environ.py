@@ -21,8 +21,9 @@ from hypothesis import strategies as st
 
 from _strategies import notes_dicts
 from boundlog import Record, _core
+from boundlog._options import MIN_RECORD_BYTES
 from boundlog.capture._environ import environ_record
-from boundlog.record._budget import MIN_RECORD_BYTES, RecordBudget
+from boundlog.record._budget import RecordBudget
 from boundlog.record._record import Extras
 
 pytestmark = pytest.mark.skipif(

@@ -24,8 +24,8 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 
 from _records import make_record
 from boundlog import AccessLog, Record, _core
+from boundlog._options import DEFAULT_MAX_QUEUE_BYTES
 from boundlog.engine._admission import _NEVER, Admission
-from boundlog.record._budget import DEFAULT_MAX_QUEUE_BYTES
 
 pytestmark = pytest.mark.skipif(
     _core.handoff is None, reason=f"the C core is not in use ({_core.description})"

@@ -10,8 +10,8 @@ application with :class:`boundlog.asgi.AccessLogMiddleware` or
 from __future__ import annotations
 
 from ._errors import AccessLogError, ConfigurationError, SinkError
+from ._options import DEFAULT_REDACTED_QUERY, POLICIES
 from ._version import __version__
-from .engine._admission import POLICIES
 from .engine._log import AccessLog
 from .formats._apache import FORMATS, Format
 from .formats._dev import DevFormat
@@ -21,7 +21,6 @@ from .formats._templates import Template
 from .metrics._stats import Stats
 from .record._notes import add_fields
 from .record._record import Extras, Record
-from .selection._redaction import DEFAULT_REDACTED_QUERY
 from .sinks._logging import LoggingSink
 from .sinks._network import NetworkSink
 

@@ -1,9 +1,15 @@
-"""The rules options are checked by, and the ConfigurationErrors that name them.
+"""Every ``AccessLog`` option, defined once, and the rules their values are checked by.
+
+``OPTIONS`` holds one ``Option`` per keyword of ``AccessLog``: its name, default, the
+rule that checks a value, its ``BOUNDLOG_*`` variable and how that variable's text is
+read.  ``AccessLog`` checks its keywords through it, ``engine/_environment`` reads the
+variables from it, and tests keep ``AccessLog``'s signature, the middlewares' typed
+keywords (``LogOptions``) and the table in docs/configuration.md equal to it.
 
 One rule per kind of value, used wherever a value is given: by ``AccessLog`` (which
 checks every option before it opens anything, so that a log that cannot be built leaves
-nothing open behind it), by the selection options in ``_filters``, and by gunicorn's
-logger class for its ``BOUNDLOG_*`` variables.  Every error names the option, says what
+nothing open behind it), by the selection options in ``_filters``, and by the
+``BOUNDLOG_*`` variables.  Every error names the option, says what
 was wrong and gives an example.  A name in capitals is an environment variable: its
 example is written in the variable's syntax (``BOUNDLOG_MAX_QUEUE=10000``), an option's
 in Python's (``max_queue=10000``).
@@ -19,8 +25,10 @@ import difflib
 import math
 import signal
 import threading
-from collections.abc import Collection, Iterable, Mapping
-from typing import Any, TypeVar
+from collections.abc import Callable, Collection, Iterable, Mapping
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, Literal, TypeVar
 
 from ._errors import ConfigurationError
 
@@ -170,7 +178,7 @@ def switch_in_environment(variable: str, text: str) -> bool:
     )
 
 
-def list_in_environment(text: str) -> list[str]:
+def list_in_environment(variable: str, text: str) -> list[str]:
     """The entries of a comma-separated variable; an empty one is an empty list."""
     return [entry.strip() for entry in text.split(",") if entry.strip()]
 
@@ -218,3 +226,271 @@ def _python(value: object) -> str:
     if value == math.inf:
         return 'float("inf")'
     return repr(value)
+
+
+def text_in_environment(variable: str, text: str) -> str:
+    """The variable's text as it is; the option's rule, or the part using it, checks it."""
+    return text
+
+
+def metrics_in_environment(variable: str, text: str) -> bool | str:
+    """On or off as any switch, or which metrics: ``prometheus``, ``opentelemetry``."""
+    spelt = text.strip().lower()
+    if spelt in ("prometheus", "opentelemetry"):
+        return spelt
+    try:
+        return switch_in_environment(variable, text)
+    except ConfigurationError:
+        raise ConfigurationError(
+            f"{variable}={text!r} is none of the metrics: {variable}=1 or {variable}=prometheus "
+            f"for Prometheus, {variable}=opentelemetry for OpenTelemetry, {variable}=0 for none"
+        ) from None
+
+
+def _unless_none(rule: Callable[[str, object], object]) -> Callable[[str, object], object]:
+    """``rule`` for an option whose None means "not asked for"."""
+
+    def check(name: str, value: object) -> object:
+        return None if value is None else rule(name, value)
+
+    return check
+
+
+# Defaults, chosen by measurement (docs/performance.md):
+# - 10,000 waiting records is about 0.3 s of uvicorn's full single-core rate: enough
+#   to ride out a sink stall of that length, in a few MiB of resident memory when full
+#   (the benchmark's overload scenario checks the bound).
+DEFAULT_MAX_QUEUE = 10_000
+# - a batch of 512 lines is ~100 KiB, past which a bigger write saves nothing.
+DEFAULT_BATCH_SIZE = 512
+# - gathering for 10 ms after the first record costs at most 100 writer wake-ups a
+#   second under load, and a line reaches the sink within ~10 ms of its response.
+DEFAULT_FLUSH_INTERVAL = 0.01
+# - close() and the exit backstop give a stuck sink this long before giving up.
+DEFAULT_CLOSE_TIMEOUT = 5.0
+# The longest flush_interval: a line held longer than an hour is a line not logged.  A
+# test or a batch job that wants lines only at flush() or close() asks for this.
+MAX_FLUSH_INTERVAL = 3600.0
+#: The default ``max_record_bytes``: nginx's and Apache's default limits (4 buffers of
+#: 8 KiB; 8,190 bytes a field) let through requests larger than this only rarely, and
+#: a browser's ordinary request estimates at a quarter to a third of it.
+DEFAULT_MAX_RECORD_BYTES = 16 * 1024
+#: The default ``max_queue_bytes``: what the queued records may keep, in total, of what
+#: clients sent and applications added.  With the default ``max_queue`` (10,000 records
+#: of at most RECORD_OVERHEAD besides) a full queue holds at most about 30 MiB.
+DEFAULT_MAX_QUEUE_BYTES = 20 * 1024 * 1024
+#: The smallest ``max_queue_bytes`` allowed.
+MIN_QUEUE_BYTES = 65536
+#: The smallest ``max_record_bytes`` allowed: room for a few cut fields and their markers.
+MIN_RECORD_BYTES = 4096
+
+Policy = Literal["drop", "wait"]
+POLICIES: tuple[Policy, ...] = ("drop", "wait")
+
+#: The forwarding headers a log can read, the default first.
+PROXY_HEADERS = ("x-forwarded-for", "forwarded")
+
+#: Query parameters whose values are redacted unless ``redact_query`` says otherwise:
+#: names that carry a password, a bearer or API credential or a request signature in
+#: common frameworks and APIs (OAuth 2.0, OpenID Connect, AWS and Azure signed URLs,
+#: GitLab).  Deliberately not listed, because they name ordinary data far more often
+#: than secrets: ``key`` (sort keys, cache keys; Google's API keys use it), ``code``
+#: (country or promotion codes; OAuth's one-time authorization code), ``session``,
+#: ``state``.  Add them with ``redact_query=(*DEFAULT_REDACTED_QUERY, "key")``.
+DEFAULT_REDACTED_QUERY = (
+    "access_token",
+    "api_key",
+    "apikey",
+    "auth",
+    "auth_token",
+    "client_secret",
+    "id_token",
+    "passwd",
+    "password",
+    "private_token",
+    "pwd",
+    "refresh_token",
+    "secret",
+    "sig",
+    "signature",
+    "token",
+    "x-amz-security-token",
+    "x-amz-signature",
+)
+
+
+@dataclass(frozen=True)
+class Option:
+    """One ``AccessLog`` option: everything that is said about it, said once."""
+
+    name: str
+    default: Any
+    #: One line on what it does, for the docs and for errors.
+    summary: str
+    #: The rule a given value is checked by: ``check(name, value)`` returns the value as
+    #: the log keeps it, or raises a ConfigurationError naming ``name`` (the option's,
+    #: or its variable's).  None where the part that uses the value checks it while
+    #: building from it (``open_sink``, ``make_format``, ``make_select``,
+    #: ``metrics_option``), before the sink is opened all the same.
+    check: Callable[[str, Any], Any] | None = None
+    #: Its ``BOUNDLOG_*`` variable, if it has one.
+    variable: str | None = None
+    #: How the variable's text becomes a value, which ``check`` then checks.
+    parse: Callable[[str, str], Any] = text_in_environment
+    #: False for a variable only a middleware reads: gunicorn's logger class takes the
+    #: sink and the format from its command line.
+    under_gunicorn: bool = True
+
+
+def _whole_number_option(
+    name: str, default: int, summary: str, *, example: int, minimum: int = 1
+) -> Option:
+    return Option(
+        name,
+        default,
+        summary,
+        check=partial(whole_number, example=example, minimum=minimum),
+        variable="BOUNDLOG_" + name.upper(),
+        parse=partial(number_in_environment, kind=int, example=example),
+    )
+
+
+def _flag_option(name: str, default: bool, summary: str, *, variable: bool = False) -> Option:
+    return Option(
+        name,
+        default,
+        summary,
+        check=flag,
+        variable="BOUNDLOG_" + name.upper() if variable else None,
+        parse=switch_in_environment,
+    )
+
+
+def _selection_option(name: str, default: Any, summary: str, *, variable: bool = False) -> Option:
+    return Option(
+        name,
+        default,
+        summary,
+        variable="BOUNDLOG_" + name.upper() if variable else None,
+        parse=text_in_environment if name == "proxy_header" else list_in_environment,
+    )
+
+
+#: Every keyword of ``AccessLog``, in the order of its signature.
+OPTIONS: dict[str, Option] = {
+    option.name: option
+    for option in (
+        Option(
+            "sink",
+            "stdout",
+            "where lines go: stdout, stderr, a file path, a descriptor, a URL, logging:NAME",
+            variable="BOUNDLOG_SINK",
+            under_gunicorn=False,
+        ),
+        Option(
+            "format",
+            "combined",
+            "what a line says: a format name, a template, or a format object",
+            variable="BOUNDLOG_FORMAT",
+            under_gunicorn=False,
+        ),
+        Option(
+            "policy",
+            "drop",
+            "what a full queue does: drop (and count) the record, or wait for room",
+            check=partial(one_of, choices=POLICIES),
+            variable="BOUNDLOG_POLICY",
+        ),
+        _whole_number_option(
+            "max_queue",
+            DEFAULT_MAX_QUEUE,
+            "records that may wait for the writer",
+            example=DEFAULT_MAX_QUEUE,
+        ),
+        _whole_number_option(
+            "batch_size",
+            DEFAULT_BATCH_SIZE,
+            "the most records the writer takes and writes at once",
+            example=DEFAULT_BATCH_SIZE,
+        ),
+        _whole_number_option(
+            "max_record_bytes",
+            DEFAULT_MAX_RECORD_BYTES,
+            "the most a record keeps of what the client sent and the application added",
+            example=65536,
+            minimum=MIN_RECORD_BYTES,
+        ),
+        _whole_number_option(
+            "max_queue_bytes",
+            DEFAULT_MAX_QUEUE_BYTES,
+            "what the queued records may keep of those bytes, in total",
+            example=64 * 1024 * 1024,
+            minimum=MIN_QUEUE_BYTES,
+        ),
+        Option(
+            "flush_interval",
+            DEFAULT_FLUSH_INTERVAL,
+            "seconds the writer gathers after the first record of a batch",
+            check=partial(seconds, example=DEFAULT_FLUSH_INTERVAL, maximum=MAX_FLUSH_INTERVAL),
+            variable="BOUNDLOG_FLUSH_INTERVAL",
+            parse=partial(number_in_environment, kind=float, example=DEFAULT_FLUSH_INTERVAL),
+        ),
+        _flag_option("utc", False, "timestamps in UTC instead of local time"),
+        Option(
+            "close_timeout",
+            DEFAULT_CLOSE_TIMEOUT,
+            "seconds close(), flush(), reopen() and the exit wait for a stuck sink",
+            check=partial(seconds_to_wait, example=DEFAULT_CLOSE_TIMEOUT),
+        ),
+        Option(
+            "reopen_signal",
+            None,
+            "a signal that makes the writer reopen a file sink",
+            check=_unless_none(signal_to_catch),
+        ),
+        _flag_option("watch", False, "reopen a file sink when its path is moved or removed"),
+        _selection_option("skip_paths", (), "paths not to log", variable=True),
+        _selection_option("skip_status", (), "status codes not to log, and ranges of them"),
+        _selection_option("min_duration", 0.0, "log only requests at least this slow"),
+        _selection_option("sample", 1.0, "the fraction of successful responses to log"),
+        _selection_option("keep", None, "keep(record) -> bool: false skips the record"),
+        _flag_option(
+            "websockets", True, "the ASGI middleware logs websocket sessions", variable=True
+        ),
+        _selection_option(
+            "redact_query",
+            DEFAULT_REDACTED_QUERY,
+            "query parameters whose values are logged as [redacted]",
+            variable=True,
+        ),
+        _selection_option(
+            "trusted_proxies",
+            (),
+            "reverse proxies whose forwarded client is logged",
+            variable=True,
+        ),
+        _selection_option(
+            "proxy_header",
+            PROXY_HEADERS[0],
+            "the one header the trusted proxies set",
+            variable=True,
+        ),
+        Option(
+            "metrics",
+            False,
+            "keep the counters in Prometheus or OpenTelemetry too",
+            variable="BOUNDLOG_METRICS",
+            parse=metrics_in_environment,
+        ),
+        _flag_option("report_loss", True, "say on stderr when records are lost", variable=True),
+    )
+}
+
+
+def checked_options(given: Mapping[str, Any]) -> dict[str, Any]:
+    """Every option of ``given`` checked by its rule, in the order of ``OPTIONS``."""
+    return {
+        name: value if option.check is None else option.check(name, value)
+        for name, option in OPTIONS.items()
+        for value in (given[name],)
+    }

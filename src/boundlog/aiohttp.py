@@ -55,7 +55,7 @@ import logging
 import threading
 from collections.abc import Awaitable, Callable
 from time import time
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from aiohttp import web, web_log
 from aiohttp.abc import AbstractAccessLogger
@@ -64,10 +64,14 @@ from ._errors import ConfigurationError
 from .capture._extras import early_trace_reader, environ_reader, trace_reader
 from .capture._routes import aiohttp_route
 from .engine._environment import log_for_middleware
-from .engine._log import AccessLog
+from .engine._log import AccessLog, LogOptions
 from .formats._apache import FORMATS
 from .record._budget import RecordBudget
 from .record._record import Extras, Record, new_extras, new_record
+
+if TYPE_CHECKING:
+    # In typing from 3.12; only a type checker reads it (annotations are not evaluated).
+    from typing_extensions import Unpack
 
 #: ``learn(request, response)``: the extras of an exchange aiohttp has finished.
 Learn = Callable[[web.BaseRequest, web.StreamResponse], Extras]
@@ -135,7 +139,7 @@ def access_logger(
     log: AccessLog | None = None,
     *,
     request_id: bool | str | None = None,
-    **options: Any,
+    **options: Unpack[LogOptions],
 ) -> type[AccessLogger]:
     """Return an :class:`AccessLogger` subclass bound to one log, for ``access_log_class``.
 

@@ -56,18 +56,22 @@ import sys
 from collections.abc import Awaitable, Callable, MutableMapping
 from time import perf_counter, time
 from types import MethodType
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from . import _core
 from ._errors import AccessLogError, report_on_stderr
 from .capture._extras import NO_EXTRAS, learner, with_bytes_received
 from .capture._websocket import Session
 from .engine._environment import log_for_middleware, request_ids_for_middleware
-from .engine._log import AccessLog
+from .engine._log import AccessLog, LogOptions
 from .record._budget import FIELD_OVERHEAD, RecordBudget
 from .record._notes import NOTES
 from .record._record import Extras, Record, new_record
 from .sinks._logging import reaches_a_handler
+
+if TYPE_CHECKING:
+    # In typing from 3.12; only a type checker reads it (annotations are not evaluated).
+    from typing_extensions import Unpack
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -110,7 +114,7 @@ class AccessLogMiddleware:
         log: AccessLog | None = None,
         *,
         request_id: bool | str | None = None,
-        **options: Any,
+        **options: Unpack[LogOptions],
     ) -> None:
         self.app = app
         try:
@@ -466,7 +470,7 @@ def _record(
         scope["method"], path, query, _PROTOCOLS.get(version) or "HTTP/" + version,
         # The request's header list goes as it is: picking out the fields the log
         # reads costs the request path more than it saves the writer (counted with
-        # callgrind: docs/development-notes.md).  The response's goes only to
+        # callgrind: benchmarks/HISTORY.md).  The response's goes only to
         # a log that reads it, not to keep an application's list alive for nothing.
         status, sent, headers,
         response.get("headers", ()) if keeps_response_headers else (),

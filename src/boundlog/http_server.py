@@ -26,14 +26,13 @@ from __future__ import annotations
 
 import io
 import threading
-from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler
 from time import perf_counter, time
-from typing import TYPE_CHECKING, Any, ClassVar, cast
+from typing import TYPE_CHECKING, ClassVar, cast
 
 from .capture._counting import CountingReader
 from .engine._environment import log_for_middleware
-from .engine._log import AccessLog
+from .engine._log import AccessLog, LogOptions
 from .record._record import Extras, Record, new_extras, new_record
 
 if TYPE_CHECKING:
@@ -50,7 +49,7 @@ class AccessLogMixin(BaseHTTPRequestHandler):
     #: The log the handler writes to; built from ``access_log_options`` when None.
     access_log: ClassVar[AccessLog | None] = None
     #: The :class:`~boundlog.AccessLog` options used to build the log on first use.
-    access_log_options: ClassVar[Mapping[str, Any]] = {}
+    access_log_options: ClassVar[LogOptions] = {}
 
     wfile: _CountingWriter
     # Counting what the handler reads, for a log that reads bytes_received; else None.

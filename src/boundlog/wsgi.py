@@ -43,7 +43,7 @@ from http import HTTPStatus
 from itertools import chain
 from time import perf_counter, time
 from types import MethodType, TracebackType
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from . import _core
 from .capture._counting import CountingReader
@@ -51,10 +51,14 @@ from .capture._environ import compiled as _compiled_environ_record
 from .capture._environ import environ_record
 from .capture._extras import NO_EXTRAS, early_trace_reader, with_bytes_received, wsgi_learner
 from .engine._environment import log_for_middleware, request_ids_for_middleware
-from .engine._log import AccessLog
+from .engine._log import AccessLog, LogOptions
 from .record._headers import environ_key
 from .record._notes import NOTES
 from .record._record import Record
+
+if TYPE_CHECKING:
+    # In typing from 3.12; only a type checker reads it (annotations are not evaluated).
+    from typing_extensions import Unpack
 
 Environ = dict[str, Any]
 Headers = list[tuple[str, str]]
@@ -91,7 +95,7 @@ class AccessLogMiddleware:
         log: AccessLog | None = None,
         *,
         request_id: bool | str | None = None,
-        **options: Any,
+        **options: Unpack[LogOptions],
     ) -> None:
         self.app = app
         # Checked before a log is built, which a bad option would leave open.

@@ -25,7 +25,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..record._budget import CUT_MARKER, DEFAULT_MAX_RECORD_BYTES
+from .._options import DEFAULT_MAX_RECORD_BYTES
+from ..record._budget import CUT_MARKER
 from ..record._record import Extras, new_extras
 from ._routes import asgi_route, environ_route
 

@@ -44,13 +44,10 @@ import contextlib
 import threading
 from collections import deque
 from collections.abc import Iterator
-from typing import Literal
 
-from ..record._budget import DEFAULT_MAX_QUEUE_BYTES, record_cost
+from .._options import DEFAULT_MAX_QUEUE_BYTES, Policy
+from ..record._budget import record_cost
 from ..record._record import Record
-
-Policy = Literal["drop", "wait"]
-POLICIES: tuple[Policy, ...] = ("drop", "wait")
 
 _NEVER = 1 << 62
 # How long a sleeper waits before looking again on its own: the longest an idle writer

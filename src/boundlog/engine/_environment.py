@@ -21,135 +21,34 @@ and the aiohttp and http.server integrations cannot do, so there it is refused t
 from __future__ import annotations
 
 import difflib
-import inspect
 import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from .._core import NO_EXTENSIONS_VARIABLE
 from .._errors import ConfigurationError, SinkError
-from .._options import (
-    check_variable_names,
-    list_in_environment,
-    number_in_environment,
-    one_of,
-    seconds,
-    switch_in_environment,
-    whole_number,
-)
+from .._options import OPTIONS, Option, check_variable_names, switch_in_environment
 from ..capture._request_id import DEFAULT_HEADER, RequestIds, request_id_header
 from ..formats._apache import make_format
-from ..record._budget import (
-    DEFAULT_MAX_QUEUE_BYTES,
-    DEFAULT_MAX_RECORD_BYTES,
-    MIN_QUEUE_BYTES,
-    MIN_RECORD_BYTES,
-)
 from ..selection._filters import make_select
 from ..sinks._logging import SCHEME as LOGGING_SCHEME
 from ..sinks._logging import parse_spec
 from ..sinks._urls import looks_like_url, parse_url
-from ._admission import POLICIES
-from ._log import (
-    DEFAULT_BATCH_SIZE,
-    DEFAULT_FLUSH_INTERVAL,
-    DEFAULT_MAX_QUEUE,
-    MAX_FLUSH_INTERVAL,
-    AccessLog,
-)
+from ._log import SELECTION_OPTIONS, AccessLog
 
 SINK_VARIABLE = "BOUNDLOG_SINK"
-FORMAT_VARIABLE = "BOUNDLOG_FORMAT"
-
-POLICY_VARIABLE = "BOUNDLOG_POLICY"
-MAX_QUEUE_VARIABLE = "BOUNDLOG_MAX_QUEUE"
-BATCH_SIZE_VARIABLE = "BOUNDLOG_BATCH_SIZE"
-MAX_RECORD_BYTES_VARIABLE = "BOUNDLOG_MAX_RECORD_BYTES"
-MAX_QUEUE_BYTES_VARIABLE = "BOUNDLOG_MAX_QUEUE_BYTES"
-FLUSH_INTERVAL_VARIABLE = "BOUNDLOG_FLUSH_INTERVAL"
-SKIP_PATHS_VARIABLE = "BOUNDLOG_SKIP_PATHS"
-TRUSTED_PROXIES_VARIABLE = "BOUNDLOG_TRUSTED_PROXIES"
-PROXY_HEADER_VARIABLE = "BOUNDLOG_PROXY_HEADER"
-REDACT_QUERY_VARIABLE = "BOUNDLOG_REDACT_QUERY"
-METRICS_VARIABLE = "BOUNDLOG_METRICS"
-REPORT_LOSS_VARIABLE = "BOUNDLOG_REPORT_LOSS"
-WEBSOCKETS_VARIABLE = "BOUNDLOG_WEBSOCKETS"
 REQUEST_ID_VARIABLE = "BOUNDLOG_REQUEST_ID"
 
-
-def _metrics(variable: str, text: str) -> bool | str:
-    """On or off as any switch, or which metrics: ``prometheus``, ``opentelemetry``."""
-    spelt = text.strip().lower()
-    if spelt in ("prometheus", "opentelemetry"):
-        return spelt
-    try:
-        return switch_in_environment(variable, text)
-    except ConfigurationError:
-        raise ConfigurationError(
-            f"{variable}={text!r} is none of the metrics: {variable}=1 or {variable}=prometheus "
-            f"for Prometheus, {variable}=opentelemetry for OpenTelemetry, {variable}=0 for none"
-        ) from None
-
-
-def _policy(variable: str, text: str) -> str:
-    return one_of(variable, text, POLICIES)
-
-
-def _whole_number(example: int, minimum: int = 1) -> Callable[[str, str], int]:
-    def read(variable: str, text: str) -> int:
-        number = number_in_environment(variable, text, int, example=example)
-        return whole_number(variable, number, example=example, minimum=minimum)
-
-    return read
-
-
-def _flush_interval(variable: str, text: str) -> float:
-    example = DEFAULT_FLUSH_INTERVAL
-    number = number_in_environment(variable, text, float, example=example)
-    return seconds(variable, number, example=example, maximum=MAX_FLUSH_INTERVAL)
-
-
-def _selection(option: str, example: str) -> tuple[str, Callable[[str, str], Any]]:
-    """One of make_select's options, and how to read it; its errors name the variable."""
-
-    def read(variable: str, text: str) -> Any:
-        value: Any = text if option == "proxy_header" else list_in_environment(text)
-        try:
-            make_select(**{option: value})
-        except ConfigurationError as error:
-            raise ConfigurationError(
-                f"{variable}={text!r}: {error} (in the environment: {variable}={example})"
-            ) from None
-        return value
-
-    return option, read
-
-
-# Each variable, the option it sets, and how its text is read and checked.
-_VARIABLES: dict[str, tuple[str, Callable[[str, str], Any]]] = {
-    POLICY_VARIABLE: ("policy", _policy),
-    MAX_QUEUE_VARIABLE: ("max_queue", _whole_number(DEFAULT_MAX_QUEUE)),
-    BATCH_SIZE_VARIABLE: ("batch_size", _whole_number(DEFAULT_BATCH_SIZE)),
-    MAX_RECORD_BYTES_VARIABLE: (
-        "max_record_bytes",
-        _whole_number(DEFAULT_MAX_RECORD_BYTES, minimum=MIN_RECORD_BYTES),
-    ),
-    # What the queued records keep of client and application bytes, in total: a full
-    # queue holds at most max_queue * 1 KiB + max_queue_bytes (_queue, _budget).
-    MAX_QUEUE_BYTES_VARIABLE: (
-        "max_queue_bytes",
-        _whole_number(DEFAULT_MAX_QUEUE_BYTES, minimum=MIN_QUEUE_BYTES),
-    ),
-    FLUSH_INTERVAL_VARIABLE: ("flush_interval", _flush_interval),
-    SKIP_PATHS_VARIABLE: _selection("skip_paths", "/healthz,/static/*"),
-    TRUSTED_PROXIES_VARIABLE: _selection("trusted_proxies", "127.0.0.1,10.0.0.0/8"),
-    PROXY_HEADER_VARIABLE: _selection("proxy_header", "forwarded"),
-    REDACT_QUERY_VARIABLE: _selection("redact_query", "token,password"),
-    METRICS_VARIABLE: ("metrics", _metrics),
-    REPORT_LOSS_VARIABLE: ("report_loss", switch_in_environment),
-    WEBSOCKETS_VARIABLE: ("websockets", switch_in_environment),
+# Examples of the selection variables, in their own syntax.
+_SELECTION_EXAMPLES = {
+    "skip_paths": "/healthz,/static/*",
+    "trusted_proxies": "127.0.0.1,10.0.0.0/8",
+    "proxy_header": "forwarded",
+    "redact_query": "token,password",
 }
+
+
 # The BOUNDLOG_* variables that are not settings: `boundlog bench` hands its gunicorn
 # servers their logger through these, BOUNDLOG_NO_EXTENSIONS picks the core (_core),
 # BOUNDLOG_CFLAGS builds it (setup.py), and .ci/ keeps its cache in BOUNDLOG_CI_CACHE.
@@ -187,10 +86,36 @@ def _format(variable: str, text: str) -> str:
     return text
 
 
-# The middlewares' own: under gunicorn, its command line names the sink and the format.
-_MIDDLEWARE_VARIABLES: dict[str, tuple[str, Callable[[str, str], Any]]] = {
-    SINK_VARIABLE: ("sink", _sink),
-    FORMAT_VARIABLE: ("format", _format),
+def _check_selection(option: str, variable: str, text: str, value: Any) -> None:
+    """make_select's check of one of its options, its error naming the variable."""
+    try:
+        make_select(**{option: value})
+    except ConfigurationError as error:
+        raise ConfigurationError(
+            f"{variable}={text!r}: {error} "
+            f"(in the environment: {variable}={_SELECTION_EXAMPLES[option]})"
+        ) from None
+
+
+def _read(option: Option, variable: str, text: str) -> Any:
+    """The value a variable's text gives its option, checked by the option's rule."""
+    if option.name == "sink":
+        return _sink(variable, text)
+    if option.name == "format":
+        return _format(variable, text)
+    value = option.parse(variable, text)
+    if option.check is not None:
+        return option.check(variable, value)
+    if option.name in SELECTION_OPTIONS:
+        _check_selection(option.name, variable, text, value)
+    return value
+
+
+# Each variable and its option, in the order of AccessLog's signature; under gunicorn's
+# logger class, without the sink's and the format's (its command line names them).
+_VARIABLES = {option.variable: option for option in OPTIONS.values() if option.variable}
+_GUNICORN_VARIABLES = {
+    variable: option for variable, option in _VARIABLES.items() if option.under_gunicorn
 }
 
 
@@ -204,9 +129,9 @@ def options_from_environment(
     are ``BOUNDLOG_SINK`` and ``BOUNDLOG_FORMAT`` for gunicorn's logger class, and
     ``BOUNDLOG_REQUEST_ID`` for an integration that gives no ``request_ids``.
     """
-    variables = _VARIABLES if gunicorn else {**_MIDDLEWARE_VARIABLES, **_VARIABLES}
+    variables = _GUNICORN_VARIABLES if gunicorn else _VARIABLES
     if gunicorn:
-        named = sorted(name for name in _MIDDLEWARE_VARIABLES if name in environment)
+        named = sorted(name for name in _VARIABLES.keys() - variables if name in environment)
         if named:
             raise ConfigurationError(
                 f"{named[0]} is not read under gunicorn's logger class: --access-logfile "
@@ -222,14 +147,14 @@ def options_from_environment(
     known = {*variables, REQUEST_ID_VARIABLE} if request_ids else set(variables)
     check_variable_names(environment, prefix="BOUNDLOG_", known=known, others=_NOT_SETTINGS)
     options: dict[str, Any] = {}
-    for variable, (option, read) in variables.items():
+    for variable, option in variables.items():
         if variable in environment:
-            options[option] = read(variable, environment[variable])
+            options[option.name] = _read(option, variable, environment[variable])
     return options
 
 
 def log_for_middleware(
-    log: AccessLog | None, options: dict[str, Any], *, request_ids: bool = False
+    log: AccessLog | None, options: Mapping[str, object], *, request_ids: bool = False
 ) -> tuple[AccessLog, bool]:
     """The log a middleware writes to, and whether the middleware owns (and closes) it.
 
@@ -240,13 +165,13 @@ def log_for_middleware(
     if log is None:
         # A misspelt option is a ConfigurationError like any other, not a TypeError, so
         # that a middleware built lazily reports it at startup as it does the rest.
-        unknown = sorted(set(options) - _ACCESS_LOG_OPTIONS)
+        unknown = sorted(set(options) - OPTIONS.keys())
         if unknown:
-            close = difflib.get_close_matches(unknown[0], _ACCESS_LOG_OPTIONS, n=1)
+            close = difflib.get_close_matches(unknown[0], OPTIONS, n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise ConfigurationError(
                 f"unknown AccessLog option {unknown[0]!r}{hint}: the options are "
-                f"{', '.join(sorted(_ACCESS_LOG_OPTIONS))}"
+                f"{', '.join(sorted(OPTIONS))}"
             )
         variables = options_from_environment(os.environ, request_ids=request_ids)
         try:
@@ -303,6 +228,3 @@ def _request_id(variable: str, text: str) -> bool | str:
             f"{variable}=0 keeps none"
         ) from None
     return text.strip()
-
-
-_ACCESS_LOG_OPTIONS = frozenset(inspect.signature(AccessLog).parameters)

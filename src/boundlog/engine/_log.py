@@ -8,11 +8,23 @@ import threading
 import time
 from collections.abc import Callable, Coroutine, Iterable
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from .. import _core
 from .._errors import ConfigurationError, report_on_stderr
-from .._options import flag, one_of, seconds, seconds_to_wait, signal_to_catch, whole_number
+from .._options import (
+    DEFAULT_BATCH_SIZE,
+    DEFAULT_CLOSE_TIMEOUT,
+    DEFAULT_FLUSH_INTERVAL,
+    DEFAULT_MAX_QUEUE,
+    DEFAULT_MAX_QUEUE_BYTES,
+    DEFAULT_MAX_RECORD_BYTES,
+    DEFAULT_REDACTED_QUERY,
+    PROXY_HEADERS,
+    Policy,
+    checked_options,
+    seconds_to_wait,
+)
 from ..formats._apache import Format, make_format
 from ..formats._dev import DevFormat
 from ..metrics._health import FINAL_REPORT_WAIT, LossReport, monitor
@@ -20,43 +32,66 @@ from ..metrics._metrics import PrometheusMetrics
 from ..metrics._metrics import require_client as require_metrics_client
 from ..metrics._otel import OpenTelemetryMetrics, metrics_option
 from ..metrics._stats import Stats
-from ..record._budget import (
-    DEFAULT_MAX_QUEUE_BYTES,
-    DEFAULT_MAX_RECORD_BYTES,
-    MIN_QUEUE_BYTES,
-    MIN_RECORD_BYTES,
-    RecordBudget,
-)
+from ..record._budget import RecordBudget
 from ..record._record import Record, environ_names_of, extras_read_by
-from ..selection._filters import make_select
-from ..selection._redaction import DEFAULT_REDACTED_QUERY
+from ..selection._filters import Select, make_select
 from ..sinks._files import Sink, SinkSpec, open_sink
 from ..sinks._logging import LoggingSink
-from ._admission import POLICIES, Admission, Policy
-from ._signals import ReopenSignal, drain_on_sigterm, terminate_after
+from ._admission import Admission
+from ._signals import SignalShare, drain_on_sigterm, terminate_after
 from ._writer import Writer
 
 if TYPE_CHECKING:
     from opentelemetry.metrics import Meter
 
-# Defaults, chosen by measurement (docs/performance.md):
-# - 10,000 waiting records is about 0.3 s of uvicorn's full single-core rate: enough
-#   to ride out a sink stall of that length, in a few MiB of resident memory when full
-#   (the benchmark's overload scenario checks the bound).
-DEFAULT_MAX_QUEUE = 10_000
-# - a batch of 512 lines is ~100 KiB, past which a bigger write saves nothing.
-DEFAULT_BATCH_SIZE = 512
-# - gathering for 10 ms after the first record costs at most 100 writer wake-ups a
-#   second under load, and a line reaches the sink within ~10 ms of its response.
-DEFAULT_FLUSH_INTERVAL = 0.01
-# - close() and the exit backstop give a stuck sink this long before giving up.
-DEFAULT_CLOSE_TIMEOUT = 5.0
-# The longest flush_interval: a line held longer than an hour is a line not logged.  A
-# test or a batch job that wants lines only at flush() or close() asks for this.
-MAX_FLUSH_INTERVAL = 3600.0
-# - once close() gave up on a network sink and shut its socket down, the writer thread
-#   wakes at once and ends within a few system calls: this bounds the wait for it.
+
+class LogOptions(TypedDict, total=False):
+    """``AccessLog``'s keywords, for a middleware that builds its log from them.
+
+    Typed as ``**options: Unpack[LogOptions]``, so that a type checker or an editor
+    catches a misspelt option (``max_qeue=``) where the middleware is made.  Each is
+    defined in ``_options.OPTIONS``; a test keeps these equal to ``AccessLog``'s.
+    """
+
+    sink: SinkSpec
+    format: str | Format
+    policy: str
+    max_queue: int
+    batch_size: int
+    max_record_bytes: int
+    max_queue_bytes: int
+    flush_interval: float
+    utc: bool
+    close_timeout: float
+    reopen_signal: int | str | None
+    watch: bool
+    skip_paths: Iterable[str]
+    skip_status: Iterable[int | range]
+    min_duration: float
+    sample: float
+    keep: Callable[[Record], object] | None
+    websockets: bool
+    redact_query: Iterable[str]
+    trusted_proxies: Iterable[str]
+    proxy_header: str
+    metrics: bool | str | Meter
+    report_loss: bool
+
+
+# Once close() gave up on a network sink and shut its socket down, the writer thread
+# wakes at once and ends within a few system calls: this bounds the wait for it.
 ABANDONED_WRITER_WAIT = 1.0
+# The options make_select builds the writer's selection from.
+SELECTION_OPTIONS = (
+    "skip_paths",
+    "skip_status",
+    "min_duration",
+    "sample",
+    "keep",
+    "redact_query",
+    "trusted_proxies",
+    "proxy_header",
+)
 
 
 class AccessLog:
@@ -126,7 +161,7 @@ class AccessLog:
         flush_interval: float = DEFAULT_FLUSH_INTERVAL,
         utc: bool = False,
         close_timeout: float = DEFAULT_CLOSE_TIMEOUT,
-        reopen_signal: int | None = None,
+        reopen_signal: int | str | None = None,
         watch: bool = False,
         skip_paths: Iterable[str] = (),
         skip_status: Iterable[int | range] = (),
@@ -136,66 +171,62 @@ class AccessLog:
         websockets: bool = True,
         redact_query: Iterable[str] = DEFAULT_REDACTED_QUERY,
         trusted_proxies: Iterable[str] = (),
-        proxy_header: str = "x-forwarded-for",
+        proxy_header: str = PROXY_HEADERS[0],
         metrics: bool | str | Meter = False,
         report_loss: bool = True,
     ) -> None:
         # Every option is checked before the sink is opened: a log that cannot be
-        # built must leave no descriptor (and no signal handler) behind.
-        self._policy: Policy = one_of("policy", policy, POLICIES)
-        max_queue = whole_number("max_queue", max_queue, example=DEFAULT_MAX_QUEUE)
-        batch_size = whole_number("batch_size", batch_size, example=DEFAULT_BATCH_SIZE)
-        max_record_bytes = whole_number(
-            "max_record_bytes", max_record_bytes, example=65536, minimum=MIN_RECORD_BYTES
-        )
-        max_queue_bytes = whole_number(
-            "max_queue_bytes", max_queue_bytes, example=64 * 1024 * 1024, minimum=MIN_QUEUE_BYTES
-        )
-        flush_interval = seconds(
-            "flush_interval",
-            flush_interval,
-            example=DEFAULT_FLUSH_INTERVAL,
-            maximum=MAX_FLUSH_INTERVAL,
-        )
-        self._close_timeout = seconds_to_wait(
-            "close_timeout", close_timeout, example=DEFAULT_CLOSE_TIMEOUT
-        )
-        reopen_on = None
-        if reopen_signal is not None:
-            reopen_number = signal_to_catch("reopen_signal", reopen_signal)
-            if threading.current_thread() is not threading.main_thread():
-                raise ConfigurationError(
-                    f"cannot install reopen_signal={reopen_signal!r} from a thread other "
-                    "than the main thread: create the log there, or call log.reopen() yourself"
-                )
-            reopen_on = ReopenSignal(reopen_number, self.request_reopen)
-        self._reopen_on = reopen_on
-        watch = flag("watch", watch)
+        # built must leave no descriptor (and no signal handler) behind.  locals() is
+        # every keyword as given, by name; the values checked are taken from here on.
+        options = checked_options(locals())
+        self._policy: Policy = options["policy"]
+        self._close_timeout: float | None = options["close_timeout"]
         # Read by the ASGI middleware, which makes no record of a session when it is False.
-        self.websockets: bool = flag("websockets", websockets)
-        fmt = make_format(format, utc=flag("utc", utc))
-        select = make_select(
-            skip_paths=skip_paths,
-            skip_status=skip_status,
-            min_duration=min_duration,
-            sample=sample,
-            keep=keep,
-            redact_query=redact_query,
-            trusted_proxies=trusted_proxies,
-            proxy_header=proxy_header,
-        )
+        self.websockets: bool = options["websockets"]
+        self._reopen_on = self._reopen_share(options["reopen_signal"], reopen_signal)
+        fmt = make_format(format, utc=options["utc"])
+        select = make_select(**{name: options[name] for name in SELECTION_OPTIONS})
         prometheus, meter = metrics_option(metrics)
-        report_loss = flag("report_loss", report_loss)
         if prometheus:
             # Before the sink is opened: a missing prometheus_client leaves nothing open.
             require_metrics_client()
+        self._sigterm: SignalShare | None = None
+        self._otel: OpenTelemetryMetrics | None = None
         self._sink = open_sink(sink)
+        try:
+            fmt = self._format_for_sink(fmt)
+            self._learn_what_lines_read(fmt, select, options["max_record_bytes"])
+            self._build(options, fmt, select, prometheus=prometheus, meter=meter)
+            self._start()
+        except BaseException:
+            # A step failed, or an interrupt came: leave nothing behind.
+            self._undo_start()
+            raise
+
+    def _reopen_share(self, number: int | None, given: object) -> SignalShare | None:
+        """The share of ``reopen_signal``'s handler the log installs when it starts."""
+        if number is None:
+            return None
+        if threading.current_thread() is not threading.main_thread():
+            raise ConfigurationError(
+                f"cannot install reopen_signal={given!r} from a thread other "
+                "than the main thread: create the log there, or call log.reopen() yourself"
+            )
+        return SignalShare(number, self.request_reopen)
+
+    def _format_for_sink(self, fmt: Format) -> Format:
         if isinstance(fmt, DevFormat):
             fmt = fmt.for_sink(is_terminal=self._sink.isatty())
         if isinstance(self._sink, LoggingSink):
             # The writer formats and writes as for any sink; the sink's own format
             # step builds the LogRecords' messages that its write() emits.
             fmt = self._sink.messages(fmt)
+        return fmt
+
+    def _learn_what_lines_read(
+        self, fmt: Format, select: Select | None, max_record_bytes: int
+    ) -> None:
+        """What the integrations collect for each request: only what lines may show."""
         format_names = getattr(fmt, "request_header_names", None)
         select_names = select.request_header_names if select is not None else frozenset()
         # The header fields (lower-case bytes) the log reads; None when it may read any
@@ -232,19 +263,33 @@ class AccessLog:
         # The server variables (``%{NAME}e``) whose values the integrations keep in a
         # record's ``extras.environ``: those the format names.
         self.environ_names: frozenset[str] = environ_names_of(fmt)
+
+    def _build(
+        self,
+        options: dict[str, Any],
+        fmt: Format,
+        select: Select | None,
+        *,
+        prometheus: bool,
+        meter: Meter | None,
+    ) -> None:
+        """The queue, the writer and the counters' readers, nothing started yet."""
+        max_queue: int = options["max_queue"]
+        max_queue_bytes: int = options["max_queue_bytes"]
         self._admission = Admission(
             max_queue=max_queue,
-            batch_size=batch_size,
+            batch_size=options["batch_size"],
             policy=self._policy,
             max_queue_bytes=max_queue_bytes,
         )
         self._metrics = PrometheusMetrics(self._sink.name, max_queue) if prometheus else None
+        reopen_on = self._reopen_on
         self._writer = Writer(
             self._admission,
             self._sink,
             fmt,
-            window=flush_interval,
-            watch=watch,
+            window=options["flush_interval"],
+            watch=options["watch"],
             lost_signal=None if reopen_on is None else reopen_on.lost,
             select=select,
         )
@@ -258,7 +303,7 @@ class AccessLog:
                 policy=self._policy,
                 now=time.monotonic(),
             )
-            if report_loss
+            if options["report_loss"]
             else None
         )
         # Held by the monitor's look and by close(): the final line follows the last look.
@@ -269,39 +314,45 @@ class AccessLog:
         self._lost_on_timeout = 0
         # Once _snapshot can run: the instruments read it when the SDK collects, through
         # a weak reference, so there is nothing to update and nothing keeps the log alive.
-        self._otel = (
-            None
-            if meter is None
-            else OpenTelemetryMetrics(meter, self._sink.name, max_queue, self._snapshot)
-        )
+        if meter is not None:
+            self._otel = OpenTelemetryMetrics(meter, self._sink.name, max_queue, self._snapshot)
         # Bound once so integrations call the admission directly, without a hop here.
         self.submit = self._admission.submit
         self.submit_async = self._admission.submit_async
         self._offer = (
             self._admission.offer if _core.handoff is None else _core.handoff(self._admission)
         )
-        self._sigterm: ReopenSignal | None = None
+
+    def _start(self) -> None:
+        """Install the signal handlers, start the writer, and have the monitor watch."""
         _open_logs.add(self)
-        try:
-            # Once the writer exists: a signal may come at once.
-            if reopen_on is not None:
-                reopen_on.install()
-            self._writer.thread.start()
-            # Where nothing else catches SIGTERM (waitress, http.server, a script), its
-            # default action would end the process before the writer wrote what waits.
-            self._sigterm = drain_on_sigterm(self._on_sigterm)
-            if self._metrics is not None or self._loss_report is not None:
-                monitor.watch(id(self), self._look)
-        except BaseException:
-            # No thread to be had, or an interrupt: leave nothing behind.
-            monitor.unwatch(id(self))
-            _open_logs.discard(self)
-            if reopen_on is not None:
-                reopen_on.cancel()
-            if self._sigterm is not None:
-                self._sigterm.cancel()
-            self._sink.close()
-            raise
+        # Once the writer exists: a signal may come at once.
+        if self._reopen_on is not None:
+            self._reopen_on.install()
+        self._writer.thread.start()
+        # Where nothing else catches SIGTERM (waitress, http.server, a script), its
+        # default action would end the process before the writer wrote what waits.
+        self._sigterm = drain_on_sigterm(self._on_sigterm)
+        if self._metrics is not None or self._loss_report is not None:
+            monitor.watch(id(self), self._look)
+
+    def _undo_start(self) -> None:
+        """Close what the log opened so far, once a step after opening the sink failed."""
+        monitor.unwatch(id(self))
+        _open_logs.discard(self)
+        if self._reopen_on is not None:
+            self._reopen_on.cancel()
+        if self._sigterm is not None:
+            self._sigterm.cancel()
+        writer: Writer | None = getattr(self, "_writer", None)
+        if writer is not None and writer.thread.is_alive():
+            # Nothing was accepted yet: the writer ends at once, and stops using the
+            # sink before it is closed (its descriptor's number may be reused after).
+            self._admission.close()
+            writer.thread.join(self._close_timeout)
+        if self._otel is not None:
+            self._otel.close(self._snapshot())
+        self._sink.close()
 
     @property
     def policy(self) -> str:

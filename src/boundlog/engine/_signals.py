@@ -57,8 +57,11 @@ class _Handler:
             signal.raise_signal(number)
 
 
-class ReopenSignal:
-    """One log's share of its signal's handler: installed, checked, and given back."""
+class SignalShare:
+    """One log's share of a signal's handler: installed, checked, and given back.
+
+    ``reopen_signal`` asks for one, and so does the SIGTERM drain (``drain_on_sigterm``).
+    """
 
     def __init__(self, number: int, callback: Callable[[], object]) -> None:
         self.number = number
@@ -101,7 +104,7 @@ class ReopenSignal:
                 signal.signal(self.number, previous)
 
 
-def drain_on_sigterm(callback: Callable[[], object]) -> ReopenSignal | None:
+def drain_on_sigterm(callback: Callable[[], object]) -> SignalShare | None:
     """Call ``callback`` on SIGTERM if SIGTERM still has its default action; else None.
 
     The callback must end the process itself (``terminate_after``).  Python installs
@@ -116,7 +119,7 @@ def drain_on_sigterm(callback: Callable[[], object]) -> ReopenSignal | None:
     if installed is not signal.SIG_DFL:
         # A server's own handler (uvicorn, gunicorn, ...) or SIG_IGN: theirs to keep.
         return None
-    share = ReopenSignal(signal.SIGTERM, callback)
+    share = SignalShare(signal.SIGTERM, callback)
     share.install()
     return share
 

@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 
 from .._errors import report_on_stderr
-from ..record._budget import DEFAULT_MAX_QUEUE_BYTES
+from .._options import DEFAULT_MAX_QUEUE_BYTES
 from ._stats import Stats
 
 #: At most one loss line per log this often, in seconds.

@@ -44,18 +44,6 @@ from typing import Any
 from ._headers import _as_bytes, environ_key
 from ._notes import note_text
 
-#: The default ``max_record_bytes``: nginx's and Apache's default limits (4 buffers of
-#: 8 KiB; 8,190 bytes a field) let through requests larger than this only rarely, and
-#: a browser's ordinary request estimates at a quarter to a third of it.
-DEFAULT_MAX_RECORD_BYTES = 16 * 1024
-#: The default ``max_queue_bytes``: what the queued records may keep, in total, of what
-#: clients sent and applications added.  With the default ``max_queue`` (10,000 records
-#: of at most RECORD_OVERHEAD besides) a full queue holds at most about 30 MiB.
-DEFAULT_MAX_QUEUE_BYTES = 20 * 1024 * 1024
-#: The smallest ``max_queue_bytes`` allowed.
-MIN_QUEUE_BYTES = 65536
-#: The smallest ``max_record_bytes`` allowed: room for a few cut fields and their markers.
-MIN_RECORD_BYTES = 4096
 #: What a header field costs a record besides its name and value bytes, in bytes: the
 #: pair, two string objects and a list slot (CPython 3.11, 64-bit; text costs most).
 FIELD_OVERHEAD = 160

@@ -18,10 +18,10 @@ from collections.abc import Callable, Iterable, Sequence
 
 from .._core import select_records as _select_records
 from .._errors import ConfigurationError, describe
-from .._options import entries, fraction, seconds
+from .._options import DEFAULT_REDACTED_QUERY, PROXY_HEADERS, entries, fraction, seconds
 from ..record._record import DURATION, PATH, STATUS, Record
-from ._proxies import PROXY_HEADERS, TrustedProxies
-from ._redaction import DEFAULT_REDACTED_QUERY, QueryRedaction
+from ._proxies import TrustedProxies
+from ._redaction import QueryRedaction
 
 #: Rewrites the records of a batch in place (the writer owns the list).
 Rewrite = Callable[[list[Record]], None]

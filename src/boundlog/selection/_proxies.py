@@ -35,6 +35,7 @@ from collections.abc import Iterable, Iterator
 from operator import itemgetter
 
 from .._errors import ConfigurationError
+from .._options import PROXY_HEADERS
 from ..record._headers import HeaderReader
 from ..record._record import CLIENT, REQUEST_HEADERS, Headers, Record, new_record
 
@@ -71,9 +72,6 @@ _PARAMETER = re.compile(
 _QUOTED_PAIR = re.compile(rb"\\(.)", re.DOTALL)
 _WHITESPACE = b" \t"
 _client = itemgetter(CLIENT)
-
-#: The forwarding headers a log can read, the default first.
-PROXY_HEADERS = ("x-forwarded-for", "forwarded")
 
 
 class TrustedProxies:

@@ -26,34 +26,6 @@ from .._errors import ConfigurationError
 from ..record._headers import REDACTED
 from ..record._record import QUERY, Record, new_record
 
-#: Query parameters whose values are redacted unless ``redact_query`` says otherwise:
-#: names that carry a password, a bearer or API credential or a request signature in
-#: common frameworks and APIs (OAuth 2.0, OpenID Connect, AWS and Azure signed URLs,
-#: GitLab).  Deliberately not listed, because they name ordinary data far more often
-#: than secrets: ``key`` (sort keys, cache keys; Google's API keys use it), ``code``
-#: (country or promotion codes; OAuth's one-time authorization code), ``session``,
-#: ``state``.  Add them with ``redact_query=(*DEFAULT_REDACTED_QUERY, "key")``.
-DEFAULT_REDACTED_QUERY = (
-    "access_token",
-    "api_key",
-    "apikey",
-    "auth",
-    "auth_token",
-    "client_secret",
-    "id_token",
-    "passwd",
-    "password",
-    "private_token",
-    "pwd",
-    "refresh_token",
-    "secret",
-    "sig",
-    "signature",
-    "token",
-    "x-amz-security-token",
-    "x-amz-signature",
-)
-
 _SEPARATOR = re.compile(rb"([&;])")
 # A percent escape followed by "=" with no separator between: an escaped name, or
 # (rarely) a value with "=" after an escape.  Each try ends at the next escape, so the
