@@ -37,7 +37,7 @@ static PyMethodDef methods[] = {
     {"format_apache", (PyCFunction)(void (*)(void))clf_format_apache, METH_FASTCALL,
      "format_apache(records, clock, names, environ_keys) -> bytes | None\n\n"
      "The common or combined lines of a batch, or None to leave it to the pure-Python\n"
-     "core (_formats.ApacheFormat)."},
+     "core (_apache.ApacheFormat)."},
     {"format_json", (PyCFunction)(void (*)(void))json_format_json, METH_FASTCALL,
      "format_json(records, stamp_parts, texts, headers, taken, trace_header,\n"
      "            extras_fields) -> bytes | None\n\n"

@@ -1,4 +1,4 @@
-/* The common and combined lines, byte for byte those of _formats.ApacheFormat:
+/* The common and combined lines, byte for byte those of _apache.ApacheFormat:
  *
  *   client - - [time] "method path?query protocol" status bytes "referer" "agent"
  *

@@ -1,4 +1,4 @@
-/* The common and combined lines (_formats.ApacheFormat), a batch at a time. */
+/* The common and combined lines (_apache.ApacheFormat), a batch at a time. */
 #ifndef BOUNDLOG_CLF_H
 #define BOUNDLOG_CLF_H
 

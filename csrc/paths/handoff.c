@@ -1,4 +1,4 @@
-/* The hand-off to the queue: _queue.Admission.offer in C (see handoff.h).
+/* The hand-off to the queue: _admission.Admission.offer in C (see handoff.h).
  *
  * Line for line the reference's: check the bound, then the closed flag, append to the
  * deque (atomic, with or without the GIL), wake the writer if the queue reached the
@@ -435,7 +435,7 @@ static PyMemberDef handoff_members[] = {
 
 static PyType_Slot handoff_slots[] = {
     {Py_tp_doc, "Handoff(admission): a callable, handoff(record) -> bool, that does what\n"
-                "admission.offer(record) does (_queue.Admission.offer, the reference)."},
+                "admission.offer(record) does (_admission.Admission.offer, the reference)."},
     {Py_tp_new, handoff_new},
     {Py_tp_call, PyVectorcall_Call},
     {Py_tp_members, handoff_members},

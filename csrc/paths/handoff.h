@@ -1,4 +1,4 @@
-/* The hand-off to the queue: _queue.Admission.offer as a C type, Handoff.
+/* The hand-off to the queue: _admission.Admission.offer as a C type, Handoff.
  *
  * `_speedups.Handoff(admission)` is a callable, `handoff(record) -> bool`, that does
  * what `admission.offer(record)` does; AccessLog._offer is one when the C core is in
@@ -25,7 +25,7 @@ enum {
 typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
-    PyObject *admission;  /* the _queue.Admission, a strong reference */
+    PyObject *admission;  /* the _admission.Admission, a strong reference */
     Py_ssize_t max_queue; /* admission._max_queue, which never changes */
     Py_ssize_t share;     /* admission._share: the bytes a record may keep uncounted */
     PyObject *names[HANDOFF_NAMES];

@@ -3,7 +3,7 @@
 A :class:`Template` is parsed when it is made; an unknown directive is a
 ConfigurationError then, never a surprise on the writer thread.  Parsing yields the
 template's own text with a *field* wherever a directive stood, and each field turns a
-whole batch into a column, the way ``_formats.ApacheFormat`` does (see there for why):
+whole batch into a column, the way ``_apache.ApacheFormat`` does (see there for why):
 nothing is parsed or looked up per record.
 
 Fields whose values repeat (method, protocol, status, the time, the pid, the user)
