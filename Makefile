@@ -21,7 +21,7 @@ else
 INSTALL := -e . -r tests/requirements-free-threaded.txt
 endif
 
-.PHONY: test check lint typecheck pytest pytest-pure ext asan coverage test-tools bench docs clean
+.PHONY: test check lint typecheck pytest pytest-pure test-unit ext asan coverage test-tools bench docs clean
 
 test: check pytest
 
@@ -46,12 +46,27 @@ typecheck: $(BIN)/pytest
 docs: $(BIN)/pytest
 	$(BIN)/mkdocs build --strict --quiet
 
+# The suite runs on WORKERS parallel pytest processes (pytest-xdist): most tests wait
+# on a server or a subprocess rather than use a CPU, so more workers than CPUs pay.
+# WORKERS=0 runs it in this one process (pdb, -x, reading one failure).
+WORKERS ?= 4
+PYTEST := $(BIN)/pytest -n $(WORKERS)
+
 pytest: ext test-tools
-	$(BIN)/pytest
+	$(PYTEST)
 
 # The whole suite on the pure-Python core (boundlog/_core.py), as CI runs it once.
 pytest-pure: ext test-tools
-	BOUNDLOG_NO_EXTENSIONS=1 $(BIN)/pytest
+	BOUNDLOG_NO_EXTENSIONS=1 $(PYTEST)
+
+# The unit tests: no server, no subprocess, no Debian tool; under a minute.
+UNIT_TESTS ?= tests/test_asgi.py tests/test_budget.py tests/test_color.py tests/test_escape.py \
+	tests/test_extras.py tests/test_filters.py tests/test_json_format.py tests/test_notes.py \
+	tests/test_queue.py tests/test_redaction.py tests/test_rotation.py tests/test_sinks.py \
+	tests/test_timestamps.py tests/test_urls.py tests/test_writer.py tests/test_headers.py
+
+test-unit: ext
+	$(PYTEST) $(UNIT_TESTS)
 
 # The C core (csrc/*.c), built in place by `pip install -e .` (which uses the
 # setuptools pyproject.toml asks for, not the venv's): again when a C file is newer
@@ -84,7 +99,7 @@ asan: $(BIN)/pytest
 	  $(BIN)/pip install --quiet --no-deps --target build/asan/lib .
 	rm -rf build/lib.* build/temp.* build/bdist.*  # no sanitized module for a later build
 	$(ASAN_ENV) $(BIN)/python -c 'import boundlog._speedups as s; assert "build/asan" in s.__file__, s.__file__'
-	$(ASAN_ENV) $(BIN)/pytest -p no:cacheprovider $(ASAN_TESTS)
+	$(ASAN_ENV) $(PYTEST) -p no:cacheprovider $(ASAN_TESTS)
 
 # The suite under coverage.py, measuring the branch coverage of src/boundlog in pytest
 # and in every server the tests start ([tool.coverage.run] in pyproject.toml): each
@@ -93,7 +108,7 @@ asan: $(BIN)/pytest
 # fail_under).  `$(BIN)/coverage html` then writes htmlcov/.
 coverage: ext test-tools
 	rm -f .coverage .coverage.*
-	$(BIN)/coverage run -m pytest
+	$(BIN)/coverage run -m pytest -n $(WORKERS)
 	$(BIN)/coverage combine --quiet
 	$(BIN)/coverage report
 

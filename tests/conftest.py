@@ -9,6 +9,7 @@ import sysconfig
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 import _strategies  # noqa: F401  (registers the strategy of a record's extras)
 from _helpers import BlockedPipe
@@ -20,6 +21,15 @@ from _helpers import BlockedPipe
 # would wait in vain.  Restored here, servers start with SIGINT at its default.
 if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+# Hypothesis measures time in two checks, its deadline (an example slower than 200 ms
+# fails) and the too_slow health check: a timing, which the suite never asserts.  The
+# suite runs on parallel workers (pytest -n) next to servers and other runs, where a
+# draw or an example may wait its turn for a CPU; the properties hold whatever the
+# time.  Every test's @settings starts from this profile.
+settings.register_profile("boundlog", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("boundlog")
 
 
 FREE_THREADED = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
