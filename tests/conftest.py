@@ -7,12 +7,21 @@ import signal
 import sys
 import sysconfig
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
 
-import _strategies  # noqa: F401  (registers the strategy of a record's extras)
-from _helpers import BlockedPipe
+# A few test modules import another's helpers by its name (`from test_extras import
+# ...`): every folder of tests is on sys.path, as the top one is (pytest puts a conftest's
+# folder there), so that this works whichever files a run collects and in what order.
+_TESTS = Path(__file__).parent
+for _folder in sorted({path.parent for path in _TESTS.glob("*/**/test_*.py")}):
+    if str(_folder) not in sys.path:
+        sys.path.append(str(_folder))
+
+import _strategies  # noqa: E402, F401  (registers the strategy of a record's extras)
+from _helpers import BlockedPipe  # noqa: E402
 
 # A shell without job control starts background commands (`make test &`, a CI runner's
 # `nohup ... &`) with SIGINT ignored, and an ignored signal stays ignored across exec:
