@@ -21,7 +21,7 @@ else
 INSTALL := -e . -r tests/requirements-free-threaded.txt
 endif
 
-.PHONY: test check lint typecheck pytest pytest-pure ext asan coverage test-tools bench docs clean
+.PHONY: test check lint typecheck pytest pytest-pure test-unit ext asan coverage test-tools bench docs clean
 
 test: check pytest
 
@@ -46,17 +46,32 @@ typecheck: $(BIN)/pytest
 docs: $(BIN)/pytest
 	$(BIN)/mkdocs build --strict --quiet
 
+# The suite runs on WORKERS parallel pytest processes (pytest-xdist): most tests wait
+# on a server or a subprocess rather than use a CPU, so more workers than CPUs pay.
+# WORKERS=0 runs it in this one process (pdb, -x, reading one failure).
+WORKERS ?= 4
+PYTEST := $(BIN)/pytest -n $(WORKERS)
+
 pytest: ext test-tools
-	$(BIN)/pytest
+	$(PYTEST)
 
 # The whole suite on the pure-Python core (boundlog/_core.py), as CI runs it once.
 pytest-pure: ext test-tools
-	BOUNDLOG_NO_EXTENSIONS=1 $(BIN)/pytest
+	BOUNDLOG_NO_EXTENSIONS=1 $(PYTEST)
+
+# The unit tests: no server, no subprocess, no Debian tool; under a minute.
+UNIT_TESTS ?= tests/unit/public/test_asgi.py tests/unit/record/test_budget.py tests/unit/formats/test_color.py tests/unit/formats/test_escape.py \
+	tests/unit/capture/test_extras.py tests/unit/selection/test_filters.py tests/unit/formats/test_json_format.py tests/unit/record/test_notes.py \
+	tests/unit/engine/test_queue.py tests/unit/selection/test_redaction.py tests/unit/sinks/test_rotation.py tests/unit/sinks/test_sinks.py \
+	tests/unit/formats/test_timestamps.py tests/unit/sinks/test_urls.py tests/unit/engine/test_writer.py tests/unit/record/test_headers.py
+
+test-unit: ext
+	$(PYTEST) $(UNIT_TESTS)
 
 # The C core (csrc/**/*.[ch]), built in place by `pip install -e .` (which uses the
 # setuptools pyproject.toml asks for, not the venv's): again when a C file is newer
 # than the built module.  A failed build leaves the pure-Python core, and
-# tests/test_speedups.py then fails: the suite must not pass on it unknowingly.
+# tests/speedups/test_speedups.py then fails: the suite must not pass on it unknowingly.
 EXT := src/boundlog/_speedups$(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
 
 ext: $(EXT)
@@ -69,12 +84,12 @@ $(EXT): $(shell find csrc -name '*.[ch]') setup.py | $(BIN)/pytest
 # tests that run it.  libasan is preloaded into the interpreter, which is not built
 # with it; PYTHONMALLOC=malloc lets it see every allocation, Python objects included;
 # CPython's own leaks at exit are not ours (detect_leaks=0).
-ASAN_TESTS ?= tests/test_speedups.py tests/test_speedups_json.py tests/test_speedups_templates.py \
-	tests/test_speedups_asgi.py tests/test_templates.py \
-	tests/test_speedups_handoff.py tests/test_speedups_environ.py tests/test_speedups_select.py \
-	tests/test_speedups_wsgi.py tests/test_filters.py tests/test_redaction.py tests/test_wsgi.py \
-	tests/test_formats.py tests/test_json_format.py tests/test_asgi.py tests/test_writer.py \
-	tests/test_cli.py tests/test_notes.py tests/test_extras.py tests/test_completed.py
+ASAN_TESTS ?= tests/speedups/test_speedups.py tests/speedups/test_speedups_json.py tests/speedups/test_speedups_templates.py \
+	tests/speedups/test_speedups_asgi.py tests/unit/formats/test_templates.py \
+	tests/speedups/test_speedups_handoff.py tests/speedups/test_speedups_environ.py tests/speedups/test_speedups_select.py \
+	tests/speedups/test_speedups_wsgi.py tests/unit/selection/test_filters.py tests/unit/selection/test_redaction.py tests/unit/public/test_wsgi.py \
+	tests/unit/formats/test_formats.py tests/unit/formats/test_json_format.py tests/unit/public/test_asgi.py tests/unit/engine/test_writer.py \
+	tests/unit/public/test_cli.py tests/unit/record/test_notes.py tests/unit/capture/test_extras.py tests/unit/capture/test_completed.py
 ASAN_ENV := PYTHONPATH=build/asan/lib PYTHONMALLOC=malloc ASAN_OPTIONS=detect_leaks=0 \
 	UBSAN_OPTIONS=print_stacktrace=1 LD_PRELOAD=$$(gcc -print-file-name=libasan.so)
 
@@ -84,7 +99,7 @@ asan: $(BIN)/pytest
 	  $(BIN)/pip install --quiet --no-deps --target build/asan/lib .
 	rm -rf build/lib.* build/temp.* build/bdist.*  # no sanitized module for a later build
 	$(ASAN_ENV) $(BIN)/python -c 'import boundlog._speedups as s; assert "build/asan" in s.__file__, s.__file__'
-	$(ASAN_ENV) $(BIN)/pytest -p no:cacheprovider $(ASAN_TESTS)
+	$(ASAN_ENV) $(PYTEST) -p no:cacheprovider $(ASAN_TESTS)
 
 # The suite under coverage.py, measuring the branch coverage of src/boundlog in pytest
 # and in every server the tests start ([tool.coverage.run] in pyproject.toml): each
@@ -93,13 +108,13 @@ asan: $(BIN)/pytest
 # fail_under).  `$(BIN)/coverage html` then writes htmlcov/.
 coverage: ext test-tools
 	rm -f .coverage .coverage.*
-	$(BIN)/coverage run -m pytest
+	$(BIN)/coverage run -m pytest -n $(WORKERS)
 	$(BIN)/coverage combine --quiet
 	$(BIN)/coverage report
 
-# The Debian packages the suite drives, as `command:package`: tests/test_bench.py runs
-# wrk, tests/test_faults_rotation.py logrotate, tests/test_readers.py lnav and goaccess,
-# tests/test_e2e_rsyslog.py rsyslogd, tests/test_metrics.py prometheus.  A package with
+# The Debian packages the suite drives, as `command:package`: tests/e2e/test_bench.py runs
+# wrk, tests/e2e/test_faults_rotation.py logrotate, tests/e2e/test_readers.py lnav and goaccess,
+# tests/e2e/test_e2e_rsyslog.py rsyslogd, tests/unit/metrics/test_metrics.py prometheus.  A package with
 # no command of its own is named by a file it installs (`/path/glob:package`): rsyslog's
 # TLS driver (gtls), its RELP input, and the Kafka and Elasticsearch outputs
 # docs/shipping.md configures.  Their tests skip without them, so `make test` installs

@@ -743,7 +743,7 @@ def check_log(
     )
 
 
-# -- fault injection (tests/test_faults_*.py) ------------------------------------------------
+# -- fault injection (tests/e2e/test_faults_*.py) ------------------------------------------------
 
 # Read by tests/apps/faults.py (which the test process does not import).
 FAULT_CONFIG_VARIABLE = "TESTAPP_FAULT_CONFIG"

@@ -1,5 +1,5 @@
 """Hypothesis strategies and helpers the C core's equivalence tests share
-(tests/test_speedups.py, tests/test_speedups_json.py, tests/test_speedups_templates.py)."""
+(tests/speedups/test_speedups.py, tests/speedups/test_speedups_json.py, tests/speedups/test_speedups_templates.py)."""
 
 from __future__ import annotations
 

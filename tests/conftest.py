@@ -7,11 +7,21 @@ import signal
 import sys
 import sysconfig
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
-import _strategies  # noqa: F401  (registers the strategy of a record's extras)
-from _helpers import BlockedPipe
+# A few test modules import another's helpers by its name (`from test_extras import
+# ...`): every folder of tests is on sys.path, as the top one is (pytest puts a conftest's
+# folder there), so that this works whichever files a run collects and in what order.
+_TESTS = Path(__file__).parent
+for _folder in sorted({path.parent for path in _TESTS.glob("*/**/test_*.py")}):
+    if str(_folder) not in sys.path:
+        sys.path.append(str(_folder))
+
+import _strategies  # noqa: E402, F401  (registers the strategy of a record's extras)
+from _helpers import BlockedPipe  # noqa: E402
 
 # A shell without job control starts background commands (`make test &`, a CI runner's
 # `nohup ... &`) with SIGINT ignored, and an ignored signal stays ignored across exec:
@@ -20,6 +30,15 @@ from _helpers import BlockedPipe
 # would wait in vain.  Restored here, servers start with SIGINT at its default.
 if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+# Hypothesis measures time in two checks, its deadline (an example slower than 200 ms
+# fails) and the too_slow health check: a timing, which the suite never asserts.  The
+# suite runs on parallel workers (pytest -n) next to servers and other runs, where a
+# draw or an example may wait its turn for a CPU; the properties hold whatever the
+# time.  Every test's @settings starts from this profile.
+settings.register_profile("boundlog", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("boundlog")
 
 
 FREE_THREADED = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))

@@ -20,7 +20,7 @@ int
 buffer_grow(Buffer *buffer, Py_ssize_t extra)
 {
     /* Growing by half keeps the copies linear in the size and the memory held at most
-     * 1.5 times the output (tests/test_faults_hostile.py measures it). */
+     * 1.5 times the output (tests/e2e/test_faults_hostile.py measures it). */
     if (extra > PY_SSIZE_T_MAX / 2 - buffer->length) {
         PyErr_NoMemory();
         return -1;

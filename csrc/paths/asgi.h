@@ -17,7 +17,7 @@
  * The Python module asgi.py stays the reference: every path here that is rare or
  * unusual (a queue with no room, a scope of unexpected types, a request over the
  * record budget) calls the Python function that does it there, which Middleware
- * holds.  tests/test_speedups_asgi.py checks that both give the same records, messages
+ * holds.  tests/speedups/test_speedups_asgi.py checks that both give the same records, messages
  * and exceptions for arbitrary applications. */
 #ifndef BOUNDLOG_ASGI_H
 #define BOUNDLOG_ASGI_H

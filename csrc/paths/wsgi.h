@@ -8,7 +8,7 @@
  *                      its start_response and write, and the iterator that counts a
  *                      body that is not a list or tuple
  *
- * wsgi.py stays the reference: tests/test_speedups_wsgi.py runs arbitrary applications
+ * wsgi.py stays the reference: tests/speedups/test_speedups_wsgi.py runs arbitrary applications
  * and servers through both and compares what the server sees, the records and the
  * counts.  The record is environ.c's; an environ it does not read goes to
  * _environ.environ_record, and a queue with no room to log.submit (the policy). */

@@ -2,7 +2,7 @@
  * The formats read them, and the values of a record's dicts of named values (its
  * notes, its extras' environ), with the functions of extras.c; the C request paths
  * complete them with the request body's bytes the application received, as
- * _extras.with_bytes_received does (tests/test_speedups_asgi.py and
+ * _extras.with_bytes_received does (tests/speedups/test_speedups_asgi.py and
  * test_speedups_wsgi.py compare the records of both). */
 #ifndef BOUNDLOG_EXTRAS_H
 #define BOUNDLOG_EXTRAS_H

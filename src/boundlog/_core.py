@@ -1,7 +1,7 @@
 """Which core runs: the compiled one (``boundlog._speedups``) or pure Python.
 
 Decided once, at import.  The pure-Python modules are the reference: the C core must
-give byte-identical output (``tests/test_speedups.py``), and where it does not handle a
+give byte-identical output (``tests/speedups/test_speedups.py``), and where it does not handle a
 batch (a field of a type it does not read) it hands the batch back to them.
 ``BOUNDLOG_NO_EXTENSIONS`` set to any non-empty value forces pure Python, as
 ``AIOHTTP_NO_EXTENSIONS``, ``YARL_NO_EXTENSIONS`` and ``MULTIDICT_NO_EXTENSIONS`` do

@@ -554,7 +554,7 @@ if _core.asgi_middleware is not None:
         application: the instance's ``__call__`` (uvicorn and hypercorn test it with
         ``inspect.iscoroutinefunction``, and a C callable is not a coroutine function).
         Calling the instance runs the C type's call instead, which gives the same
-        records, messages and exceptions (``tests/test_speedups_asgi.py``) and calls
+        records, messages and exceptions (``tests/speedups/test_speedups_asgi.py``) and calls
         back into this module for everything rare.
         """
 

@@ -404,7 +404,7 @@ if _core.wsgi_middleware is not None:
 
     class _CompiledAccessLogMiddleware(_core.wsgi_middleware, AccessLogMiddleware):  # type: ignore[misc,valid-type]
         """AccessLogMiddleware with its request path in C (csrc/paths/wsgi_*.c): the same
-        records, responses and exceptions (``tests/test_speedups_wsgi.py``)."""
+        records, responses and exceptions (``tests/speedups/test_speedups_wsgi.py``)."""
 
         def __init__(self, app: WSGIApp, log: AccessLog | None = None, **options: Any) -> None:
             super().__init__(app, log, **options)

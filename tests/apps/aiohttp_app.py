@@ -1,4 +1,4 @@
-"""The aiohttp server of tests/test_integration_aiohttp.py: ``python -m tests.apps.aiohttp_app MODE PORT``.
+"""The aiohttp server of tests/integrations/test_integration_aiohttp.py: ``python -m tests.apps.aiohttp_app MODE PORT``.
 
 It answers the shared routes (see ``tests.apps``) with aiohttp's own responses; ``/raise``
 raises, so aiohttp answers with its 500 page, and ``/file`` sends this file.  MODE chooses how boundlog is wired in:

@@ -1,4 +1,4 @@
-"""The ASGI application uvicorn serves in tests/test_e2e_uvicorn.py.
+"""The ASGI application uvicorn serves in tests/e2e/test_e2e_uvicorn.py.
 
 Besides the shared routes (see ``tests.apps``) it answers
 ``/stream-until-disconnect/CHUNKS/SIZE``: pieces of SIZE bytes, one every ``TICK``

@@ -1,7 +1,7 @@
 """The shared routes (see ``tests.apps``) as a WSGI application that does no logging.
 
 Servers whose own access log is replaced by a boundlog integration serve it:
-tests/test_integration_gunicorn.py runs it under ``boundlog.gunicorn.Logger``.
+tests/integrations/test_integration_gunicorn.py runs it under ``boundlog.gunicorn.Logger``.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Applications that leave server variables for the log (tests/test_environ_extras.py).
+"""Applications that leave server variables for the log (tests/unit/capture/test_environ_extras.py).
 
 * ``plain_wsgi``: sets ``environ["user"]``, gunicorn's way, for the logger class;
 * ``wsgi``: the same wrapped in boundlog's WSGI middleware;

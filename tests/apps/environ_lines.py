@@ -1,5 +1,5 @@
 """A format of the tests' own that writes the server variables a record carries
-(tests/test_environ_extras.py).
+(tests/unit/capture/test_environ_extras.py).
 
 It names its variables (``environ_names``) and reads only them of a record's extras,
 as a format with ``%{NAME}e`` directives does: one JSON array a line,

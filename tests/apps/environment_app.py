@@ -1,6 +1,6 @@
 """An ASGI app whose middleware is built without options: the environment configures it.
 
-Served by uvicorn in tests/test_environment.py with ``BOUNDLOG_SINK`` and
+Served by uvicorn in tests/unit/engine/test_environment.py with ``BOUNDLOG_SINK`` and
 ``BOUNDLOG_FORMAT`` set, as a container would set them.
 """
 

@@ -1,4 +1,4 @@
-"""The ASGI application uvicorn serves in tests/test_completed.py (routes: exchange_fields)."""
+"""The ASGI application uvicorn serves in tests/unit/capture/test_completed.py (routes: exchange_fields)."""
 
 from __future__ import annotations
 

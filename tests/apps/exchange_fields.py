@@ -1,4 +1,4 @@
-"""What tests/test_completed.py reads of the records its servers log: a format that
+"""What tests/unit/capture/test_completed.py reads of the records its servers log: a format that
 writes each record as a JSON object of the path, status, bytes sent and the extras
 ``completed`` and ``bytes_received``, and the chunks the applications send
 (tests/apps/exchange_asgi.py and exchange_wsgi.py).
@@ -30,7 +30,7 @@ COMPLETED_ONLY = "completed-only"
 
 
 class ExchangeFieldsFormat:
-    """One JSON object a record: what tests/test_completed.py checks; the log reads
+    """One JSON object a record: what tests/unit/capture/test_completed.py checks; the log reads
     ``completed`` only when TESTAPP_FORMAT says ``completed-only``."""
 
     def __init__(self) -> None:

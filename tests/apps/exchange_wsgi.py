@@ -1,4 +1,4 @@
-"""The WSGI application gunicorn serves in tests/test_completed.py (routes:
+"""The WSGI application gunicorn serves in tests/unit/capture/test_completed.py (routes:
 exchange_fields), and ``ExchangeFieldsLogger``, gunicorn's logger class writing the
 same format."""
 

@@ -1,7 +1,7 @@
 """The README's FastAPI quick start: ``app.add_middleware(AccessLogMiddleware, ...)``.
 
 Its log options come from the environment (see ``tests.apps.log_options``);
-tests/test_integration_starlette.py runs it under uvicorn with a log that cannot be built.
+tests/integrations/test_integration_starlette.py runs it under uvicorn with a log that cannot be built.
 """
 
 from __future__ import annotations

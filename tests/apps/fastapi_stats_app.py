@@ -2,7 +2,7 @@
 log and hands it to ``add_middleware`` with ``log=``, reads ``log.stats()`` in a route,
 and closes the log in its lifespan, after the last request.
 
-The sink is a relative ``access.log``: tests/test_integration_starlette.py runs uvicorn
+The sink is a relative ``access.log``: tests/integrations/test_integration_starlette.py runs uvicorn
 in the test's directory.
 """
 

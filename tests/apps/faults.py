@@ -1,6 +1,6 @@
 """What the fault-injection servers share: their log, built from the test's settings.
 
-The fault tests (tests/test_faults_*.py) run uvicorn with ``tests.apps.fault_asgi:app``
+The fault tests (tests/e2e/test_faults_*.py) run uvicorn with ``tests.apps.fault_asgi:app``
 and gunicorn with ``tests.apps.fault_wsgi:app``.  Both applications borrow one
 :class:`~boundlog.AccessLog` built here from the JSON in ``TESTAPP_FAULT_CONFIG``:
 

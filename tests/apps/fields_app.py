@@ -1,5 +1,5 @@
 """A FastAPI application that adds fields to its records with ``boundlog.add_fields``
-(tests/test_e2e_fields.py), from every place a request's code runs:
+(tests/e2e/test_e2e_fields.py), from every place a request's code runs:
 
 * ``TenantMiddleware``, a Starlette ``BaseHTTPMiddleware`` (its downstream application
   runs in a task of its own): ``tenant``, the request's ``X-Tenant`` header;

@@ -1,5 +1,5 @@
 """A WSGI application that adds fields to its records with ``boundlog.add_fields``
-(tests/test_e2e_fields.py, under gunicorn): ``/view/{rid}`` adds ``rid`` from the view
+(tests/e2e/test_e2e_fields.py, under gunicorn): ``/view/{rid}`` adds ``rid`` from the view
 and ``chunks`` from its body's generator, which the server iterates after the view
 returned; ``/plain`` adds nothing."""
 

@@ -1,5 +1,5 @@
 """An ASGI application written as a ``@types.coroutine`` generator, which uvicorn serves
-in tests/test_speedups_asgi.py: ``await`` accepts it as a coroutine (its code has
+in tests/speedups/test_speedups_asgi.py: ``await`` accepts it as a coroutine (its code has
 CO_ITERABLE_COROUTINE), and so must the middleware on either core.  It answers every
 HTTP request with ``generated``."""
 

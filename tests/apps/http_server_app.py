@@ -1,4 +1,4 @@
-"""The http.server of tests/test_integration_http_server.py: ``python -m tests.apps.http_server_app PORT``.
+"""The http.server of tests/integrations/test_integration_http_server.py: ``python -m tests.apps.http_server_app PORT``.
 
 A ``ThreadingHTTPServer`` whose handler is ``SimpleHTTPRequestHandler`` with
 :class:`boundlog.http_server.AccessLogMixin`, serving the directory named by

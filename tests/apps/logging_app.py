@@ -1,4 +1,4 @@
-"""The ASGI test application with a LoggingSink: tests/test_e2e_logging.py serves it.
+"""The ASGI test application with a LoggingSink: tests/e2e/test_e2e_logging.py serves it.
 
 ``TESTAPP_LOGGER`` names the logger and ``TESTAPP_MESSAGE`` the shape of its messages;
 the server's ``--log-config`` configures that logger's handlers.  uvicorn serves the bare

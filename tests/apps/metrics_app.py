@@ -1,4 +1,4 @@
-"""The applications tests/test_metrics.py serves: each answers ``/metrics`` with
+"""The applications tests/unit/metrics/test_metrics.py serves: each answers ``/metrics`` with
 prometheus_client's exposition, everything else with ``ok``.
 
 ``asgi_app`` (uvicorn, one process) logs through boundlog's ASGI middleware with

@@ -1,4 +1,4 @@
-"""The application tests/test_otel.py serves under gunicorn, with boundlog's logger class
+"""The application tests/unit/metrics/test_otel.py serves under gunicorn, with boundlog's logger class
 and ``BOUNDLOG_METRICS=opentelemetry``: ``/otel`` answers with what the SDK's in-memory
 reader collects in this worker, as JSON, everything else with ``ok``.
 

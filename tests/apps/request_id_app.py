@@ -1,4 +1,4 @@
-"""Applications that answer with the request ids they see (tests/test_request_id.py).
+"""Applications that answer with the request ids they see (tests/unit/capture/test_request_id.py).
 
 ``asgi`` (Starlette, under uvicorn) and ``wsgi`` (plain WSGI, under gunicorn) answer
 any path with a JSON object of the X-Request-ID and X-Correlation-ID request headers

@@ -1,4 +1,4 @@
-"""A format of the tests' own that writes each record's route (tests/test_routes.py).
+"""A format of the tests' own that writes each record's route (tests/unit/capture/test_routes.py).
 
 It reads only the route of a record's extras (``reads_extras``), as a user's format
 would, while the built-in formats learn to write it: one JSON array a line,

@@ -1,4 +1,4 @@
-"""A FastAPI application whose records carry their route template (tests/test_routes.py),
+"""A FastAPI application whose records carry their route template (tests/unit/capture/test_routes.py),
 boundlog's middleware added as docs/integrations.md says: inside Starlette's stack,
 between its error middleware and the router.
 

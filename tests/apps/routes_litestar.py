@@ -1,5 +1,5 @@
 """A Litestar application wrapped in boundlog's middleware, whose records carry their
-route template (tests/test_routes.py): a handler's path with a typed parameter, one
+route template (tests/unit/capture/test_routes.py): a handler's path with a typed parameter, one
 under a ``Router`` with a prefix, and a 404."""
 
 from __future__ import annotations

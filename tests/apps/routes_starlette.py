@@ -1,5 +1,5 @@
 """A Starlette application wrapped in boundlog's middleware from outside, whose records
-carry their route template (tests/test_routes.py): a plain ``Route`` with a
+carry their route template (tests/unit/capture/test_routes.py): a plain ``Route`` with a
 convertor, routes under a ``Mount`` (one with a parameter), a mounted application that
 routes no further, and 404s."""
 

@@ -1,7 +1,7 @@
 """A Starlette application answering the shared routes (see ``tests.apps``), logged by
 boundlog's ASGI middleware added with ``add_middleware``, as a FastAPI application does.
 
-uvicorn serves it in tests/test_integration_starlette.py.  Starlette builds its middleware
+uvicorn serves it in tests/integrations/test_integration_starlette.py.  Starlette builds its middleware
 stack on the first lifespan event, so the middleware, and the log it owns, are made in
 the server's process and closed at the lifespan shutdown.
 """

@@ -1,5 +1,5 @@
 """A Starlette application that answers ``/ids`` with the trace and span ids of the
-OpenTelemetry span current in its request (tests/test_trace.py), logged by boundlog's
+OpenTelemetry span current in its request (tests/unit/capture/test_trace.py), logged by boundlog's
 ASGI middleware two ways:
 
 * ``traced``: boundlog inside OpenTelemetry's ASGI middleware, as docs/configuration.md

@@ -1,6 +1,6 @@
 """tests/apps/trace_app.py's ``traced`` application in FastAPI: ``/items/{item_id}``
 answers with the ids of the OpenTelemetry span current in its request, behind
-OpenTelemetry's ASGI middleware, boundlog's inside it (tests/test_trace.py)."""
+OpenTelemetry's ASGI middleware, boundlog's inside it (tests/unit/capture/test_trace.py)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """A ``boundlog.gunicorn.Logger`` subclass that asks for UTC times through ``log_options``.
 
-tests/test_integration_gunicorn.py runs gunicorn with it, the way a deployment passes
+tests/integrations/test_integration_gunicorn.py runs gunicorn with it, the way a deployment passes
 options the environment variables do not cover.
 """
 

@@ -1,4 +1,4 @@
-"""The websocket application uvicorn serves in tests/test_websockets.py.
+"""The websocket application uvicorn serves in tests/unit/capture/test_websockets.py.
 
 With the format ``session-fields`` its log writes each record as a JSON object of the
 fields a session's record holds, the close code among them (from the record's extras).

@@ -1,4 +1,4 @@
-"""The WSGI application gunicorn serves in tests/test_e2e_gunicorn.py (routes: ``tests.apps``)."""
+"""The WSGI application gunicorn serves in tests/e2e/test_e2e_gunicorn.py (routes: ``tests.apps``)."""
 
 from __future__ import annotations
 

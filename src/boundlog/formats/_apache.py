@@ -15,7 +15,7 @@ that holds an unsafe byte escaped (see ``_escape``).
 
 When the C core is built (``_core``), ``ApacheFormat.format_batch`` runs its C
 counterpart (``csrc/formats/clf.c``) instead; the code here stays the reference it is tested
-against (``tests/test_speedups.py``) and formats any batch the C code hands back.
+against (``tests/speedups/test_speedups.py``) and formats any batch the C code hands back.
 """
 
 from __future__ import annotations

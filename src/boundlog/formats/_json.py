@@ -18,7 +18,7 @@ value, whatever bytes a client chooses.
 
 When the C core is built (``_core``), ``JsonFormat.format_batch`` runs its C
 counterpart (``csrc/formats/json.c``) instead; the code here stays the reference it is tested
-against (``tests/test_speedups_json.py``) and formats any batch the C code hands back.
+against (``tests/speedups/test_speedups_json.py``) and formats any batch the C code hands back.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ too), because the Common Log Format leaves them unquoted.
 When the C core is built (``_core``), ``Template.format_batch`` runs its C counterpart
 (``csrc/formats/template.c``) on *ops* the template is also compiled into (:data:`_C_OPS`);
 ``format_batch_python`` stays the reference it is tested against
-(``tests/test_speedups_templates.py``) and formats any batch the C code hands back.
+(``tests/speedups/test_speedups_templates.py``) and formats any batch the C code hands back.
 """
 
 from __future__ import annotations

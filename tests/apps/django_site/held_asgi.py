@@ -1,6 +1,6 @@
 """asgi.py with one option more: the writer holds every line until the log is closed
 (``flush_interval=3600``), so that every line found after the server exits was written
-by the shutdown drain.  tests/test_integration_django.py checks that drain with it."""
+by the shutdown drain.  tests/integrations/test_integration_django.py checks that drain with it."""
 
 import os
 

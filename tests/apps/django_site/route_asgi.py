@@ -1,4 +1,4 @@
-"""asgi.py with the tests' route format (tests/test_routes.py): the records carry the
+"""asgi.py with the tests' route format (tests/unit/capture/test_routes.py): the records carry the
 URL pattern settings.py's ``boundlog.django.RouteMiddleware`` left in the scope."""
 
 import os

@@ -1,4 +1,4 @@
-"""wsgi.py with the tests' route format (tests/test_routes.py): the records carry the
+"""wsgi.py with the tests' route format (tests/unit/capture/test_routes.py): the records carry the
 URL pattern settings.py's ``boundlog.django.RouteMiddleware`` left in the environ."""
 
 import os

@@ -62,7 +62,7 @@ def application() -> web.Application:
     app.router.add_get("/span", echo_span)
     app.router.add_post("/three", read_three)
     app.router.add_post("/upload", read_all)
-    app.router.add_static("/static", Path(__file__).parent)
+    app.router.add_static("/static", Path(__file__).parents[2])
     sub = web.Application()
     sub.router.add_get("/things/{name}", ok)
     app.add_subapp("/sub", sub)

@@ -3,8 +3,8 @@
 The pure-Python ``ApacheFormat.format_batch_python`` defines the common and combined
 lines; the C ``format_apache`` must give the same bytes for every batch it handles, and
 hand back (None) every batch it does not, which the format then formats in Python.
-The JSON lines' equivalence is in tests/test_speedups_json.py, the templates' in
-tests/test_speedups_templates.py; the leak and thread tests here run all three.
+The JSON lines' equivalence is in tests/speedups/test_speedups_json.py, the templates' in
+tests/speedups/test_speedups_templates.py; the leak and thread tests here run all three.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ formatting) and ``paths/`` (where a request is captured) are independent of each
 other, and use ``record/`` (a record as C reads it) and ``common/`` (what any part
 uses).  The tests read the ``#include`` lines, and the calls from one file to a
 function another file defines, and fail on an include against the layers or on a
-circle of calls between files.  The same as tests/test_layout.py for src/boundlog.
+circle of calls between files.  The same as tests/project/test_layout.py for src/boundlog.
 """
 
 from __future__ import annotations

@@ -11,10 +11,15 @@ import tomllib
 import zipfile
 from pathlib import Path
 
+import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-ROOT = Path(__file__).parent.parent
+ROOT = Path(__file__).parents[2]
+
+# Both builds write into the source tree (src/boundlog.egg-info, build/): one worker
+# runs them, one after the other (pytest -n with --dist loadgroup).
+pytestmark = pytest.mark.xdist_group("source-tree")
 FREE_THREADED_REQUIREMENTS = ROOT / "tests" / "requirements-free-threaded.txt"
 
 

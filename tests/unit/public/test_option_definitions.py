@@ -29,7 +29,7 @@ from boundlog.engine._environment import SINK_VARIABLE, options_from_environment
 from boundlog.engine._log import SELECTION_OPTIONS, LogOptions
 from boundlog.selection._filters import make_select
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 DOCS = ROOT / "docs"
 #: Rows of the options table that are no AccessLog option: the ASGI and WSGI
 #: middlewares' own keyword.

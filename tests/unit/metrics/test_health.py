@@ -173,7 +173,7 @@ def _overloaded(
     tmp_path: Path, *, options: str = "", ending: str = _CLOSE
 ) -> subprocess.Popen[str]:
     program = _OVERLOADED.format(
-        tests=str(Path(__file__).parent), options=options or "{}", ending=ending
+        tests=str(Path(__file__).parents[2]), options=options or "{}", ending=ending
     )
     return subprocess.Popen(
         [sys.executable, "-c", textwrap.dedent(program)],
@@ -266,7 +266,7 @@ def test_a_stalled_stderr_holds_up_neither_close_nor_the_exit(tmp_path: Path) ->
     program = textwrap.dedent(
         f"""
         import os, sys
-        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        sys.path.insert(0, {str(Path(__file__).parents[2])!r})
         from _helpers import BlockedPipe
         from _records import make_record
         from boundlog import AccessLog

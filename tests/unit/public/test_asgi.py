@@ -213,7 +213,7 @@ def test_a_held_record_goes_at_once_when_the_application_ends_its_response_again
 
 def test_scopes_of_other_types_reach_the_app_untouched(tmp_path: Path) -> None:
     """A scope of a type the middleware does not log goes through with the same scope
-    and receive, no record (websocket sessions: tests/test_websockets.py)."""
+    and receive, no record (websocket sessions: tests/unit/capture/test_websockets.py)."""
     seen: list[Any] = []
 
     async def app(scope: Any, receive: Any, send: Any) -> None:

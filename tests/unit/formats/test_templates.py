@@ -99,7 +99,13 @@ CASES: list[tuple[str, dict[str, Any], str]] = [
 ]
 
 
-@pytest.mark.parametrize(("template", "fields", "expected"), CASES)
+# Named by template and position, not by the expected line, which holds this process's
+# pid: parallel workers (pytest -n) must collect the same test ids.
+@pytest.mark.parametrize(
+    ("template", "fields", "expected"),
+    CASES,
+    ids=[f"{index}:{template}" for index, (template, _, _) in enumerate(CASES)],
+)
 def test_each_directive_and_atom_writes_its_field(
     template: str, fields: dict[str, Any], expected: str
 ) -> None:

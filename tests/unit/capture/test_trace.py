@@ -81,7 +81,7 @@ def test_a_span_without_valid_ids_gives_way_to_the_header(trace: object) -> None
 
 def test_json_lines_show_the_route_and_the_ids_of_either_source() -> None:
     """In the default JSON line, after the built-in header fields (C and Python alike:
-    tests/test_speedups_json.py)."""
+    tests/speedups/test_speedups_json.py)."""
     fmt = JsonFormat(request_headers=["Accept"])
     spanned = make_record(extras=Extras(route="/ids/{n}", trace=(7, 8)))
     headed = make_record(request_headers=[(b"traceparent", TRACEPARENT.encode())])

@@ -211,7 +211,7 @@ def test_exit_without_close_drains_the_queue(tmp_path: Path) -> None:
     program = textwrap.dedent(
         f"""
         import sys
-        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        sys.path.insert(0, {str(Path(__file__).parents[2])!r})
         from _records import make_record
         from boundlog import AccessLog
         log = AccessLog({str(path)!r}, flush_interval=3600)
@@ -229,7 +229,7 @@ def test_exit_drains_a_log_that_waits_for_ever_beside_one_that_does_not(tmp_path
     program = textwrap.dedent(
         f"""
         import sys
-        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        sys.path.insert(0, {str(Path(__file__).parents[2])!r})
         from _records import make_record
         from boundlog import AccessLog
         logs = [AccessLog({str(forever)!r}, flush_interval=3600, close_timeout=float("inf")),
@@ -257,7 +257,7 @@ def test_exit_with_stuck_sinks_is_bounded_by_one_close_timeout(logs: int) -> Non
         import atexit, os, sys, time
         # Registered first, so it runs last: after boundlog's backstop.
         atexit.register(lambda: print(time.monotonic() - started[0]))
-        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        sys.path.insert(0, {str(Path(__file__).parents[2])!r})
         from _records import make_record
         from boundlog import AccessLog
         # Registered last, so it runs first: just before the backstop.
@@ -294,7 +294,7 @@ def test_exit_gives_each_stuck_log_its_own_close_timeout() -> None:
         f"""
         import atexit, os, sys, threading, time
         atexit.register(lambda: print(time.monotonic() - started[0], slow.stats().written))
-        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        sys.path.insert(0, {str(Path(__file__).parents[2])!r})
         from _records import make_record
         from boundlog import AccessLog
         started = []

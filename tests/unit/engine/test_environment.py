@@ -2,8 +2,8 @@
 
 A middleware that builds its own log takes the options its code passes and, for the
 others, the environment's; a misspelt variable is an error, not a setting silently
-not applied.  gunicorn's logger class reads the same variables (tests/test_options.py
-and tests/test_integration_gunicorn.py), but not the sink and format, which its
+not applied.  gunicorn's logger class reads the same variables (tests/unit/public/test_options.py
+and tests/integrations/test_integration_gunicorn.py), but not the sink and format, which its
 command line names.
 """
 

@@ -1,7 +1,7 @@
 """``completed`` and ``bytes_received`` in a record's extras, in process: what each
 middleware learns, on which request path, and that a log reading neither keeps the C
 path with nothing wrapped; http.server's mixin under a real ThreadingHTTPServer
-(tests/test_e2e_completed.py runs the middlewares under real servers)."""
+(tests/e2e/test_e2e_completed.py runs the middlewares under real servers)."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ same bytes.
 must give the same bytes for every template and batch it handles, with every option
 (``utc``, ``allow_headers``), and hand back (None) every batch it does not, which the
 template then formats in Python.  The leak and thread tests of the C formats, templates
-among them, are in tests/test_speedups.py.
+among them, are in tests/speedups/test_speedups.py.
 """
 
 from __future__ import annotations

@@ -194,7 +194,7 @@ while True:
 
 def test_several_logs_are_all_drained_on_sigterm(tmp_path: Path) -> None:
     directory = _project(tmp_path, {"several.py": SEVERAL_LOGS})
-    tests = str(Path(__file__).parent)
+    tests = str(Path(__file__).parents[2])
     environment = {
         **{key: value for key, value in os.environ.items() if key not in _COVERAGE_VARIABLES},
         "PYTHONPATH": os.pathsep.join([tests, os.environ.get("PYTHONPATH", "")]),

@@ -1,9 +1,9 @@
 """Fields the application adds (``boundlog.add_fields``, a record's ``notes``): how
 they reach a record, and how JSON lines and templates write them.
 
-The end-to-end tests (tests/test_e2e_fields.py) run them under real servers; the C
+The end-to-end tests (tests/e2e/test_e2e_fields.py) run them under real servers; the C
 request paths are compared with these for arbitrary applications in
-tests/test_speedups_asgi.py and tests/test_speedups_wsgi.py.
+tests/speedups/test_speedups_asgi.py and tests/speedups/test_speedups_wsgi.py.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ def test_a_record_has_notes_then_extras_none_by_default() -> None:
 
 
 # Each test runs its requests in a context of its own: a WSGI exchange that a test
-# server never closes (tests/test_speedups_wsgi.py) leaves its request's dict in the
+# server never closes (tests/speedups/test_speedups_wsgi.py) leaves its request's dict in the
 # thread's context, as a real server that broke PEP 3333 would.
 
 

@@ -37,7 +37,7 @@ from _servers import (
     stop_gracefully,
 )
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 README = REPO_ROOT / "README.md"
 # The console scripts (uvicorn, gunicorn) of the Python running the tests.
 BIN = str(Path(sys.executable).parent)
