@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -17,9 +18,24 @@ from packaging.utils import canonicalize_name
 
 ROOT = Path(__file__).parents[2]
 
-# Both builds write into the source tree (src/boundlog.egg-info, build/): one worker
-# runs them, one after the other (pytest -n with --dist loadgroup).
+# Both builds run on one worker, one after the other (pytest -n with --dist loadgroup),
+# each from a copy of the source tree: a build in the tree itself writes into it
+# (src/boundlog.egg-info, build/, the sdist's staging folder) and walks it while other
+# tests' processes write bytecode there, which failed builds on parallel runs.
 pytestmark = pytest.mark.xdist_group("source-tree")
+_NOT_SOURCES = shutil.ignore_patterns(
+    ".git", ".venv*", "build", "dist", "site", "htmlcov", "*.egg-info", "__pycache__",
+    ".pytest_cache", ".hypothesis", ".mypy_cache", ".ruff_cache", ".coverage*", "*.so",
+)  # fmt: skip
+
+
+def _source_copy(tmp_path: Path) -> Path:
+    """The source tree as a fresh clone has it, copied under ``tmp_path``."""
+    copy = tmp_path / "source"
+    shutil.copytree(ROOT, copy, ignore=_NOT_SOURCES, symlinks=True)
+    return copy
+
+
 FREE_THREADED_REQUIREMENTS = ROOT / "tests" / "requirements-free-threaded.txt"
 
 
@@ -60,7 +76,7 @@ def test_the_sdist_builds_a_wheel_that_installs_with_the_c_core(tmp_path: Path) 
     """
     dist = tmp_path / "dist"
     built = subprocess.run(
-        [sys.executable, "-m", "build", "--outdir", str(dist), str(ROOT)],
+        [sys.executable, "-m", "build", "--outdir", str(dist), str(_source_copy(tmp_path))],
         capture_output=True,
         text=True,
     )
@@ -113,7 +129,7 @@ def test_without_a_compiler_the_wheel_installs_the_pure_python_core(tmp_path: Pa
     environment = {**os.environ, "CC": "false"}
     environment.pop("BOUNDLOG_NO_EXTENSIONS", None)
     built = subprocess.run(
-        [sys.executable, "-m", "build", "--outdir", str(dist), str(ROOT)],
+        [sys.executable, "-m", "build", "--outdir", str(dist), str(_source_copy(tmp_path))],
         capture_output=True,
         text=True,
         env=environment,
