@@ -323,6 +323,9 @@ def test_threads_formatting_while_the_batch_list_changes(name: str) -> None:
             del shared[-1]
             headers.append((b"user-agent", b"u"))
             del headers[-1]
+            # Let the formatting threads run: a mutator spinning on the lists' locks
+            # with more threads than CPUs (parallel test workers) starves them.
+            os.sched_yield()
 
     def format_many() -> None:
         for _ in range(200):
@@ -333,9 +336,13 @@ def test_threads_formatting_while_the_batch_list_changes(name: str) -> None:
     threads = [threading.Thread(target=mutate)] + [
         threading.Thread(target=format_many) for _ in range(3)
     ]
-    for thread in threads:
-        thread.start()
-    for thread in threads[1:]:
-        thread.join()
-    stop.set()
-    threads[0].join()
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads[1:]:
+            thread.join()
+    finally:
+        # Even when the test fails or times out: a mutator left spinning would slow
+        # every later test on this worker.
+        stop.set()
+        threads[0].join()
