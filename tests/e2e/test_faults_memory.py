@@ -35,6 +35,10 @@ from boundlog._options import (
 )
 from boundlog.record._budget import RECORD_OVERHEAD
 
+# A server's RSS growth also holds the requests in flight, which a loaded machine lets
+# pile up: these measurements run one after another on one parallel worker.
+pytestmark = pytest.mark.xdist_group("memory")
+
 MIB = 1024 * 1024
 PIPE_SIZE = 4096
 MAX_QUEUE = 2000
