@@ -340,6 +340,8 @@ class Option:
     #: False for a variable only a middleware reads: gunicorn's logger class takes the
     #: sink and the format from its command line.
     under_gunicorn: bool = True
+    #: True for the options ``make_select`` builds the writer's selection from.
+    selects: bool = False
 
 
 def _whole_number_option(
@@ -373,6 +375,7 @@ def _selection_option(name: str, default: Any, summary: str, *, variable: bool =
         summary,
         variable="BOUNDLOG_" + name.upper() if variable else None,
         parse=text_in_environment if name == "proxy_header" else list_in_environment,
+        selects=True,
     )
 
 

@@ -20,6 +20,7 @@ from .._options import (
     DEFAULT_MAX_QUEUE_BYTES,
     DEFAULT_MAX_RECORD_BYTES,
     DEFAULT_REDACTED_QUERY,
+    OPTIONS,
     PROXY_HEADERS,
     Policy,
     checked_options,
@@ -82,16 +83,7 @@ class LogOptions(TypedDict, total=False):
 # wakes at once and ends within a few system calls: this bounds the wait for it.
 ABANDONED_WRITER_WAIT = 1.0
 # The options make_select builds the writer's selection from.
-SELECTION_OPTIONS = (
-    "skip_paths",
-    "skip_status",
-    "min_duration",
-    "sample",
-    "keep",
-    "redact_query",
-    "trusted_proxies",
-    "proxy_header",
-)
+SELECTION_OPTIONS = tuple(name for name, option in OPTIONS.items() if option.selects)
 
 
 class AccessLog:
