@@ -21,7 +21,7 @@ else
 INSTALL := -e . -r tests/requirements-free-threaded.txt
 endif
 
-.PHONY: test check lint typecheck pytest pytest-pure test-unit ext asan coverage test-tools bench docs clean
+.PHONY: test check lint typecheck pytest pytest-pure pytest-not-asan test-unit ext asan coverage test-tools bench docs clean
 
 test: check pytest
 
@@ -92,6 +92,11 @@ ASAN_TESTS ?= tests/speedups/test_speedups.py tests/speedups/test_speedups_json.
 	tests/unit/public/test_cli.py tests/unit/record/test_notes.py tests/unit/capture/test_extras.py tests/unit/capture/test_completed.py
 ASAN_ENV := PYTHONPATH=build/asan/lib PYTHONMALLOC=malloc ASAN_OPTIONS=detect_leaks=0 \
 	UBSAN_OPTIONS=print_stacktrace=1 LD_PRELOAD=$$(gcc -print-file-name=libasan.so)
+
+# The suite without the files `make asan` runs: CI runs both on one Python, so that each
+# test runs there once, the C core's own under the sanitizers.
+pytest-not-asan: ext test-tools
+	$(PYTEST) $(addprefix --ignore=,$(ASAN_TESTS))
 
 asan: $(BIN)/pytest
 	rm -rf build/asan

@@ -31,7 +31,7 @@ class OptionalBuildExt(build_ext):
 
     def build_extension(self, ext: Extension) -> None:
         # Always compiled afresh: objects left in build/ by a build with other flags
-        # (make asan's) must not be linked into this one.  Six small files: a second.
+        # (make asan's) must not be linked into this one: a few seconds.
         self.force = True
         if self.compiler.compiler_type == "unix":
             ext.extra_compile_args = [*UNIX_FLAGS, *EXTRA_FLAGS]

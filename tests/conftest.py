@@ -21,6 +21,7 @@ for _folder in sorted({path.parent for path in _TESTS.glob("*/**/test_*.py")}):
         sys.path.append(str(_folder))
 
 import _strategies  # noqa: E402, F401  (registers the strategy of a record's extras)
+from _examples import examples  # noqa: E402
 from _helpers import BlockedPipe  # noqa: E402
 
 # A shell without job control starts background commands (`make test &`, a CI runner's
@@ -36,8 +37,14 @@ if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
 # fails) and the too_slow health check: a timing, which the suite never asserts.  The
 # suite runs on parallel workers (pytest -n) next to servers and other runs, where a
 # draw or an example may wait its turn for a CPU; the properties hold whatever the
-# time.  Every test's @settings starts from this profile.
-settings.register_profile("boundlog", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# time.  Every test's @settings starts from this profile, whose count of examples (for a
+# test that names none) scales with BOUNDLOG_EXAMPLES as each test's own does (_examples.py).
+settings.register_profile(
+    "boundlog",
+    max_examples=examples(100),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 settings.load_profile("boundlog")
 
 

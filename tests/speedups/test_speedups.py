@@ -22,6 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from _examples import examples
 from _records import make_record
 from _strategies import NUMBERS, RAW, RECORD_NOTES, TEXT, TIMES, VALUES, outcome
 from boundlog import Extras, JsonFormat, Record, Template, _core
@@ -78,7 +79,7 @@ def c_lines(fmt: ApacheFormat, records: list[Record]) -> bytes | None:
 
 
 @needs_c
-@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(400), suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(RECORDS, max_size=8), FORMAT_OPTIONS)
 def test_c_and_python_give_the_same_bytes(
     records: list[Record], options: tuple[bool, bool]
@@ -93,7 +94,7 @@ def test_c_and_python_give_the_same_bytes(
 
 
 @needs_c
-@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(200), suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(PLAIN_RECORDS, max_size=8), RECORDS, st.data(), FORMAT_OPTIONS)
 def test_a_batch_mixing_plain_and_hostile_records(
     plain: list[Record], hostile: Record, data: st.DataObject, options: tuple[bool, bool]
@@ -109,7 +110,7 @@ def test_a_batch_mixing_plain_and_hostile_records(
 
 
 @needs_c
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(st.lists(PLAIN_RECORDS, min_size=1, max_size=8), FORMAT_OPTIONS)
 def test_c_handles_every_ordinary_batch(records: list[Record], options: tuple[bool, bool]) -> None:
     """What servers hand over is formatted in C, never handed back to Python."""

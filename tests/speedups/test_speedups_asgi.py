@@ -27,6 +27,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from _examples import examples
 from _servers import (
     LOOPBACK,
     UVICORN_CLEAN_EXITS,
@@ -283,7 +284,7 @@ def _middleware(log: AccessLog, request_id: str | None = None) -> AccessLogMiddl
 # A dropped exchange whose scope the record cannot be made of reports the error as
 # "Exception ignored", in both paths alike.
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
-@settings(max_examples=500, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@settings(max_examples=examples(500), suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(
     script=SCRIPT,
     scope=SCOPE,
@@ -324,7 +325,7 @@ def test_c_and_python_give_the_same_exchange_records_and_counts(
     assert results[0] == results[1]
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(script=SCRIPT, driver=DRIVER, policy=st.sampled_from(["drop", "wait"]))
 def test_a_closed_log_refuses_alike(
     script: list[tuple[Any, ...]], driver: tuple[Any, ...], policy: str

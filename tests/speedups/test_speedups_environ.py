@@ -19,6 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from _examples import examples
 from _strategies import notes_dicts
 from boundlog import Record, _core
 from boundlog._options import MIN_RECORD_BYTES
@@ -98,7 +99,7 @@ def integration(
     return record
 
 
-@settings(max_examples=1500, deadline=None)
+@settings(max_examples=examples(1500), deadline=None)
 @given(
     environ=ENVIRON,
     headers=HEADERS,

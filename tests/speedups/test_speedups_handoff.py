@@ -22,6 +22,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
+from _examples import examples
 from _records import make_record
 from boundlog import AccessLog, Record, _core
 from boundlog._options import DEFAULT_MAX_QUEUE_BYTES
@@ -233,7 +234,9 @@ class HandoffMachine(RuleBasedStateMachine):
             assert state(self.compiled) == state(self.reference)
 
 
-HandoffMachine.TestCase.settings = settings(max_examples=300, stateful_step_count=40, deadline=None)
+HandoffMachine.TestCase.settings = settings(
+    max_examples=examples(300), stateful_step_count=40, deadline=None
+)
 test_the_handoff_is_admission_offer = HandoffMachine.TestCase
 
 

@@ -15,6 +15,7 @@ import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
+from _examples import examples
 from _records import make_record
 from _strategies import (
     ENVIRON_NAMES,
@@ -113,14 +114,14 @@ def check(fmt: JsonFormat, records: list[Record]) -> Any:
 
 
 @needs_c
-@settings(max_examples=500, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(500), suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(RECORDS, max_size=8), OPTIONS)
 def test_c_and_python_give_the_same_bytes(records: list[Record], options: dict[str, Any]) -> None:
     check(json_format(options), records)
 
 
 @needs_c
-@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(200), suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(PLAIN_RECORDS, max_size=8), RECORDS, st.data(), OPTIONS)
 def test_a_batch_mixing_plain_and_hostile_records(
     plain: list[Record], hostile: Record, data: st.DataObject, options: dict[str, Any]
@@ -141,7 +142,7 @@ ORDINARY_NOTES = st.none() | st.dictionaries(
 
 
 @needs_c
-@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(200), suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.lists(st.tuples(PLAIN_RECORDS, ORDINARY_NOTES, ORDINARY_EXTRAS), min_size=1, max_size=8),
     OPTIONS,
@@ -172,7 +173,7 @@ def test_c_leaves_a_clash_and_other_values_to_python() -> None:
 
 
 @needs_c
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(
     st.lists(
         st.builds(
@@ -195,7 +196,7 @@ def test_c_formats_hostile_text_and_bytes(records: list[Record], options: dict[s
 
 
 @needs_c
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(st.lists(st.floats() | st.integers(min_value=-(2**60), max_value=2**60), min_size=1))
 @example(
     [0.0625e-3, 0.1875e-3, 0.0005, -0.0, 5e-324, 1e308, 999999.9995e-3, 0.1, float("nan"), 1e6, 4.5]
@@ -210,7 +211,7 @@ def test_durations(durations: list[float]) -> None:
 
 
 @needs_c
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(st.lists(JSON_TIMES, min_size=1, max_size=6), st.booleans())
 @example([1_600_000_000.9999995, 1_600_000_000.25], True)
 @example([-0.9999996, -1.5, 0.0005], False)

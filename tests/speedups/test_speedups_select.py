@@ -17,6 +17,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from _examples import examples
 from _records import make_record
 from _strategies import outcome
 from boundlog import Record, _core
@@ -94,7 +95,7 @@ def _same_objects(kept: list[Any]) -> list[int]:
 
 
 @needs_c
-@settings(max_examples=1000, deadline=None)
+@settings(max_examples=examples(1000), deadline=None)
 @given(batch=BATCHES, skip_paths=SKIP_PATHS, skip_status=SKIP_STATUS, min_duration=MIN_DURATION)
 @example(batch=[make_record(duration=math.nan)], skip_paths=[], skip_status=[], min_duration=0.5)
 def test_c_keeps_the_records_python_keeps(
@@ -119,7 +120,7 @@ def test_c_keeps_the_records_python_keeps(
 
 
 @needs_c
-@settings(max_examples=1000, deadline=None)
+@settings(max_examples=examples(1000), deadline=None)
 @given(batch=BATCHES)
 def test_c_joins_the_queries_python_joins(batch: list[Any]) -> None:
     assert _core.joined_queries is not None

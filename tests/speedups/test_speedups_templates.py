@@ -19,6 +19,7 @@ import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
+from _examples import examples
 from _records import make_record
 from _strategies import (
     DURATIONS,
@@ -220,7 +221,7 @@ def check(fmt: Template, records: list[Record]) -> Any:
 
 
 @needs_c
-@settings(max_examples=600, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(600), suppress_health_check=[HealthCheck.too_slow])
 @given(TEMPLATES, st.lists(RECORDS, max_size=8), OPTIONS)
 def test_c_and_python_give_the_same_bytes(
     text: str, records: list[Record], options: dict[str, Any]
@@ -229,7 +230,7 @@ def test_c_and_python_give_the_same_bytes(
 
 
 @needs_c
-@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.one_of(st.sampled_from(DOCUMENTED), TEMPLATES),
     st.lists(PLAIN_RECORDS, max_size=8),
@@ -246,7 +247,7 @@ def test_a_batch_mixing_plain_and_hostile_records(
 
 
 @needs_c
-@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), suppress_health_check=[HealthCheck.too_slow])
 @given(st.sampled_from(DOCUMENTED), st.lists(PLAIN_RECORDS, min_size=1, max_size=8), OPTIONS)
 def test_documented_templates_format_every_ordinary_batch_in_c(
     text: str, records: list[Record], options: dict[str, Any]
@@ -273,7 +274,7 @@ ORDINARY_NOTES = st.none() | st.dictionaries(
 
 
 @needs_c
-@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.sampled_from(EXTRAS_TEMPLATES),
     st.lists(
@@ -338,7 +339,7 @@ def test_the_connection_status(
 
 
 @needs_c
-@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), suppress_health_check=[HealthCheck.too_slow])
 @given(
     TEMPLATES,
     st.lists(
@@ -370,7 +371,7 @@ def test_c_formats_hostile_text_and_bytes(
 
 
 @needs_c
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(st.lists(AUTHORIZATIONS, min_size=1, max_size=6), st.booleans())
 @example(
     [b"Basic YWxpY2U6c2VjcmV0", b" bAsIc  YWxpY2U6c2VjcmV0\t", b"Basic YWxpY2U", b"Basicx"], False
@@ -384,7 +385,7 @@ def test_the_user_of_basic_credentials(values: list[bytes | str], allowed: bool)
 
 
 @needs_c
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(st.lists(JSON_TIMES, min_size=1, max_size=6), st.booleans(), st.sampled_from(TIME_TEMPLATES))
 @example([1_600_000_000.9999995, 1_600_000_000.25], True, EPOCHS)
 @example([-0.9999996, -1.5, 0.0005, -0.0], False, EPOCHS)
@@ -395,7 +396,7 @@ def test_times(times: list[float], utc: bool, text: str) -> None:
 
 
 @needs_c
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(st.lists(DURATIONS, min_size=1, max_size=6))
 @example([0.0, -0.0, 0.4999994e-6, 0.5e-6, 1e-6, 2.5, float("nan"), -1.0, float("inf")])
 def test_durations(durations: list[float]) -> None:

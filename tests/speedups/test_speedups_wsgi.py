@@ -23,6 +23,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from _examples import examples
 from _records import make_record
 from boundlog import AccessLog, Extras, Record, _core, add_fields
 from boundlog.capture import _request_id
@@ -289,7 +290,7 @@ def _middleware(log: AccessLog, request_id: str | None = None) -> Any:
     return middleware
 
 
-@settings(max_examples=600, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@settings(max_examples=examples(600), suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(
     script=SCRIPT,
     environ=ENVIRON,

@@ -15,6 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from _examples import examples
 from _helpers import local_zone
 from _records import make_record
 from boundlog import AccessLog, DevFormat, Record
@@ -102,7 +103,7 @@ HOSTILE = st.builds(
 )
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(HOSTILE, max_size=8), st.booleans())
 def test_hostile_bytes_never_reach_the_terminal(records: list[Record], color: bool) -> None:
     """Each record is one printable line; the only escape sequences are the format's colours."""

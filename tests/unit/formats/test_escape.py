@@ -9,6 +9,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from _examples import examples
 from boundlog.formats._escape import escape, escape_unquoted, unescape
 
 # What an escaped value may contain: printable ASCII other than `"` and `\`, or a \xhh escape.
@@ -26,7 +27,7 @@ ANY_BYTES = st.one_of(
         lambda text: text.encode("utf-8", "surrogatepass")
     ),
 )
-SETTINGS = settings(max_examples=300, deadline=None)
+SETTINGS = settings(max_examples=examples(300), deadline=None)
 
 
 @SETTINGS

@@ -14,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from _examples import examples
 from _helpers import local_zone
 from _records import apache_record, make_record, request_header
 from boundlog import ConfigurationError, Record
@@ -82,7 +83,9 @@ CLEAN_RECORDS = st.builds(
     user_agent=st.none() | PLAIN.map(str.encode),
 )
 # Shared, loaded machines: no deadline, and slow generation of big records is expected.
-SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(
+    max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 
 # The reference line: 2000-10-10T20:55:36Z is 13:55:36 in Los Angeles (-0700, summer).
 REFERENCE = apache_record(

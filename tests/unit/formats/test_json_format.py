@@ -11,6 +11,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from _examples import examples
 from _records import make_record
 from boundlog import ConfigurationError, Extras, JsonFormat, Record, unescape
 from boundlog.formats._json import JSON_FIELDS
@@ -116,7 +117,7 @@ CONFUSABLE = st.lists(
 ).map(b"".join)  # fmt: skip
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.lists(st.one_of(st.binary(), CONFUSABLE), min_size=1, max_size=6, unique=True))
 @example([b"\xff", b"\\xff"])
 @example([b"\xc3\xa9", b"\\xc3\\xa9", b"\xc3", b"\\xc3"])

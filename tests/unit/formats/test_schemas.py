@@ -39,6 +39,7 @@ from opentelemetry.semconv.attributes import (
 )
 from opentelemetry.semconv.metrics import http_metrics
 
+from _examples import examples
 from _records import make_record
 from _servers import (
     CLIENT_TIMEOUT,
@@ -62,7 +63,9 @@ from boundlog.formats._schemas import ECS_VERSION, OTEL_METHODS, SchemaFormat
 from boundlog.gunicorn import _format_for
 
 SCHEMAS = ("ecs", "gcp", "otel")
-SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(
+    max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 RFC3339_UTC_MS = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z")
 
 # 1700000000.25 is 2023-11-14T22:13:20.250Z.

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from _examples import examples
 from _helpers import local_zone
 from boundlog.formats._timestamps import ClfClock, Rfc3339Clock
 
@@ -35,7 +36,7 @@ TIMES = st.floats(min_value=-(2**31), max_value=4102444800.0, allow_nan=False)
 NEAR_SECOND = st.tuples(
     st.integers(min_value=0, max_value=4102444800), st.integers(min_value=1, max_value=40)
 ).map(lambda pair: pair[0] + 1 - pair[1] * 2.0**-22)
-SETTINGS = settings(max_examples=300, deadline=None)
+SETTINGS = settings(max_examples=examples(300), deadline=None)
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
@@ -75,7 +76,7 @@ def expected_rfc3339(when: float, utc: bool) -> str:
 def test_clocks_agree_with_datetime(zone: str, utc: bool) -> None:
     """Both clocks match datetime, one time at a time and as a batch, in every zone."""
 
-    @settings(max_examples=200, deadline=None)
+    @settings(max_examples=examples(200), deadline=None)
     @given(st.lists(st.one_of(TIMES, NEAR_SECOND), min_size=1, max_size=20))
     def check(times: list[float]) -> None:
         with local_zone(zone):

@@ -20,6 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import boundlog
+from _examples import examples
 from _records import CapturingFormat, make_record
 from _strategies import NOTE_NAMES, NOTE_VALUES, Unprintable
 from boundlog import AccessLog, JsonFormat, Record, Template, add_fields, unescape
@@ -272,7 +273,7 @@ def test_note_values_are_json_scalars_or_their_str(value: object, written: str) 
     assert data.endswith(b',"v":' + written.encode() + b"}\n")
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.dictionaries(NOTE_NAMES, NOTE_VALUES, max_size=5))
 def test_any_notes_make_one_strict_json_object(notes: dict[str, Any]) -> None:
     data = JsonFormat().format_batch([make_record(notes=notes or None)])

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from _examples import examples
 from _records import make_record
 from boundlog import AccessLog, ConfigurationError, Record
 from boundlog.selection._proxies import MAX_HOPS, TrustedProxies
@@ -144,7 +145,7 @@ HEADER_VALUES = st.one_of(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     peer=st.sampled_from(["203.0.113.9", "192.168.1.1", "2001:db8::9", "::ffff:8.8.8.8"]),
     headers=st.lists(st.tuples(HEADER_NAMES, HEADER_VALUES), max_size=4),
@@ -157,7 +158,7 @@ def test_a_client_controlled_header_never_changes_an_untrusted_peer(
     assert logged_client(peer, headers, proxies) == peer
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     values=st.lists(HEADER_VALUES, max_size=4),
     use_forwarded=st.booleans(),
@@ -172,7 +173,7 @@ def test_a_trusted_peer_never_takes_the_client_from_the_other_header(
     assert logged_client("10.9.9.9", headers, proxies) == "10.9.9.9"
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     spoofed=st.lists(st.ip_addresses().map(str), max_size=4),
     client=st.ip_addresses().map(str).filter(lambda a: not PROXIES.trusts(a)),
@@ -283,7 +284,7 @@ def test_a_malformed_element_from_the_client_cannot_erase_its_address(value: byt
     assert logged_client("127.0.0.1", [(b"forwarded", value)], FORWARDED_PROXIES) == "203.0.113.5"
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     sent=st.binary(max_size=200),
     client=st.ip_addresses().map(str).filter(lambda a: not PROXIES.trusts(a)),

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from _examples import examples
 from _records import make_record
 from boundlog import DEFAULT_REDACTED_QUERY, AccessLog, Record
 from boundlog.record._headers import REDACTED, HeaderReader
@@ -88,7 +89,7 @@ def test_only_the_records_that_need_it_are_rewritten() -> None:
 SECRET = st.binary(min_size=1).filter(lambda value: not {*b"&;"} & {*value})
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     name=st.sampled_from(DEFAULT_REDACTED_QUERY),
     secret=SECRET,
@@ -143,7 +144,7 @@ def test_sensitive_headers_stay_masked_next_to_the_query() -> None:
     assert Record._make(batch[0]).query == b"token=" + REDACTED
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     name=st.sampled_from(DEFAULT_REDACTED_QUERY),
     secret=SECRET,
