@@ -5,9 +5,11 @@ whole suite on every Python and both cores, but not every run needs the full cou
 prove what it is there for: the run under coverage needs each branch reached, not each
 reached 500 times, and generating hostile records is most of a property test's time
 (more so under a tracer, or on a free-threaded CPython with its specialising interpreter
-off).  ``BOUNDLOG_EXAMPLES=0.25`` runs a quarter of each count (at least ``MINIMUM``);
+off).  ``PROPERTY_EXAMPLES=0.25`` runs a quarter of each count (at least ``MINIMUM``);
 the runs that compare the cores for what they are (the C core under AddressSanitizer,
-the C core on the default build) and ``make test`` keep the full counts.
+the C core on the default build) and ``make test`` keep the full counts.  Not a
+``BOUNDLOG_*`` name: boundlog refuses a variable of its own it does not know, in every
+server the tests start.
 """
 
 from __future__ import annotations
@@ -19,14 +21,14 @@ MINIMUM = 20
 
 
 def _share() -> float:
-    text = os.environ.get("BOUNDLOG_EXAMPLES", "1")
+    text = os.environ.get("PROPERTY_EXAMPLES", "1")
     try:
         share = float(text)
     except ValueError:
         share = -1.0
     if not 0 < share <= 1:
         raise ValueError(
-            f"BOUNDLOG_EXAMPLES={text!r}: give the share of each property test's examples"
+            f"PROPERTY_EXAMPLES={text!r}: give the share of each property test's examples"
             " to run, a number above 0 and at most 1 (1, the default, runs them all)"
         )
     return share
@@ -36,5 +38,5 @@ SHARE = _share()
 
 
 def examples(full: int) -> int:
-    """``full``, the test's own count, scaled by ``BOUNDLOG_EXAMPLES``."""
+    """``full``, the test's own count, scaled by ``PROPERTY_EXAMPLES``."""
     return max(MINIMUM, round(full * SHARE)) if SHARE < 1 else full

@@ -38,7 +38,7 @@ if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
 # suite runs on parallel workers (pytest -n) next to servers and other runs, where a
 # draw or an example may wait its turn for a CPU; the properties hold whatever the
 # time.  Every test's @settings starts from this profile, whose count of examples (for a
-# test that names none) scales with BOUNDLOG_EXAMPLES as each test's own does (_examples.py).
+# test that names none) scales with PROPERTY_EXAMPLES as each test's own does (_examples.py).
 settings.register_profile(
     "boundlog",
     max_examples=examples(100),
