@@ -1,5 +1,6 @@
 """Hypothesis strategies and helpers the C core's equivalence tests share
-(tests/speedups/test_speedups.py, tests/speedups/test_speedups_json.py, tests/speedups/test_speedups_templates.py)."""
+(tests/speedups/test_speedups.py, tests/speedups/test_speedups_json.py, tests/speedups/test_speedups_logfmt.py,
+tests/speedups/test_speedups_templates.py)."""
 
 from __future__ import annotations
 
@@ -55,6 +56,25 @@ TRACEPARENTS = st.one_of(
 VALUES = st.one_of(
     RAW, TEXT, LATIN1, TRACEPARENTS, TRACEPARENTS.map(lambda value: value.encode("latin-1"))
 )
+#: Every spelling of the header fields JSON and logfmt lines read, in bytes and in text,
+#: and names to skip.
+HEADER_SPELLINGS = st.sampled_from(
+    [b"referer", b"Referer", "REFERER", b"user-agent", "User-Agent", b"x-request-id",
+     b"X-Request-ID", "X-REQUEST-ID", b"traceparent", "Traceparent", "TRACEPARENT", b"cookie", "Cookie", b"authorization", b"accept",
+     "ACCEPT", b"content-type", "Content-Type", b"set-cookie", "Set-Cookie",
+     b"x-forwarded-for", b"host", b"referer\x00", "r\xe9ferer", "\u0130", b""]
+)  # fmt: skip
+HEADER_PAIRS = st.lists(st.tuples(HEADER_SPELLINGS, VALUES), max_size=6)
+HEADER_ENVIRONS = st.dictionaries(
+    st.sampled_from(
+        ["HTTP_REFERER", "HTTP_USER_AGENT", "HTTP_X_REQUEST_ID", "HTTP_COOKIE", "HTTP_ACCEPT",
+         "HTTP_TRACEPARENT",
+         "CONTENT_TYPE", "HTTP_CONTENT_TYPE", "HTTP_SET_COOKIE", "REMOTE_ADDR"]
+    ),
+    st.none() | VALUES,
+)  # fmt: skip
+#: A record's request or response headers: a list or tuple of pairs, an environ, none.
+LINE_HEADERS = st.one_of(HEADER_PAIRS, HEADER_PAIRS.map(tuple), HEADER_ENVIRONS, st.just(()))
 TIMES = st.one_of(
     st.floats(min_value=0, max_value=4102444800.0),
     st.floats(min_value=-1e9, max_value=4102444800.0),
