@@ -17,60 +17,29 @@ from hypothesis import strategies as st
 
 from _records import make_record
 from _strategies import (
-    ENVIRON_NAMES,
     HEADER_PAIRS,
     JSON_TIMES,
     LINE_HEADERS,
     ORDINARY_EXTRAS,
     ORDINARY_VALUES,
+    PLAIN_RECORDS,
     RAW,
     TEXT,
     compared,
     hostile_records,
+    line_options,
     outcome,
 )
 from boundlog import ConfigurationError, Extras, LogfmtFormat, Record, _core
-from boundlog.formats._json import JSON_FIELDS, OPTIONAL_EXTRAS
 
 needs_c = pytest.mark.skipif(
     _core.speedups is None, reason=f"the C core is not in use ({_core.description})"
 )
 
 RECORDS = hostile_records(LINE_HEADERS)
-PLAIN_RECORDS = st.builds(
-    make_record,
-    time=st.floats(min_value=1.7e9, max_value=1.7e9 + 3),
-    duration=st.floats(min_value=0, max_value=30),
-    client=st.sampled_from(["127.0.0.1", "::1", None]),
-    status=st.sampled_from([200, 204, 304, 404]),
-    method=st.sampled_from(["GET", "HEAD"]),
-    query=st.sampled_from([b"", b"a=1"]),
-    referer=st.none() | st.just(b"https://example.test/"),
-)
-HEADER_NAMES = ["X-Request-ID", "Cookie", "Referer", "Accept", "Content-Type", "Set-Cookie",
-                "Authorization", "user-agent", "X-Forwarded-For"]  # fmt: skip
 # Keys a logfmt line takes: printable ASCII but space, =, " and backslash.
 KEYS = st.sampled_from(["k", "k.1", "@t", "k:v", "k%d", "%", "[k]", "~"])
-HEADER_OPTION = st.one_of(
-    st.lists(st.sampled_from(HEADER_NAMES), unique_by=str.lower, max_size=4),
-    st.dictionaries(st.sampled_from(HEADER_NAMES), KEYS.map(lambda key: "h:" + key), max_size=4),
-)
-OPTIONS = st.fixed_dictionaries(
-    {"utc": st.booleans()},
-    optional={
-        "request_headers": HEADER_OPTION,
-        "response_headers": HEADER_OPTION,
-        "rename": st.dictionaries(st.sampled_from(JSON_FIELDS), KEYS.map(lambda key: "r:" + key)),
-        "allow_headers": st.lists(st.sampled_from(["Cookie", "Set-Cookie", "Authorization"])),
-        "extras": st.lists(st.sampled_from(OPTIONAL_EXTRAS)),
-        "environ": st.one_of(
-            st.lists(st.sampled_from([*ENVIRON_NAMES, "absent"]), unique=True),
-            st.dictionaries(
-                st.sampled_from([*ENVIRON_NAMES, "absent"]), KEYS.map(lambda key: "e:" + key)
-            ),
-        ),
-    },
-)
+OPTIONS = line_options(KEYS)
 
 
 def logfmt_format(options: dict[str, Any]) -> LogfmtFormat:
