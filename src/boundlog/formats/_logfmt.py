@@ -157,17 +157,22 @@ class LogfmtFormat(CompiledFirst):
         # client to duration, then the three built-in header fields.
         self._before = before[1:12]
         # The route, trace id, span id, completion, then the optional fields and the
-        # variables.
-        self._before_extras = before[12 : 16 + len(self._json._extras_fields)]
-        self._before_added = before_added = before[16 + len(self._json._extras_fields) :]
-        json_headers = self._json._header_fields
+        # variables; then the added header fields.
+        added = len(self._json._extras_fields)
+        before_extras_fields = before[16 : 16 + added]
+        self._before_extras = before[12:16] + before_extras_fields
+        self._before_added = before_added = before[16 + added :]
         self._header_fields = tuple(
             (text.encode("ascii"), *field[1:])
-            for text, field in zip(before[9:12] + before_added, json_headers, strict=True)
+            for text, field in zip(
+                before[9:12] + before_added, self._json._header_fields, strict=True
+            )
         )
         self._extras_fields = tuple(
             (text.encode("ascii"), source)
-            for text, (_, source) in zip(before[16:], self._json._extras_fields, strict=False)
+            for text, (_, source) in zip(
+                before_extras_fields, self._json._extras_fields, strict=True
+            )
         )
         # What the C core writes between the fields (csrc/formats/json.h): the JSON
         # line's walk, with these texts.

@@ -162,6 +162,18 @@ def test_the_application_fields_names_made_keys() -> None:
     assert logfmt_key("") == "_"
 
 
+def test_options_given_as_iterators() -> None:
+    """Options read twice (by the JSON line's checks and for the keys) may be iterators."""
+    fmt = LogfmtFormat(
+        request_headers=iter(["Accept"]), extras=iter(["close_code"]), environ=iter(["x"])
+    )
+    record = make_record(request_headers=[(b"accept", b"*/*")])
+    assert line(fmt, record).endswith(" accept=*/*\n")
+    assert fmt.reads_extras >= {"close_code", "environ"}
+    assert fmt.environ_names == {"x"}
+    assert fmt.request_header_names >= {b"accept"}
+
+
 @pytest.mark.parametrize(
     ("options", "message"),
     [
