@@ -43,6 +43,11 @@ static PyMethodDef methods[] = {
      "            extras_fields) -> bytes | None\n\n"
      "The JSON lines of a batch, or None to leave it to the pure-Python core\n"
      "(_json.JsonFormat)."},
+    {"format_logfmt", (PyCFunction)(void (*)(void))json_format_logfmt, METH_FASTCALL,
+     "format_logfmt(records, stamp_parts, texts, headers, taken, trace_header,\n"
+     "              extras_fields) -> bytes | None\n\n"
+     "The logfmt lines of a batch, or None to leave it to the pure-Python core\n"
+     "(_logfmt.LogfmtFormat)."},
     {"format_template", (PyCFunction)(void (*)(void))template_format_template, METH_FASTCALL,
      "format_template(records, ops, pid) -> bytes | None\n\n"
      "The lines of a batch in a compiled log template, or None to leave it to the\n"

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import httpx
+import logfmtkv
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 LOOPBACK = "127.0.0.1"
@@ -649,6 +650,40 @@ def parse_json_line(line: bytes) -> tuple[LoggedExchange, float]:
     return fields, datetime.fromisoformat(entry["time"]).timestamp()
 
 
+def parse_logfmt_line(line: bytes) -> tuple[LoggedExchange, float]:
+    """Check one logfmt line as go-logfmt reads it (logfmtkv, strict); return its fields
+    and its time.  Its pairs are a JSON line's, in order, nulls left out, its values
+    the JSON line's strings, numbers and booleans as text."""
+    assert _PRINTABLE_ASCII.fullmatch(line), f"not printable ASCII: {line!r}"
+    pairs = logfmtkv.parse_pairs(line.decode("ascii"), strict=True)
+    entry: dict[str, Any] = dict(pairs)
+    assert len(entry) == len(pairs), line
+    assert [key for key in JSON_KEYS if key in entry] == list(entry), line
+    assert {"time", "method", "path", "query", "protocol", "status", "bytes_sent",
+            "duration_ms"} <= set(entry), line  # fmt: skip
+    assert entry.get("completed") in (None, "true", "false"), line
+    assert re.fullmatch(r"\d+\.\d{3}", entry["duration_ms"]), line
+    assert re.fullmatch(
+        r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}" + re.escape(RFC3339_OFFSET),
+        entry["time"],
+    ), line
+    target = json_value_bytes(entry["path"])
+    if entry["query"]:
+        target += b"?" + json_value_bytes(entry["query"])
+    referer, user_agent = entry.get("referer"), entry.get("user_agent")
+    fields = LoggedExchange(
+        entry["method"],
+        target,
+        entry["protocol"],
+        int(entry["status"]),
+        int(entry["bytes_sent"]),
+        None if referer is None else json_value_bytes(referer),
+        None if user_agent is None else json_value_bytes(user_agent),
+        entry.get("client"),
+    )
+    return fields, datetime.fromisoformat(entry["time"]).timestamp()
+
+
 def expected_json(exchange: Exchange) -> LoggedExchange:
     """The fields a JSON line must show for ``exchange`` (every value here is UTF-8)."""
     return LoggedExchange(
@@ -695,11 +730,13 @@ def expected_named_fields(exchange: Exchange) -> LoggedExchange:
 PARSERS: dict[str, Callable[[bytes], tuple[LoggedExchange, float]]] = {
     "combined": parse_combined_line,
     "json": parse_json_line,
+    "logfmt": parse_logfmt_line,
     NAMED_FIELDS: parse_named_fields_line,
 }
 EXPECTATIONS: dict[str, Callable[[Exchange], LoggedExchange]] = {
     "combined": expected_combined,
     "json": expected_json,
+    "logfmt": expected_json,
     NAMED_FIELDS: expected_named_fields,
 }
 

@@ -1,5 +1,6 @@
 """Hypothesis strategies and helpers the C core's equivalence tests share
-(tests/speedups/test_speedups.py, tests/speedups/test_speedups_json.py, tests/speedups/test_speedups_templates.py)."""
+(tests/speedups/test_speedups.py, tests/speedups/test_speedups_json.py, tests/speedups/test_speedups_logfmt.py,
+tests/speedups/test_speedups_templates.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+from _records import make_record
 from boundlog import Record
+from boundlog.formats._json import JSON_FIELDS, OPTIONAL_EXTRAS
 from boundlog.record._record import Extras
 
 # Text and bytes weighted towards what breaks lines, quoting and encodings: line
@@ -55,6 +58,25 @@ TRACEPARENTS = st.one_of(
 VALUES = st.one_of(
     RAW, TEXT, LATIN1, TRACEPARENTS, TRACEPARENTS.map(lambda value: value.encode("latin-1"))
 )
+#: Every spelling of the header fields JSON and logfmt lines read, in bytes and in text,
+#: and names to skip.
+HEADER_SPELLINGS = st.sampled_from(
+    [b"referer", b"Referer", "REFERER", b"user-agent", "User-Agent", b"x-request-id",
+     b"X-Request-ID", "X-REQUEST-ID", b"traceparent", "Traceparent", "TRACEPARENT", b"cookie", "Cookie", b"authorization", b"accept",
+     "ACCEPT", b"content-type", "Content-Type", b"set-cookie", "Set-Cookie",
+     b"x-forwarded-for", b"host", b"referer\x00", "r\xe9ferer", "\u0130", b""]
+)  # fmt: skip
+HEADER_PAIRS = st.lists(st.tuples(HEADER_SPELLINGS, VALUES), max_size=6)
+HEADER_ENVIRONS = st.dictionaries(
+    st.sampled_from(
+        ["HTTP_REFERER", "HTTP_USER_AGENT", "HTTP_X_REQUEST_ID", "HTTP_COOKIE", "HTTP_ACCEPT",
+         "HTTP_TRACEPARENT",
+         "CONTENT_TYPE", "HTTP_CONTENT_TYPE", "HTTP_SET_COOKIE", "REMOTE_ADDR"]
+    ),
+    st.none() | VALUES,
+)  # fmt: skip
+#: A record's request or response headers: a list or tuple of pairs, an environ, none.
+LINE_HEADERS = st.one_of(HEADER_PAIRS, HEADER_PAIRS.map(tuple), HEADER_ENVIRONS, st.just(()))
 TIMES = st.one_of(
     st.floats(min_value=0, max_value=4102444800.0),
     st.floats(min_value=-1e9, max_value=4102444800.0),
@@ -191,6 +213,51 @@ def hostile_records(
         response_headers=headers,
         notes=notes,
         extras=st.none() | HOSTILE_EXTRAS,
+    )
+
+
+#: Records as servers hand them over, for a JSON or logfmt line.
+PLAIN_RECORDS = st.builds(
+    make_record,
+    time=st.floats(min_value=1.7e9, max_value=1.7e9 + 3),
+    duration=st.floats(min_value=0, max_value=30),
+    client=st.sampled_from(["127.0.0.1", "::1", None]),
+    status=st.sampled_from([200, 204, 304, 404]),
+    bytes_sent=st.integers(min_value=0, max_value=10**6),
+    method=st.sampled_from(["GET", "HEAD"]),
+    query=st.sampled_from([b"", b"a=1"]),
+    referer=st.none() | st.just(b"https://example.test/"),
+)
+_HEADER_OPTION_NAMES = ["X-Request-ID", "Cookie", "Referer", "Accept", "Content-Type",
+                        "Set-Cookie", "Authorization", "user-agent", "X-Forwarded-For"]  # fmt: skip
+
+
+def line_options(keys: st.SearchStrategy[str]) -> st.SearchStrategy[dict[str, Any]]:
+    """Every option of JsonFormat (and LogfmtFormat), the keys given drawn from ``keys``."""
+    header_option = st.one_of(
+        st.lists(st.sampled_from(_HEADER_OPTION_NAMES), unique_by=str.lower, max_size=4),
+        st.dictionaries(
+            st.sampled_from(_HEADER_OPTION_NAMES), keys.map(lambda key: "h:" + key), max_size=4
+        ),
+    )
+    return st.fixed_dictionaries(
+        {"utc": st.booleans()},
+        optional={
+            "request_headers": header_option,
+            "response_headers": header_option,
+            "rename": st.dictionaries(
+                st.sampled_from(JSON_FIELDS), keys.map(lambda key: "r:" + key)
+            ),
+            "allow_headers": st.lists(st.sampled_from(["Cookie", "Set-Cookie", "Authorization"])),
+            "extras": st.lists(st.sampled_from(OPTIONAL_EXTRAS)),
+            # The variables records hold, and one none does.
+            "environ": st.one_of(
+                st.lists(st.sampled_from([*ENVIRON_NAMES, "absent"]), unique=True),
+                st.dictionaries(
+                    st.sampled_from([*ENVIRON_NAMES, "absent"]), keys.map(lambda key: "e:" + key)
+                ),
+            ),
+        },
     )
 
 

@@ -8,7 +8,10 @@
  * variables the format was built with (json.h), then the record's notes
  * (boundlog.add_fields) of the usual kinds.  Every string follows the JSON string rule
  * (escape.c); the stamp's text comes from the Python clock, once per distinct second
- * per batch. */
+ * per batch.
+ *
+ * The same walk writes _logfmt.LogfmtFormat's lines, with ` key=` as the text before
+ * each value: each value is then loosened where it was written (logfmt.h). */
 #include "formats/json.h"
 
 #include <math.h>
@@ -17,6 +20,7 @@
 #include "common/compat.h"
 #include "formats/escape.h"
 #include "formats/headers.h"
+#include "formats/logfmt.h"
 #include "formats/scalar.h"
 #include "formats/stamps.h"
 #include "formats/trace.h"
@@ -221,6 +225,18 @@ write_milliseconds(Buffer *buffer, double milliseconds)
     return buffer_write_double(buffer, milliseconds, 'f', 3, 0);
 }
 
+/* What ends the writing of a value, with `rc` what writing it returned: in a logfmt
+ * line, the value written from `value` on is loosened, its key's text starting at
+ * `start` (logfmt.h); a JSON line's stays as it is.  Returns `rc`. */
+static int
+end_value(Buffer *buffer, int logfmt, Py_ssize_t start, Py_ssize_t value, int rc)
+{
+    if (rc == 0 && logfmt) {
+        logfmt_loosen(buffer, start, value);
+    }
+    return rc;
+}
+
 /* Appends a text field (client, method, protocol) as _json._json_text: null for None,
  * else its UTF-8 bytes (surrogatepass) as a JSON string. */
 static int
@@ -242,11 +258,25 @@ write_json_bytes(Buffer *buffer, PyObject *bytes)
     return escape_json_write(buffer, PyBytes_AS_STRING(bytes), PyBytes_GET_SIZE(bytes));
 }
 
+/* Appends `before` and `value` written by `write` (0, -1 or UNSUPPORTED), the value
+ * loosened in a logfmt line. */
+static int
+write_field(Buffer *buffer, int logfmt, PyObject *before, int (*write)(Buffer *, PyObject *),
+            PyObject *value)
+{
+    Py_ssize_t start = buffer->length;
+    if (write_bytes_object(buffer, before) < 0) {
+        return -1;
+    }
+    Py_ssize_t written = buffer->length;
+    return end_value(buffer, logfmt, start, written, write(buffer, value));
+}
+
 /* Appends the text before a header field and the field: null when absent, else its
  * value (repeats joined, gathered in `scratch` first: whether it is valid UTF-8 is
  * decided for the whole) as a JSON string, or the redaction.  0, -1 or UNSUPPORTED. */
 static int
-write_header(Buffer *buffer, Buffer *scratch, PyObject *record, PyObject *field)
+write_header(Buffer *buffer, Buffer *scratch, PyObject *record, PyObject *field, int logfmt)
 {
     int response = PyTuple_GET_ITEM(field, HEADER_RESPONSE) == Py_True;
     PyObject *source = PyTuple_GET_ITEM(record, response ? RESPONSE_HEADERS : REQUEST_HEADERS);
@@ -257,16 +287,15 @@ write_header(Buffer *buffer, Buffer *scratch, PyObject *record, PyObject *field)
     if (rc == -1 || rc == HEADERS_UNSUPPORTED) {
         return rc;
     }
+    Py_ssize_t start = buffer->length;
     if (write_bytes_object(buffer, PyTuple_GET_ITEM(field, HEADER_TEXT)) < 0) {
         return -1;
     }
-    if (rc == HEADERS_ABSENT) {
-        return BUFFER_LITERAL(buffer, "null");
-    }
-    if (redaction != Py_None) {
-        return write_bytes_object(buffer, redaction);
-    }
-    return escape_json_write(buffer, scratch->data, scratch->length);
+    Py_ssize_t value = buffer->length;
+    rc = rc == HEADERS_ABSENT   ? BUFFER_LITERAL(buffer, "null")
+         : redaction != Py_None ? write_bytes_object(buffer, redaction)
+                                : escape_json_write(buffer, scratch->data, scratch->length);
+    return end_value(buffer, logfmt, start, value, rc);
 }
 
 /* Appends a record's notes as JsonFormat._notes_text does, before the line's end:
@@ -274,7 +303,7 @@ write_header(Buffer *buffer, Buffer *scratch, PyObject *record, PyObject *field)
  * exact dict, a key that is not an exact str or that is one of `taken` (the reference
  * prefixes it), or a value scalar_write_json leaves. */
 static int
-write_notes(Buffer *buffer, PyObject *notes, PyObject *taken)
+write_notes(Buffer *buffer, PyObject *notes, PyObject *taken, int logfmt)
 {
     if (notes == Py_None) {
         return 0;
@@ -294,12 +323,24 @@ write_notes(Buffer *buffer, PyObject *notes, PyObject *taken)
             break;
         }
         int clash = PySet_Contains(taken, key);
-        rc = clash < 0 ? -1 : clash ? UNSUPPORTED : 0;
+        rc = clash < 0 ? -1 : clash || (logfmt && !logfmt_is_key(key)) ? UNSUPPORTED : 0;
         if (rc == 0) {
+            Py_ssize_t start = buffer->length;
+            /* A logfmt key is ASCII (logfmt_is_key): its characters are its bytes. */
+            rc = logfmt ? BUFFER_LITERAL(buffer, " ") < 0
+                              || buffer_write(buffer, (const char *)PyUnicode_1BYTE_DATA(key),
+                                              PyUnicode_GET_LENGTH(key)) < 0
+                              || BUFFER_LITERAL(buffer, "=") < 0
+                        : BUFFER_LITERAL(buffer, ",") < 0 || write_json_text(buffer, key) < 0
+                              || BUFFER_LITERAL(buffer, ":") < 0;
+            if (rc != 0) {
+                rc = -1;
+                break;
+            }
+            Py_ssize_t written = buffer->length;
             /* Held while it is written: bytes' str() may run Python code (a warning). */
             Py_INCREF(value);
-            rc = BUFFER_LITERAL(buffer, ",") < 0 || write_json_text(buffer, key) < 0
-                 || BUFFER_LITERAL(buffer, ":") < 0 ? -1 : scalar_write_json(buffer, value);
+            rc = end_value(buffer, logfmt, start, written, scalar_write_json(buffer, value));
             Py_DECREF(value);
         }
     }
@@ -314,7 +355,7 @@ write_notes(Buffer *buffer, PyObject *notes, PyObject *taken)
  * request headers the traceparent lookup leaves. */
 static int
 write_extras(Buffer *buffer, Buffer *scratch, PyObject *record, PyObject *texts,
-             PyObject *trace_header)
+             PyObject *trace_header, int logfmt)
 {
     PyObject *extras = PyTuple_GET_ITEM(record, EXTRAS);
     PyObject *route = Py_None, *trace = Py_None, *completed = Py_None;
@@ -337,32 +378,36 @@ write_extras(Buffer *buffer, Buffer *scratch, PyObject *record, PyObject *texts,
             return rc;
         }
     }
-    if (write_bytes_object(buffer, PyTuple_GET_ITEM(texts, BEFORE_ROUTE)) < 0) {
-        return -1;
-    }
-    int rc = scalar_write_json(buffer, route);
+    int rc = write_field(buffer, logfmt, PyTuple_GET_ITEM(texts, BEFORE_ROUTE),
+                         scalar_write_json, route);
     if (rc != 0) {
         return rc;
     }
+    /* The ids: null, or lower-case hex digits in quotes (loosened to the digits). */
+    Py_ssize_t start = buffer->length;
     if (write_bytes_object(buffer, PyTuple_GET_ITEM(texts, BEFORE_TRACE_ID)) < 0) {
         return -1;
     }
-    if (!found) {
-        rc = BUFFER_LITERAL(buffer, "null") < 0
-             || write_bytes_object(buffer, PyTuple_GET_ITEM(texts, BEFORE_SPAN_ID)) < 0
-             || BUFFER_LITERAL(buffer, "null") < 0 ? -1 : 0;
-    }
-    else {
-        rc = BUFFER_LITERAL(buffer, "\"") < 0 || buffer_write(buffer, ids.trace_id, 32) < 0
-             || BUFFER_LITERAL(buffer, "\"") < 0
-             || write_bytes_object(buffer, PyTuple_GET_ITEM(texts, BEFORE_SPAN_ID)) < 0
-             || BUFFER_LITERAL(buffer, "\"") < 0 || buffer_write(buffer, ids.span_id, 16) < 0
-             || BUFFER_LITERAL(buffer, "\"") < 0 ? -1 : 0;
-    }
-    if (rc != 0 || write_bytes_object(buffer, PyTuple_GET_ITEM(texts, BEFORE_COMPLETED)) < 0) {
+    Py_ssize_t value = buffer->length;
+    rc = found ? BUFFER_LITERAL(buffer, "\"") < 0 || buffer_write(buffer, ids.trace_id, 32) < 0
+                     || BUFFER_LITERAL(buffer, "\"") < 0
+               : BUFFER_LITERAL(buffer, "null") < 0;
+    if (end_value(buffer, logfmt, start, value, rc ? -1 : 0) != 0) {
         return -1;
     }
-    return scalar_write_json(buffer, completed);
+    start = buffer->length;
+    if (write_bytes_object(buffer, PyTuple_GET_ITEM(texts, BEFORE_SPAN_ID)) < 0) {
+        return -1;
+    }
+    value = buffer->length;
+    rc = found ? BUFFER_LITERAL(buffer, "\"") < 0 || buffer_write(buffer, ids.span_id, 16) < 0
+                     || BUFFER_LITERAL(buffer, "\"") < 0
+               : BUFFER_LITERAL(buffer, "null") < 0;
+    if (end_value(buffer, logfmt, start, value, rc ? -1 : 0) != 0) {
+        return -1;
+    }
+    return write_field(buffer, logfmt, PyTuple_GET_ITEM(texts, BEFORE_COMPLETED),
+                       scalar_write_json, completed);
 }
 
 /* Appends the fields a format adds from a record's extras (`extras_fields`), each
@@ -370,14 +415,16 @@ write_extras(Buffer *buffer, Buffer *scratch, PyObject *record, PyObject *texts,
  * field of the extras, or a server variable of their environ, null when there is
  * none.  0, -1, or UNSUPPORTED for extras or a value this code does not read. */
 static int
-write_extras_fields(Buffer *buffer, PyObject *record, PyObject *extras_fields)
+write_extras_fields(Buffer *buffer, PyObject *record, PyObject *extras_fields, int logfmt)
 {
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(extras_fields); i++) {
         PyObject *field = PyTuple_GET_ITEM(extras_fields, i);
         PyObject *source = PyTuple_GET_ITEM(field, ADDED_SOURCE);
+        Py_ssize_t start = buffer->length;
         if (write_bytes_object(buffer, PyTuple_GET_ITEM(field, ADDED_TEXT)) < 0) {
             return -1;
         }
+        Py_ssize_t written = buffer->length;
         int rc;
         if (PyLong_CheckExact(source)) {
             PyObject *value;
@@ -395,6 +442,7 @@ write_extras_fields(Buffer *buffer, PyObject *record, PyObject *extras_fields)
                 Py_XDECREF(value);
             }
         }
+        rc = end_value(buffer, logfmt, start, written, rc);
         if (rc != 0) {
             return rc;
         }
@@ -423,6 +471,7 @@ typedef struct {
     PyObject *trace_header; /* (name, environ key) of the traceparent field */
     PyObject *extras_fields; /* a tuple of ADDED_ITEMS-tuples */
     int one_by_one;    /* how the clock reads this batch's times (read_times) */
+    int logfmt;        /* 1: a logfmt line, whose values are loosened (logfmt.h) */
 } Line;
 
 #define TEXT(line, i) PyTuple_GET_ITEM((line)->texts, (i))
@@ -460,44 +509,47 @@ write_line(Buffer *buffer, Buffer *scratch, Stamps *stamps, const Line *line, Py
     if (rc != 0) {
         return rc;
     }
-    if (write_bytes_object(buffer, TEXT(line, BEFORE_CLIENT)) < 0
-        || write_json_text(buffer, client) < 0
-        || write_bytes_object(buffer, TEXT(line, BEFORE_METHOD)) < 0
-        || write_json_text(buffer, method) < 0
-        || write_bytes_object(buffer, TEXT(line, BEFORE_PATH)) < 0
-        || write_json_bytes(buffer, path) < 0
-        || write_bytes_object(buffer, TEXT(line, BEFORE_QUERY)) < 0
-        || write_json_bytes(buffer, query) < 0
-        || write_bytes_object(buffer, TEXT(line, BEFORE_PROTOCOL)) < 0
-        || write_json_text(buffer, protocol) < 0
+    int logfmt = line->logfmt;
+    if (write_field(buffer, logfmt, TEXT(line, BEFORE_CLIENT), write_json_text, client) < 0
+        || write_field(buffer, logfmt, TEXT(line, BEFORE_METHOD), write_json_text, method) < 0
+        || write_field(buffer, logfmt, TEXT(line, BEFORE_PATH), write_json_bytes, path) < 0
+        || write_field(buffer, logfmt, TEXT(line, BEFORE_QUERY), write_json_bytes, query) < 0
+        || write_field(buffer, logfmt, TEXT(line, BEFORE_PROTOCOL), write_json_text, protocol) < 0
         || write_bytes_object(buffer, TEXT(line, BEFORE_STATUS)) < 0
         || buffer_write_decimal(buffer, status) < 0
         || write_bytes_object(buffer, TEXT(line, BEFORE_SENT)) < 0
-        || buffer_write_decimal(buffer, record_bytes_on_the_wire(method, status, sent)) < 0
-        || write_bytes_object(buffer, TEXT(line, BEFORE_DURATION)) < 0
-        || write_milliseconds(buffer, milliseconds) < 0) {
+        || buffer_write_decimal(buffer, record_bytes_on_the_wire(method, status, sent)) < 0) {
+        return -1;
+    }
+    /* The duration is null when it is not finite. */
+    Py_ssize_t start = buffer->length;
+    if (write_bytes_object(buffer, TEXT(line, BEFORE_DURATION)) < 0) {
+        return -1;
+    }
+    Py_ssize_t value = buffer->length;
+    if (end_value(buffer, logfmt, start, value, write_milliseconds(buffer, milliseconds)) < 0) {
         return -1;
     }
     /* The route and trace ids follow the built-in header fields. */
     Py_ssize_t headers = PyTuple_GET_SIZE(line->headers);
     for (Py_ssize_t i = 0; i <= headers; i++) {
         if (i == (headers < BUILT_IN_HEADER_FIELDS ? headers : BUILT_IN_HEADER_FIELDS)) {
-            rc = write_extras(buffer, scratch, record, line->texts, line->trace_header);
+            rc = write_extras(buffer, scratch, record, line->texts, line->trace_header, logfmt);
             if (rc == 0) {
-                rc = write_extras_fields(buffer, record, line->extras_fields);
+                rc = write_extras_fields(buffer, record, line->extras_fields, logfmt);
             }
             if (rc != 0) {
                 return rc;
             }
         }
         rc = i < headers ? write_header(buffer, scratch, record,
-                                        PyTuple_GET_ITEM(line->headers, i))
+                                        PyTuple_GET_ITEM(line->headers, i), logfmt)
                          : 0;
         if (rc != 0) {
             return rc;
         }
     }
-    rc = write_notes(buffer, PyTuple_GET_ITEM(record, NOTES), line->taken);
+    rc = write_notes(buffer, PyTuple_GET_ITEM(record, NOTES), line->taken, logfmt);
     if (rc != 0) {
         return rc;
     }
@@ -562,23 +614,26 @@ check_arguments(PyObject *texts, PyObject *headers, PyObject *trace_header)
     return 1;
 }
 
-PyObject *
-json_format_json(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+/* format_json and format_logfmt (json.h): the lines of a batch in either style. */
+static PyObject *
+format_lines(PyObject *const *args, Py_ssize_t nargs, int logfmt)
 {
+    const char *name = logfmt ? "format_logfmt" : "format_json";
     if (nargs != 7) {
-        PyErr_SetString(PyExc_TypeError, "format_json() takes 7 arguments");
+        PyErr_Format(PyExc_TypeError, "%s() takes 7 arguments", name);
         return NULL;
     }
     if (!check_arguments(args[2], args[3], args[5]) || !PyFrozenSet_CheckExact(args[4])
         || !check_extras_fields(args[6])) {
-        PyErr_SetString(PyExc_TypeError,
-                        "format_json(): texts must be a tuple of 14 bytes, headers a tuple "
-                        "of (bytes, bool, bytes, str, bytes | None) tuples, taken a "
-                        "frozenset, trace_header a (bytes, str) tuple and extras_fields a "
-                        "tuple of (bytes, int | str) tuples, each int an index of Extras");
+        PyErr_Format(PyExc_TypeError,
+                     "%s(): texts must be a tuple of 14 bytes, headers a tuple "
+                     "of (bytes, bool, bytes, str, bytes | None) tuples, taken a "
+                     "frozenset, trace_header a (bytes, str) tuple and extras_fields a "
+                     "tuple of (bytes, int | str) tuples, each int an index of Extras",
+                     name);
         return NULL;
     }
-    Line line = {args[1], args[2], args[3], args[4], args[5], args[6], 0};
+    Line line = {args[1], args[2], args[3], args[4], args[5], args[6], 0, logfmt};
     /* A tuple of the records, each held: the caller's list may change meanwhile (a
      * list is copied under its lock on a free-threaded build). */
     PyObject *records = PySequence_Tuple(args[0]);
@@ -610,4 +665,16 @@ json_format_json(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t 
     buffer_free(&scratch);
     Py_DECREF(records);
     return buffer_result(&buffer, rc);
+}
+
+PyObject *
+json_format_json(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    return format_lines(args, nargs, 0);
+}
+
+PyObject *
+json_format_logfmt(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    return format_lines(args, nargs, 1);
 }

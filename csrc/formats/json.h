@@ -33,4 +33,13 @@
  * then formats the batch with the pure-Python core, which is the reference. */
 PyObject *json_format_json(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 
+/* format_logfmt(records, stamp_parts, texts, headers, taken, trace_header, extras_fields)
+ *     -> bytes | None
+ *
+ * The logfmt lines of _logfmt.LogfmtFormat: the same walk as format_json's, with the
+ * same arguments, whose texts are ` key=` (the time's `key=`, the line's end "\n");
+ * each value is loosened as it is written (logfmt.h).  A note whose name is not a
+ * logfmt key as it is (logfmt_is_key) is left to the pure-Python core too. */
+PyObject *json_format_logfmt(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+
 #endif

@@ -17,6 +17,7 @@ from .formats._apache import FORMATS, Format
 from .formats._dev import DevFormat
 from .formats._escape import escape, unescape
 from .formats._json import JsonFormat
+from .formats._logfmt import LogfmtFormat
 from .formats._templates import Template
 from .metrics._stats import Stats
 from .record._notes import add_fields
@@ -34,6 +35,7 @@ __all__ = [
     "FORMATS",
     "Format",
     "JsonFormat",
+    "LogfmtFormat",
     "LoggingSink",
     "NetworkSink",
     "POLICIES",

@@ -36,7 +36,8 @@ def _load() -> tuple[ModuleType | None, str]:
     except ImportError:
         return None, "pure-Python core: extension not built"
     if not all(
-        hasattr(_speedups, name) for name in ("format_apache", "format_json", "format_template")
+        hasattr(_speedups, name)
+        for name in ("format_apache", "format_json", "format_logfmt", "format_template")
     ):
         # Not the extension: a directory of that name left behind, or a stale build.
         return None, f"pure-Python core: {_speedups.__name__} is not the extension"
@@ -70,6 +71,9 @@ format_json: (
     ]
     | None
 ) = None
+#: ``format_logfmt``: LogfmtFormat.format_batch in C, with format_json's arguments
+#: (csrc/formats/json.h, csrc/formats/logfmt.h).
+format_logfmt: Callable[..., bytes | None] | None = None
 #: ``format_template(records, ops, pid)``: Template.format_batch in C (csrc/formats/template.c).
 format_template: (
     Callable[[Sequence[Record], tuple[tuple[int, int, object], ...], int], bytes | None] | None
@@ -132,6 +136,7 @@ class CompiledFirst:
 if speedups is not None:
     format_apache = speedups.format_apache
     format_json = speedups.format_json
+    format_logfmt = speedups.format_logfmt
     format_template = speedups.format_template
     handoff = speedups.Handoff
     environ_record = speedups.environ_record

@@ -22,6 +22,16 @@ def format_json(
     extras_fields: tuple[tuple[bytes, int | str], ...],
     /,
 ) -> bytes | None: ...
+def format_logfmt(
+    records: Sequence[Record],
+    stamp_parts: Callable[[int], tuple[bytes, bytes]],
+    texts: tuple[bytes, ...],
+    headers: tuple[tuple[bytes, bool, bytes, str, bytes | None], ...],
+    taken: frozenset[str],
+    trace_header: tuple[bytes, str],
+    extras_fields: tuple[tuple[bytes, int | str], ...],
+    /,
+) -> bytes | None: ...
 def format_template(
     records: Sequence[Record], ops: tuple[tuple[int, int, object], ...], pid: int, /
 ) -> bytes | None: ...

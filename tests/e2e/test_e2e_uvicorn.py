@@ -60,7 +60,7 @@ def stop_gracefully(server: Server) -> None:
     stop_server_gracefully(server, UVICORN_CLEAN_EXITS)
 
 
-@pytest.mark.parametrize("log_format", ["combined", "json"])
+@pytest.mark.parametrize("log_format", ["combined", "json", "logfmt"])
 def test_every_request_is_logged_once_with_exact_fields(tmp_path: Path, log_format: str) -> None:
     """N mixed requests leave exactly N correct lines, all written by the SIGTERM drain."""
     exchanges = build_exchanges(REQUESTS)

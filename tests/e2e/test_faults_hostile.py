@@ -6,7 +6,8 @@ injection attempt) in its path, query, Referer or User-Agent.  The servers refus
 of them with a 4xx of their own and never call the application: then there is no line,
 which is right.  Every request a server did hand to the application must produce
 exactly one line, on which the combined format's fields unescape to the bytes the
-server received and the JSON format is valid JSON with the same values.
+server received, the JSON format is valid JSON with the same values, and the logfmt
+format parses (as go-logfmt reads it) to them too.
 
 What a hostile value costs the writer is tested in process: the calls made to format a
 batch do not grow with the bytes a client chooses, and the memory held while formatting
@@ -27,6 +28,7 @@ from types import FrameType
 from typing import NamedTuple
 
 import pytest
+from logfmtkv import parse_pairs
 
 from _records import make_record
 from _servers import (
@@ -145,17 +147,31 @@ def _json_values(line: bytes) -> tuple[int, tuple[bytes | None, ...]]:
     )
 
 
+def _logfmt_values(line: bytes) -> tuple[int, tuple[bytes | None, ...]]:
+    """The request's number, and the four values of a line that must parse as logfmt
+    (as go-logfmt reads it), as the bytes they stand for, as in a JSON line."""
+    assert re.fullmatch(rb"[\x20-\x7e]*", line), f"not printable ASCII: {line!r}"
+    entry = dict(parse_pairs(line.decode("ascii"), strict=True))
+    values = entry["path"], entry["query"], entry.get("referer"), entry["user_agent"]
+    assert entry["path"] is not None
+    return int(entry["path"].split("/")[2]), tuple(
+        None if value is None else unescape(value.encode()) for value in values
+    )
+
+
 PARSERS: dict[str, Callable[[bytes], tuple[int, tuple[object, ...]]]] = {
     "combined": _combined_values,
     "json": _json_values,
+    "logfmt": _logfmt_values,
 }
 EXPECTATIONS: dict[str, Callable[[Hostile], tuple[object, ...]]] = {
     "combined": tuple,
     "json": tuple,
+    "logfmt": tuple,
 }
 
 
-@pytest.mark.parametrize("log_format", ["combined", "json"])
+@pytest.mark.parametrize("log_format", ["combined", "json", "logfmt"])
 @pytest.mark.parametrize("server_name", SERVERS)
 def test_hostile_requests_make_one_faithful_line_each(
     tmp_path: Path, server_name: str, log_format: str
@@ -193,6 +209,7 @@ HOSTILE_BYTES = bytes(range(256)) + b'""\\\\\t\n\r  ' + "caf\u00e9 \u2028".encod
 HOSTILE_FORMATS: dict[str, Callable[[], Format]] = {
     "combined": lambda: make_format("combined", utc=True),
     "json": lambda: make_format("json", utc=True),
+    "logfmt": lambda: make_format("logfmt", utc=True),
     "dev": lambda: make_format("dev", utc=True),
     "ecs": lambda: make_format("ecs", utc=True),
     "gcp": lambda: make_format("gcp", utc=True),

@@ -18,79 +18,29 @@ from hypothesis import strategies as st
 from _examples import examples
 from _records import make_record
 from _strategies import (
-    ENVIRON_NAMES,
+    HEADER_PAIRS,
     JSON_TIMES,
+    LINE_HEADERS,
     ORDINARY_EXTRAS,
     ORDINARY_VALUES,
+    PLAIN_RECORDS,
     RAW,
     TEXT,
-    VALUES,
     compared,
     hostile_records,
+    line_options,
     outcome,
 )
 from boundlog import ConfigurationError, Extras, JsonFormat, Record, _core
-from boundlog.formats._json import JSON_FIELDS, OPTIONAL_EXTRAS
 
 needs_c = pytest.mark.skipif(
     _core.speedups is None, reason=f"the C core is not in use ({_core.description})"
 )
 
-# Every spelling of the fields a JSON line reads, in bytes and in text, and names to skip.
-NAMES = st.sampled_from(
-    [b"referer", b"Referer", "REFERER", b"user-agent", "User-Agent", b"x-request-id",
-     b"X-Request-ID", "X-REQUEST-ID", b"traceparent", "Traceparent", "TRACEPARENT", b"cookie", "Cookie", b"authorization", b"accept",
-     "ACCEPT", b"content-type", "Content-Type", b"set-cookie", "Set-Cookie",
-     b"x-forwarded-for", b"host", b"referer\x00", "r\xe9ferer", "\u0130", b""]
-)  # fmt: skip
-PAIRS = st.lists(st.tuples(NAMES, VALUES), max_size=6)
-ENVIRONS = st.dictionaries(
-    st.sampled_from(
-        ["HTTP_REFERER", "HTTP_USER_AGENT", "HTTP_X_REQUEST_ID", "HTTP_COOKIE", "HTTP_ACCEPT",
-         "HTTP_TRACEPARENT",
-         "CONTENT_TYPE", "HTTP_CONTENT_TYPE", "HTTP_SET_COOKIE", "REMOTE_ADDR"]
-    ),
-    st.none() | VALUES,
-)  # fmt: skip
-HEADERS = st.one_of(PAIRS, PAIRS.map(tuple), ENVIRONS, st.just(()))
-RECORDS = hostile_records(HEADERS)
-PLAIN_RECORDS = st.builds(
-    make_record,
-    time=st.floats(min_value=1.7e9, max_value=1.7e9 + 3),
-    duration=st.floats(min_value=0, max_value=30),
-    client=st.sampled_from(["127.0.0.1", "::1", None]),
-    status=st.sampled_from([200, 204, 304, 404]),
-    bytes_sent=st.integers(min_value=0, max_value=10**6),
-    method=st.sampled_from(["GET", "HEAD"]),
-    query=st.sampled_from([b"", b"a=1"]),
-    referer=st.none() | st.just(b"https://example.test/"),
-)
-
-HEADER_NAMES = ["X-Request-ID", "Cookie", "Referer", "Accept", "Content-Type", "Set-Cookie",
-                "Authorization", "user-agent", "X-Forwarded-For"]  # fmt: skip
+RECORDS = hostile_records(LINE_HEADERS)
 # Keys of every kind: quotes, backslashes, %, non-ASCII, a lone surrogate, a newline.
 KEYS = st.one_of(st.sampled_from(["k", 'k"', "k\\", "k%d", "%", "caf\xe9", "\ud800", "k\n"]), TEXT)
-HEADER_OPTION = st.one_of(
-    st.lists(st.sampled_from(HEADER_NAMES), unique_by=str.lower, max_size=4),
-    st.dictionaries(st.sampled_from(HEADER_NAMES), KEYS.map(lambda key: "h:" + key), max_size=4),
-)
-OPTIONS = st.fixed_dictionaries(
-    {"utc": st.booleans()},
-    optional={
-        "request_headers": HEADER_OPTION,
-        "response_headers": HEADER_OPTION,
-        "rename": st.dictionaries(st.sampled_from(JSON_FIELDS), KEYS.map(lambda key: "r:" + key)),
-        "allow_headers": st.lists(st.sampled_from(["Cookie", "Set-Cookie", "Authorization"])),
-        "extras": st.lists(st.sampled_from(OPTIONAL_EXTRAS)),
-        # The variables records hold, and one none does.
-        "environ": st.one_of(
-            st.lists(st.sampled_from([*ENVIRON_NAMES, "absent"]), unique=True),
-            st.dictionaries(
-                st.sampled_from([*ENVIRON_NAMES, "absent"]), KEYS.map(lambda key: "e:" + key)
-            ),
-        ),
-    },
-)
+OPTIONS = line_options(KEYS)
 
 
 def json_format(options: dict[str, Any]) -> JsonFormat:
@@ -183,7 +133,7 @@ def test_c_leaves_a_clash_and_other_values_to_python() -> None:
             protocol=TEXT,
             path=RAW,
             query=RAW,
-            request_headers=PAIRS,
+            request_headers=HEADER_PAIRS,
         ),
         min_size=1,
         max_size=6,

@@ -4,7 +4,7 @@ choice of a format by name.
 Formatting runs on the writer thread, one batch at a time.  A format is an object with
 ``format_batch(records) -> bytes`` that returns one line per record, each ending in
 ``\\n``.  Nothing here is called on the request path.  The shared column-wise
-machinery is in ``_columns``; the other formats are ``_json``, ``_schemas``,
+machinery is in ``_columns``; the other formats are ``_json``, ``_logfmt``, ``_schemas``,
 ``_dev`` and ``_templates``.
 
 An Apache line is built with the raw values first and checked in one pass: if the batch
@@ -46,6 +46,7 @@ from ._dev import DevFormat
 from ._escape import PLAIN as _PLAIN
 from ._escape import escape
 from ._json import JsonFormat
+from ._logfmt import LogfmtFormat
 from ._schemas import SCHEMAS, SchemaFormat
 from ._timestamps import ClfClock
 
@@ -155,7 +156,7 @@ class ApacheFormat(CompiledFirst):
         return join(_escaped_clients(clients, raw_clients), escape, _escaped_column)
 
 
-FORMATS = ("combined", "common", "dev", "json", *SCHEMAS)
+FORMATS = ("combined", "common", "dev", "json", *SCHEMAS, "logfmt")
 
 
 def make_format(name: str | Format, *, utc: bool) -> Format:
@@ -179,6 +180,8 @@ def make_format(name: str | Format, *, utc: bool) -> Format:
         return ApacheFormat(combined=False, utc=utc)
     if name == "json":
         return JsonFormat(utc=utc)
+    if name == "logfmt":
+        return LogfmtFormat(utc=utc)
     if name == "dev":
         return DevFormat(utc=utc)
     if name in SCHEMAS:

@@ -53,7 +53,7 @@ class _Layout:
         self._line = [piece if piece is not None else "" for piece in template]
         self._places = [i for i, piece in enumerate(template) if piece is None]
 
-    def lines(self, fields: Sequence[Iterable[_Piece]], count: int) -> list[_Piece]:
+    def lines(self, fields: Iterable[Iterable[_Piece]], count: int) -> list[_Piece]:
         """Return the pieces of ``count`` lines; ``fields`` holds a column per place."""
         pieces: list[Any] = self._line * count
         step = len(self._line)

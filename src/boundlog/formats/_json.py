@@ -441,8 +441,8 @@ def _optional_extras(extras: Iterable[str]) -> list[str]:
     unknown = sorted(asked - set(OPTIONAL_EXTRAS))
     if unknown:
         raise ConfigurationError(
-            f"extras names unknown field(s) {', '.join(map(repr, unknown))}: a JSON line "
-            f"may add {', '.join(OPTIONAL_EXTRAS)}"
+            f"extras names unknown field(s) {', '.join(map(repr, unknown))}: a JSON or "
+            f"logfmt line may add {', '.join(OPTIONAL_EXTRAS)}"
         )
     return [field for field in OPTIONAL_EXTRAS if field in asked]
 
@@ -513,6 +513,6 @@ def _check_unique_keys(keys: Sequence[tuple[str, str]]) -> None:
     if shared:
         clashes = "; ".join(f"{' and '.join(whats)} as {key!r}" for key, whats in shared.items())
         raise ConfigurationError(
-            f"two fields of a JSON line cannot share a key: {clashes}; give one another "
+            f"two fields of a line cannot share a key: {clashes}; give one another "
             "key (rename=, or a mapping of header names to keys)"
         )
