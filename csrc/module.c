@@ -58,8 +58,8 @@ static PyMethodDef methods[] = {
      "_environ.environ_record for the usual environ, or None to leave it to the\n"
      "pure-Python core; limit >= 0: the budget bound (RecordBudget.bounded) checks."},
     {"select_records", (PyCFunction)(void (*)(void))select_records, METH_FASTCALL,
-     "select_records(batch, skip_paths, path_prefixes, skip_status, min_duration)\n"
-     "    -> list | None\n\n"
+     "select_records(batch, skip_paths, path_prefixes, skip_path_errors, skip_status,\n"
+     "               min_duration) -> list | None\n\n"
      "The records _filters.Select's cheap filters keep, or None to leave the batch to\n"
      "the pure-Python core."},
     {"joined_queries", (PyCFunction)(void (*)(void))select_joined_queries, METH_FASTCALL,

@@ -311,8 +311,9 @@ class Exchange(NamedTuple):
 
     @property
     def logged(self) -> bool:
-        """Whether the test applications' log keeps the line (it skips health checks)."""
-        return self.path != HEALTH_CHECK
+        """Whether the test applications' log keeps the line (it skips health checks,
+        unless they fail)."""
+        return self.path != HEALTH_CHECK or self.status >= 400
 
     @property
     def logged_target(self) -> bytes:
@@ -354,8 +355,8 @@ _ROUTES: tuple[tuple[str, bytes, bytes, int, int], ...] = (
     ("GET", b"/raise", b"", 500, 0),
     ("GET", b"/healthz", b"", 200, 3),
 )
-# The health check the test applications' log skips (skip_paths), and the proxy it
-# trusts (trusted_proxies): the tests' own loopback address.
+# The health check the test applications' log skips (skip_paths) while it succeeds, and
+# the proxy it trusts (trusted_proxies): the tests' own loopback address.
 HEALTH_CHECK = b"/healthz"
 TRUSTED_PROXY = LOOPBACK
 _QUERIES = (

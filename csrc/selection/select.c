@@ -1,6 +1,6 @@
 /* The writer's per-record scans before formatting, byte for byte those of
- * _filters.Select (skip_paths, skip_status, min_duration) and of the query join
- * _redaction.QueryRedaction starts with.
+ * _filters.Select (skip_paths, skip_path_errors, skip_status, min_duration) and of
+ * the query join _redaction.QueryRedaction starts with.
  *
  * Both run for every record of every batch (query redaction is on by default), and in
  * Python each costs a comprehension step or two per record.  Only values of the types
@@ -35,9 +35,23 @@ has_prefix(PyObject *path, PyObject *prefixes)
     return 0;
 }
 
+/* 1 if `status` is 400 or more, 0 if less, UNREAD + 1 for another type than int. */
+static int
+is_error(PyObject *status)
+{
+    if (!PyLong_CheckExact(status)) {
+        return UNREAD + 1;
+    }
+    int overflow;
+    long code = PyLong_AsLongAndOverflow(status, &overflow);
+    /* An exact int cannot fail here; past a long, its sign decides. */
+    return overflow != 0 ? overflow > 0 : code >= 400;
+}
+
 typedef struct {
     PyObject *skip_paths;    /* a frozenset, or NULL for none */
     PyObject *path_prefixes; /* a tuple, or NULL for none */
+    int skip_path_errors;    /* 1: a skipped path's errors are skipped too */
     PyObject *skip_status;   /* a frozenset, or NULL for none */
     double min_duration;
 } Filters;
@@ -56,11 +70,22 @@ keeps(const Filters *filters, PyObject *record)
             return UNREAD + 1;
         }
         int skipped = filters->skip_paths != NULL ? PySet_Contains(filters->skip_paths, path) : 0;
-        if (skipped != 0) {
-            return skipped < 0 ? -1 : 0;
+        if (skipped < 0) {
+            return -1;
         }
-        if (filters->path_prefixes != NULL && has_prefix(path, filters->path_prefixes)) {
-            return 0;
+        if (skipped == 0 && filters->path_prefixes != NULL) {
+            skipped = has_prefix(path, filters->path_prefixes);
+        }
+        if (skipped) {
+            if (filters->skip_path_errors) {
+                return 0;
+            }
+            /* A skipped path's errors (status >= 400) are logged: they go on to the
+             * other filters. */
+            int error = is_error(PyTuple_GET_ITEM(record, STATUS));
+            if (error != 1) {
+                return error;
+            }
         }
     }
     if (filters->skip_status != NULL) {
@@ -115,21 +140,22 @@ filter_prefixes(PyObject *argument, PyObject **prefixes)
 PyObject *
 select_records(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 5) {
-        PyErr_SetString(PyExc_TypeError, "select_records() takes 5 arguments");
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "select_records() takes 6 arguments");
         return NULL;
     }
     Filters filters;
-    filters.min_duration = PyFloat_AsDouble(args[4]);
+    filters.min_duration = PyFloat_AsDouble(args[5]);
     if (filters.min_duration == -1.0 && PyErr_Occurred()) {
         return NULL;
     }
     PyObject *batch = args[0];
     if (!PyList_CheckExact(batch) || filter_set(args[1], &filters.skip_paths) != 0
-        || filter_prefixes(args[2], &filters.path_prefixes) != 0
-        || filter_set(args[3], &filters.skip_status) != 0) {
+        || filter_prefixes(args[2], &filters.path_prefixes) != 0 || !PyBool_Check(args[3])
+        || filter_set(args[4], &filters.skip_status) != 0) {
         Py_RETURN_NONE;
     }
+    filters.skip_path_errors = args[3] == Py_True;
     PyObject *kept = PyList_New(0);
     if (kept == NULL) {
         return NULL;

@@ -6,11 +6,13 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
-/* select_records(batch, skip_paths, path_prefixes, skip_status, min_duration) -> list | None
+/* select_records(batch, skip_paths, path_prefixes, skip_path_errors, skip_status,
+ *                min_duration) -> list | None
  *
  * The records of `batch` (a list) that Select's cheap filters keep, in order: the path
  * is neither in `skip_paths` (a frozenset of bytes) nor starts with one of
- * `path_prefixes` (a tuple of bytes), the status is not in `skip_status` (a frozenset
+ * `path_prefixes` (a tuple of bytes), or the status is 400 or more and
+ * `skip_path_errors` is False; the status is not in `skip_status` (a frozenset
  * of ints), and the duration is at least `min_duration` (0.0: no minimum); an empty
  * set or tuple filters nothing.  None for a batch with a record or field of a type
  * this code does not read: the caller filters it in Python, the reference. */

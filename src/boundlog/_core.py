@@ -84,12 +84,12 @@ handoff: Callable[[Admission], Callable[[Record], bool]] | None = None
 #: ``environ_record(Record, environ, ..., bound, limit, notes, extras)``: _environ.environ_record in C
 #: for the usual environ, None for the rest (csrc/paths/environ.c); else None.
 environ_record: Callable[..., Record | None] | None = None
-#: ``select_records(batch, skip_paths, path_prefixes, skip_status, min_duration)``: the
-#: records _filters.Select's cheap filters keep (csrc/selection/select.c), None for a batch left
-#: to Python; else None.
+#: ``select_records(batch, skip_paths, path_prefixes, skip_path_errors, skip_status,
+#: min_duration)``: the records _filters.Select's cheap filters keep
+#: (csrc/selection/select.c), None for a batch left to Python; else None.
 select_records: (
     Callable[
-        [list[Record], frozenset[bytes], tuple[bytes, ...], frozenset[int], float],
+        [list[Record], frozenset[bytes], tuple[bytes, ...], bool, frozenset[int], float],
         list[Record] | None,
     ]
     | None

@@ -53,6 +53,7 @@ def select_records(
     batch: list[Record],
     skip_paths: frozenset[bytes],
     path_prefixes: tuple[bytes, ...],
+    skip_path_errors: bool,
     skip_status: frozenset[int],
     min_duration: float,
     /,

@@ -12,7 +12,7 @@ Routes (``HEAD`` answers like ``GET`` with the same headers and no body):
 * ``/stream/CHUNKS/SIZE``: 200 streamed as CHUNKS separate pieces of SIZE bytes;
 * ``/status/CODE``: CODE, with no body for 204 and 304;
 * ``/raise``: the application raises before starting a response;
-* ``/healthz``: 200 ``ok``, a health check the log skips;
+* ``/healthz``: 200 ``ok``, a health check the log skips (it would log a failing one);
 * anything else: 404.
 """
 

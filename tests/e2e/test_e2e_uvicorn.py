@@ -120,19 +120,26 @@ def test_client_gone_mid_stream_is_logged_with_the_bytes_handed_over(tmp_path: P
 
 
 def test_policy_skips_redacts_and_logs_the_forwarded_client(tmp_path: Path) -> None:
-    """Through uvicorn from trusted 127.0.0.1: /healthz skipped, token redacted, client forwarded."""
-    options = {"skip_paths": ["/healthz"], "trusted_proxies": ["127.0.0.1"]}
+    """Through uvicorn from trusted 127.0.0.1: /healthz and /status/* skipped but for
+    their errors, token redacted, client forwarded."""
+    options = {"skip_paths": ["/healthz", "/status/*"], "trusted_proxies": ["127.0.0.1"]}
     forwarded = {"X-Forwarded-For": "6.6.6.6, 203.0.113.5"}
     with uvicorn(tmp_path, options=options) as server:
         with httpx.Client(base_url=server.base_url, timeout=CLIENT_TIMEOUT) as client:
             assert client.get("/healthz", headers=forwarded).status_code == 200
+            assert client.get("/status/204").status_code == 204
+            assert client.get("/status/503").status_code == 503
             assert client.get("/bytes/5?page=2&token=s3cret", headers=forwarded).status_code == 200
+            assert client.get("/status/399").status_code == 399
+            assert client.get("/status/400").status_code == 400
             assert client.get("/bytes/3").status_code == 200
         stop_gracefully(server)
     lines = read_log_lines(tmp_path / "access.log")
     assert b"s3cret" not in b"".join(lines)
     logged = [(line.split(b" ")[0], line.split(b'"')[1]) for line in lines]
     assert logged == [
+        (LOOPBACK.encode(), b"GET /status/503 HTTP/1.1"),
         (b"203.0.113.5", b"GET /bytes/5?page=2&token=[redacted] HTTP/1.1"),
+        (LOOPBACK.encode(), b"GET /status/400 HTTP/1.1"),
         (LOOPBACK.encode(), b"GET /bytes/3 HTTP/1.1"),
     ]

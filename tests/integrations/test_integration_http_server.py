@@ -54,10 +54,11 @@ REQUESTS = [
     ("GET", b"/missing.txt", "HTTP/1.0", None, None, 404),
 ]
 # The policy of every test application's log (tests/apps/__init__.py): the health check
-# is skipped, the credential in the query redacted, and the client the trusted proxy on
-# 127.0.0.1 forwarded for is logged.
+# is skipped unless it fails, the credential in the query redacted, and the client the
+# trusted proxy on 127.0.0.1 forwarded for is logged.
 POLICY_EXCHANGES = [
-    Exchange("GET", b"/healthz", b"", "HTTP/1.1", None, None, b"", 404, 0),
+    Exchange("GET", b"/healthz", b"", "HTTP/1.1", None, None, b"", 200, 0),
+    Exchange("PUT", b"/healthz", b"", "HTTP/1.1", None, None, b"", 501, 0),
     Exchange("GET", b"/hello.txt", b"token=s3cret&page=2", "HTTP/1.1", None, None, b"", 200, 0),
     Exchange(
         "GET", b"/hello.txt", b"", "HTTP/1.0", None, None, b"", 200, 0,
@@ -70,6 +71,7 @@ def serve(tmp_path: Path, log_format: str, log_as: str) -> AbstractContextManage
     site = tmp_path / "site"
     site.mkdir()
     (site / "hello.txt").write_bytes(HELLO)
+    (site / "healthz").write_bytes(b"ok\n")
     environment = {
         **server_environment(tmp_path / "access.log", log_format, HOLD_UNTIL_CLOSE),
         "TESTAPP_DIRECTORY": str(site),
@@ -121,7 +123,7 @@ def test_every_request_is_logged_once_with_exact_fields(
         output = stop_gracefully(server)
     check_log(read_log_lines(log_path), expected, log_format, started, finished)
     # log_error keeps writing error messages to stderr; log_request no longer does.
-    assert output.count("code 404, message File not found") == 3, output
+    assert output.count("code 404, message File not found") == 2, output
     assert "code 501, message Unsupported method ('PUT')" in output, output
     assert "RuntimeError: the test handler raises" in output, output
     assert output.count("Traceback") == 1, output

@@ -1,7 +1,8 @@
 """The C core's per-record scans before formatting (csrc/selection/select.c) against the
 pure-Python reference: the same records kept, the same queries joined.
 
-``Select.filtered_python`` defines what skip_paths, skip_status and min_duration keep,
+``Select.filtered_python`` defines what skip_paths (its paths' errors kept, or skipped
+too under skip_path_errors), skip_status and min_duration keep,
 and ``QueryRedaction.joined_python`` what the redaction scan searches; the C
 ``select_records`` and ``joined_queries`` must give the same for every batch they
 handle, and hand back (None) every batch they do not, which the Python code then does.
@@ -37,7 +38,8 @@ PATHS = st.one_of(
 # only a record made by hand holds (the C code leaves those batches to Python).
 PATH_FIELDS = st.one_of(PATHS, PATHS, PATHS, st.just("/healthz"), st.just(None))
 STATUS_FIELDS = st.one_of(
-    st.integers(100, 599), st.integers(100, 599), st.just(True), st.just(200.0),
+    st.integers(100, 599), st.integers(100, 599), st.sampled_from([399, 400]),
+    st.just(True), st.just(200.0), st.just(500.0), st.just(None),
     st.integers(min_value=-(2**70), max_value=2**70),
 )  # fmt: skip
 DURATION_FIELDS = st.one_of(
@@ -67,14 +69,20 @@ SKIP_PATHS = st.lists(
     st.sampled_from(["/healthz", "/static/*", "/", "/s*", "/*", b"/healthz/", "/\xe9"]),
     max_size=3,
 )
+SKIP_PATH_ERRORS = st.booleans()
 SKIP_STATUS = st.lists(st.one_of(st.integers(100, 599), st.just(range(200, 300))), max_size=3)
 MIN_DURATION = st.one_of(st.just(0.0), st.floats(0, 2), st.just(0.5))
 
 
-def _select(skip_paths: list[Any], skip_status: list[Any], min_duration: float) -> Select:
+def _select(
+    skip_paths: list[Any],
+    skip_status: list[Any],
+    min_duration: float,
+    skip_path_errors: bool = False,
+) -> Select:
     select = make_select(
-        skip_paths=skip_paths, skip_status=skip_status, min_duration=min_duration,
-        redact_query=(),
+        skip_paths=skip_paths, skip_path_errors=skip_path_errors, skip_status=skip_status,
+        min_duration=min_duration, redact_query=(),
     )  # fmt: skip
     if select is None:  # nothing to filter: a selection that filters nothing
         select = make_select(sample=0.999, redact_query=())
@@ -85,8 +93,8 @@ def _select(skip_paths: list[Any], skip_status: list[Any], min_duration: float) 
 def _c_select(select: Select, batch: list[Any]) -> Any:
     assert _core.select_records is not None
     return _core.select_records(
-        batch, select._exact_paths, select._path_prefixes, select._skip_status,
-        select._min_duration,
+        batch, select._exact_paths, select._path_prefixes, select._skip_path_errors,
+        select._skip_status, select._min_duration,
     )  # fmt: skip
 
 
@@ -96,12 +104,33 @@ def _same_objects(kept: list[Any]) -> list[int]:
 
 @needs_c
 @settings(max_examples=examples(1000), deadline=None)
-@given(batch=BATCHES, skip_paths=SKIP_PATHS, skip_status=SKIP_STATUS, min_duration=MIN_DURATION)
-@example(batch=[make_record(duration=math.nan)], skip_paths=[], skip_status=[], min_duration=0.5)
+@given(
+    batch=BATCHES, skip_paths=SKIP_PATHS, skip_path_errors=SKIP_PATH_ERRORS,
+    skip_status=SKIP_STATUS, min_duration=MIN_DURATION,
+)  # fmt: skip
+@example(
+    batch=[make_record(duration=math.nan)], skip_paths=[], skip_path_errors=False,
+    skip_status=[], min_duration=0.5,
+)  # fmt: skip
+@example(
+    batch=[
+        make_record(path=b"/healthz", status=status)
+        for status in (200, 399, 400, 503, 2**70, -(2**70))
+    ],
+    skip_paths=["/healthz"], skip_path_errors=False, skip_status=[503], min_duration=0.0,
+)  # fmt: skip
+@example(
+    batch=[make_record(path=b"/static/a", status=404, duration=0.1)],
+    skip_paths=["/s*"], skip_path_errors=False, skip_status=[], min_duration=0.5,
+)  # fmt: skip
 def test_c_keeps_the_records_python_keeps(
-    batch: list[Any], skip_paths: list[Any], skip_status: list[Any], min_duration: float
+    batch: list[Any],
+    skip_paths: list[Any],
+    skip_path_errors: bool,
+    skip_status: list[Any],
+    min_duration: float,
 ) -> None:
-    select = _select(skip_paths, skip_status, min_duration)
+    select = _select(skip_paths, skip_status, min_duration, skip_path_errors)
     kept = outcome(lambda records: _c_select(select, records), batch)
     reference = outcome(select.filtered_python, batch)
     if kept is None:
@@ -142,9 +171,16 @@ def test_the_c_path_takes_the_records_integrations_make() -> None:
         make_record(path=b"/static/app.js", status=304, duration=0.2, query=b""),
         make_record(path=b"/api", status=500, duration=0.9, query=b"page=2"),
         make_record(path=b"/api", status=204, duration=0.01, query=b""),
+        make_record(path=b"/healthz", status=503, duration=0.1, query=b""),
+        make_record(path=b"/static/gone.js", status=404, duration=0.01, query=b""),
     ]
     select = _select(["/healthz", "/static/*"], [204], 0.05)
     kept = _c_select(select, batch)
+    assert kept is not None
+    # The skipped paths' errors are kept, unless too fast for min_duration.
+    assert _same_objects(kept) == _same_objects([batch[2], batch[4]])
+    everything = _select(["/healthz", "/static/*"], [204], 0.05, skip_path_errors=True)
+    kept = _c_select(everything, batch)
     assert kept is not None
     assert _same_objects(kept) == _same_objects([batch[2]])
     assert _core.joined_queries is not None

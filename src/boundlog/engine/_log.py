@@ -67,6 +67,7 @@ class LogOptions(TypedDict, total=False):
     reopen_signal: int | str | None
     watch: bool
     skip_paths: Iterable[str]
+    skip_path_errors: bool
     skip_status: Iterable[int | range]
     min_duration: float
     sample: float
@@ -97,7 +98,8 @@ class AccessLog:
 
     What gets logged is decided on the writer thread, never on the request path:
     ``skip_paths``, ``skip_status``, ``min_duration``, ``sample`` and ``keep`` skip
-    records (counted in ``stats().filtered``), ``trusted_proxies`` logs the client a
+    records (counted in ``stats().filtered``; ``skip_paths`` only those below status
+    400 unless ``skip_path_errors=True``), ``trusted_proxies`` logs the client a
     trusted proxy forwarded for (in its ``proxy_header``: ``"x-forwarded-for"`` or
     ``"forwarded"``, and only that one), and ``redact_query`` hides credentials in query
     strings (see ``_filters``, ``_proxies`` and ``_redaction``).  The one exception,
@@ -156,6 +158,7 @@ class AccessLog:
         reopen_signal: int | str | None = None,
         watch: bool = False,
         skip_paths: Iterable[str] = (),
+        skip_path_errors: bool = False,
         skip_status: Iterable[int | range] = (),
         min_duration: float = 0.0,
         sample: float = 1.0,

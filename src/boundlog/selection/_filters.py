@@ -9,6 +9,9 @@ The order within a batch: the cheap filters (``skip_paths``, ``skip_status``,
 ``min_duration``, ``sample``), then the rewrites (the client behind trusted proxies,
 query redaction), then the ``keep`` predicate, which sees each record as it will be
 logged.  Every record a filter skips is counted in ``Stats.filtered``.
+
+``skip_paths`` skips its paths' responses below 400 only: their errors are logged
+(``skip_path_errors=True`` skips those too).
 """
 
 from __future__ import annotations
@@ -18,7 +21,14 @@ from collections.abc import Callable, Iterable, Sequence
 
 from .._core import select_records as _select_records
 from .._errors import ConfigurationError, describe
-from .._options import DEFAULT_REDACTED_QUERY, PROXY_HEADERS, entries, fraction, seconds
+from .._options import (
+    DEFAULT_REDACTED_QUERY,
+    PROXY_HEADERS,
+    entries,
+    flag,
+    fraction,
+    seconds,
+)
 from ..record._record import DURATION, PATH, STATUS, Record
 from ._proxies import TrustedProxies
 from ._redaction import QueryRedaction
@@ -44,6 +54,7 @@ class Select:
         "_random",
         "_rewrites",
         "_sample",
+        "_skip_path_errors",
         "_skip_status",
     )
 
@@ -52,6 +63,7 @@ class Select:
         *,
         skip_paths: frozenset[bytes],
         path_prefixes: tuple[bytes, ...],
+        skip_path_errors: bool,
         skip_status: frozenset[int],
         min_duration: float,
         sample: float,
@@ -61,6 +73,7 @@ class Select:
     ) -> None:
         self._exact_paths = skip_paths
         self._path_prefixes = path_prefixes
+        self._skip_path_errors = skip_path_errors
         self._skip_status = skip_status
         self._min_duration = min_duration
         self._sample = sample
@@ -113,6 +126,7 @@ class Select:
                     batch,
                     self._exact_paths,
                     self._path_prefixes,
+                    self._skip_path_errors,
                     self._skip_status,
                     self._min_duration,
                 )
@@ -134,7 +148,19 @@ class Select:
         Python: the reference the C core is tested against."""
         if self._exact_paths or self._path_prefixes:
             exact, prefixes = self._exact_paths, self._path_prefixes
-            batch = [r for r in batch if r[PATH] not in exact and not r[PATH].startswith(prefixes)]
+            if self._skip_path_errors:
+                batch = [
+                    r for r in batch if r[PATH] not in exact and not r[PATH].startswith(prefixes)
+                ]
+            else:
+                # A skipped path's errors are logged: a health check or a metrics scrape
+                # is noise while it succeeds, and the first thing to look at when it fails.
+                batch = [
+                    r
+                    for r in batch
+                    if (r[PATH] not in exact and not r[PATH].startswith(prefixes))
+                    or r[STATUS] >= 400
+                ]
         if self._skip_status:
             skip = self._skip_status
             batch = [r for r in batch if r[STATUS] not in skip]
@@ -174,6 +200,7 @@ class Select:
 def make_select(
     *,
     skip_paths: Iterable[str | bytes] | str | bytes = (),
+    skip_path_errors: bool = False,
     skip_status: Iterable[int | range] | int | range = (),
     min_duration: float = 0.0,
     sample: float = 1.0,
@@ -187,6 +214,7 @@ def make_select(
     Raises a ConfigurationError naming the first option it cannot use.
     """
     exact, prefixes = _paths(skip_paths)
+    skip_path_errors = flag("skip_path_errors", skip_path_errors)
     statuses = _statuses(skip_status)
     min_duration = seconds("min_duration", min_duration, example=0.5)
     sample = fraction("sample", sample, example=0.1)
@@ -207,6 +235,7 @@ def make_select(
     return Select(
         skip_paths=exact,
         path_prefixes=prefixes,
+        skip_path_errors=skip_path_errors,
         skip_status=statuses,
         min_duration=min_duration,
         sample=sample,

@@ -88,6 +88,7 @@ def test_every_variable_sets_its_option() -> None:
         "max_queue_bytes": "131072",
         "flush_interval": "0.5",
         "skip_paths": "/healthz",
+        "skip_path_errors": "1",
         "websockets": "0",
         "redact_query": "token",
         "trusted_proxies": "10.0.0.0/8",
@@ -104,6 +105,7 @@ def test_every_variable_sets_its_option() -> None:
     assert options["flush_interval"] == 0.5
     assert options["websockets"] is False
     assert options["skip_paths"] == ["/healthz"]
+    assert options["skip_path_errors"] is True
     # Under gunicorn's logger class, its command line names the sink and the format.
     del environment["BOUNDLOG_SINK"], environment["BOUNDLOG_FORMAT"]
     assert set(options_from_environment(environment, gunicorn=True)) == with_variables - {

@@ -334,8 +334,8 @@ def _environment_options(monkeypatch: pytest.MonkeyPatch, **variables: str) -> d
             "BOUNDLOG_* variables are BOUNDLOG_BATCH_SIZE, BOUNDLOG_FLUSH_INTERVAL, "
             "BOUNDLOG_MAX_QUEUE, BOUNDLOG_MAX_QUEUE_BYTES, BOUNDLOG_MAX_RECORD_BYTES, BOUNDLOG_METRICS, BOUNDLOG_POLICY, "
             "BOUNDLOG_PROXY_HEADER, BOUNDLOG_REDACT_QUERY, BOUNDLOG_REPORT_LOSS, "
-            "BOUNDLOG_SKIP_PATHS, BOUNDLOG_TRUSTED_PROXIES, BOUNDLOG_WEBSOCKETS; rename or "
-            "remove it",
+            "BOUNDLOG_SKIP_PATHS, BOUNDLOG_SKIP_PATH_ERRORS, BOUNDLOG_TRUSTED_PROXIES, "
+            "BOUNDLOG_WEBSOCKETS; rename or remove it",
         ),
         (
             {"BOUNDLOG_METRICS": "maybe"},

@@ -57,6 +57,53 @@ def test_skip_paths_match_exactly_or_by_a_trailing_star(
     assert kept(select(skip_paths=entries), [record]) == ([] if skipped else [record])
 
 
+@pytest.mark.parametrize(("status", "logged"), [
+    (101, False), (200, False), (204, False), (304, False), (399, False),
+    (400, True), (404, True), (429, True), (500, True), (503, True), (999, True),
+])  # fmt: skip
+@pytest.mark.parametrize("entries", [["/healthz"], ["/health*"]])
+def test_skip_paths_log_their_errors(entries: list[str], status: int, logged: bool) -> None:
+    """A skipped path's responses from 400 up are logged: a failing health check shows."""
+    record = make_record(path=b"/healthz", status=status)
+    assert kept(select(skip_paths=entries), [record]) == ([record] if logged else [])
+
+
+@pytest.mark.parametrize("status", [200, 304, 404, 500, 503])
+def test_skip_path_errors_skips_every_response_of_the_paths(status: int) -> None:
+    """skip_path_errors=True: a skipped path is never logged, whatever its status."""
+    selection = select(skip_paths=["/healthz", "/static/*"], skip_path_errors=True)
+    records = [
+        make_record(path=b"/healthz", status=status),
+        make_record(path=b"/static/gone.js", status=status),
+        make_record(path=b"/page", status=status),
+    ]
+    assert kept(selection, records) == records[2:]
+
+
+def test_skip_path_errors_alone_asks_for_nothing() -> None:
+    """Without skip_paths it has nothing to act on: no selection step."""
+    assert make_select(skip_path_errors=True, redact_query=()) is None
+
+
+def test_a_skipped_paths_errors_meet_the_other_filters() -> None:
+    """Kept by skip_paths, an error is still skipped by skip_status or min_duration."""
+    selection = select(skip_paths=["/healthz"], skip_status=[503], min_duration=0.5)
+    records = [
+        make_record(path=b"/healthz", status=503, duration=1.0),
+        make_record(path=b"/healthz", status=500, duration=0.1),
+        make_record(path=b"/healthz", status=500, duration=1.0),
+        make_record(path=b"/healthz", status=200, duration=1.0),
+    ]
+    assert kept(selection, records) == records[2:3]
+
+
+def test_sampling_keeps_a_skipped_paths_errors() -> None:
+    """sample never drops an error, a skipped path's included."""
+    selection = select(skip_paths=["/healthz"], sample=0.0)
+    records = [make_record(path=b"/healthz", status=503), make_record(path=b"/a", status=200)]
+    assert kept(selection, records) == records[:1]
+
+
 @pytest.mark.parametrize(
     ("entries", "skipped_statuses"),
     [
@@ -210,6 +257,7 @@ def test_query_redaction_is_on_by_default() -> None:
         ({"sample": float("nan")}, "sample must be a fraction"),
         ({"sample": True}, "sample must be a fraction"),
         ({"keep": "yes"}, "keep must be a function taking a Record"),
+        ({"skip_path_errors": "no"}, "skip_path_errors must be True or False, not 'no'"),
         ({"redact_query": ["to&ken"]}, "redact_query entry 'to&ken'"),
         ({"trusted_proxies": ["10.0.0.300"]}, "trusted_proxies entry '10.0.0.300'"),
         ({"proxy_header": "x-real-ip"}, "proxy_header 'x-real-ip' is not a forwarding header"),
@@ -237,16 +285,20 @@ def test_filtered_records_are_counted_and_the_invariant_holds(tmp_path: Path) ->
         make_record(status=304),
         make_record(method="OPTIONS"),
         make_record(path=b"/page"),
+        make_record(path=b"/healthz", status=503),
     ] * 300
     for record in records:
         assert log.submit(record)
     stats = log.close()
     lines = path.read_bytes().splitlines()
-    assert len(lines) == 300
-    assert all(b'"GET /page HTTP/1.1" 200' in line for line in lines)
+    assert len(lines) == 600
+    assert lines[0::2] == [lines[0]] * 300
+    assert b'"GET /page HTTP/1.1" 200' in lines[0]
+    assert lines[1::2] == [lines[1]] * 300
+    assert b'"GET /healthz HTTP/1.1" 503' in lines[1]
     assert stats == Stats(
-        submitted=1500,
-        written=300,
+        submitted=1800,
+        written=600,
         dropped=0,
         filtered=1200,
         failed=0,
