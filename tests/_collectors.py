@@ -22,18 +22,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol, TypeVar
 
+from _ports import free_port
 from _records import make_record
 from boundlog import AccessLog, Stats
 
 RSYSLOGD = shutil.which("rsyslogd") or shutil.which("rsyslogd", path="/usr/sbin:/sbin")
-
-
-def free_port(kind: int = socket.SOCK_STREAM) -> int:
-    """A loopback port nobody listens on right now."""
-    with socket.socket(socket.AF_INET, kind) as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 class LineServer:

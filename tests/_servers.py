@@ -36,6 +36,8 @@ from typing import Any, NamedTuple
 import httpx
 import logfmtkv
 
+from _ports import free_port
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 LOOPBACK = "127.0.0.1"
 PYTHON = sys.executable
@@ -144,13 +146,6 @@ class Server:
         raise AssertionError(
             f"server did not accept connections within {START_TIMEOUT} s; output:\n{self.output()}"
         )
-
-
-def free_port() -> int:
-    """A loopback port that was free a moment ago."""
-    with socket.socket() as probe:
-        probe.bind((LOOPBACK, 0))
-        return int(probe.getsockname()[1])
 
 
 @contextmanager

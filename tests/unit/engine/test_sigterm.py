@@ -164,7 +164,14 @@ def test_http_server_drains_on_sigterm(tmp_path: Path) -> None:
     output = _serve_then_terminate(
         tmp_path, directory, lambda port: [PYTHON, "server.py", str(port)], sync=True
     )
-    assert "boundlog:" not in output, output
+    # The /sync request's record is the one SIGTERM may catch between its response and
+    # its submission: the drained log refuses it, and counts and reports it.
+    reports = [line for line in output.splitlines() if line.startswith("boundlog:")]
+    caught = (
+        f"boundlog: access.log closed: 1 of {REQUESTS + 1:,} records not written"
+        f" (1 dropped, 0 failed); {REQUESTS:,} written, 0 filtered"
+    )
+    assert reports in ([], [caught]), output
 
 
 def test_uvicorn_run_with_the_log_built_first_drains_and_dies_of_sigterm(
