@@ -19,7 +19,7 @@ wrapped to count them (from the end of the request's header fields on).
 
 http.server has no graceful stop of its own and Python's default ``SIGTERM`` action
 ends the process without running exit handlers; install a handler that stops the server
-(see docs/integrations.md) so that the exit handlers drain the log.
+(see docs/wsgi.md) so that the exit handlers drain the log.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""docs/integrations.md's FastAPI snippet for ``stats()``: the application makes the
+"""docs/fastapi.md's snippet for ``stats()``: the application makes the
 log and hands it to ``add_middleware`` with ``log=``, reads ``log.stats()`` in a route,
 and closes the log in its lifespan, after the last request.
 

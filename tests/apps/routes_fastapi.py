@@ -1,5 +1,5 @@
 """A FastAPI application whose records carry their route template (tests/unit/capture/test_routes.py),
-boundlog's middleware added as docs/integrations.md says: inside Starlette's stack,
+boundlog's middleware added as docs/fastapi.md says: inside Starlette's stack,
 between its error middleware and the router.
 
 * ``/items/{item_id}`` (an int: ``/items/abc`` is FastAPI's 422), GET only (a POST is

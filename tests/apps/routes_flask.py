@@ -1,4 +1,4 @@
-"""A Flask application with the hook of docs/integrations.md ("Flask") that hands its
+"""A Flask application with the hook of docs/wsgi.md ("Flask") that hands its
 URL rule to boundlog, wrapped in boundlog's WSGI middleware (tests/unit/capture/test_routes.py)."""
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 OpenTelemetry span current in its request (tests/unit/capture/test_trace.py), logged by boundlog's
 ASGI middleware two ways:
 
-* ``traced``: boundlog inside OpenTelemetry's ASGI middleware, as docs/configuration.md
+* ``traced``: boundlog inside OpenTelemetry's ASGI middleware, as docs/tracing.md
   tells: the server span OpenTelemetry makes is current while the application runs,
   so the lines show its ids;
 * ``untraced``: boundlog alone: no span, so the lines show the ids of the request's

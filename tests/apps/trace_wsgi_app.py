@@ -1,6 +1,6 @@
 """A WSGI application that answers with the trace and span ids of the OpenTelemetry
 span current in its request (tests/unit/capture/test_trace.py), behind OpenTelemetry's WSGI
-middleware with boundlog's inside it, as docs/configuration.md tells: a generator, so
+middleware with boundlog's inside it, as docs/tracing.md tells: a generator, so
 that its body is taken, and closed, after OpenTelemetry's call has returned.
 
 The SDK's tracer provider makes real (recording) spans; nothing exports them.  Its log

@@ -1,4 +1,4 @@
-"""waitress started from Python, as docs/integrations.md shows: ``python -m tests.apps.waitress_main PORT``.
+"""waitress started from Python, as docs/wsgi.md shows: ``python -m tests.apps.waitress_main PORT``.
 
 waitress stops gracefully on KeyboardInterrupt but installs no SIGTERM handler, and
 Python's default SIGTERM action ends the process without running exit handlers.

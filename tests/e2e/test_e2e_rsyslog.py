@@ -369,18 +369,18 @@ def rsyslogd_check(path: Path, configuration: str) -> subprocess.CompletedProces
     )
 
 
-# The three files docs/shipping.md's TLS part names, and what write_certificates makes.
+# The three files docs/collectors.md's TLS part names, and what write_certificates makes.
 TLS_FILES = ("/etc/rsyslog.d/ca.pem", "/etc/rsyslog.d/cert.pem", "/etc/rsyslog.d/key.pem")
 
 
 def test_the_documented_rsyslog_configurations_pass_rsyslogd_s_check(tmp_path: Path) -> None:
-    """docs/shipping.md's configurations, read from the page, as ``rsyslogd -N1``
+    """docs/collectors.md's configurations, read from the page, as ``rsyslogd -N1``
     validates them (modules and parameters; nothing is bound, no broker is reached):
     the plain one as written; with its TLS part, once the three files that part names
     exist (made here, a throwaway CA and a certificate it signed, in place of the
     paths under /etc); and with the forwarding to Kafka and Elasticsearch in place of
     the file."""
-    text = (REPO_ROOT / "docs" / "shipping.md").read_text()
+    text = (REPO_ROOT / "docs" / "collectors.md").read_text()
     blocks = re.findall(r"^```\w*\n(.*?)^```$", text, re.M | re.S)
     base, tls, forwarding = [
         block

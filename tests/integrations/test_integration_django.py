@@ -1,4 +1,4 @@
-"""Django, served by real servers: the quick starts of docs/wsgi.md ("Django").
+"""Django, served by real servers: the quick starts of docs/django.md.
 
 The project is tests/apps/django_site, laid out as ``django-admin startproject`` makes
 one; its wsgi.py and asgi.py are the documented ones, with the log's sink a relative

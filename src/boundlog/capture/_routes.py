@@ -5,7 +5,7 @@ request on, so the template is read when the response ends, from what the framew
 left in the very mapping the middleware holds:
 
 * a key of boundlog's own, ``ROUTE_KEY``, which an integration that has no other way
-  sets (``boundlog.django.RouteMiddleware``, Flask's hook in docs/integrations.md): it
+  sets (``boundlog.django.RouteMiddleware``, Flask's hook in docs/wsgi.md): it
   is read first, in a WSGI environ and an ASGI scope alike;
 * Starlette and FastAPI: their routers set ``scope["route"]`` to the matched route
   object and update the scope they were given in place (``scope.update(child_scope)``),

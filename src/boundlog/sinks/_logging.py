@@ -90,7 +90,7 @@ _SHAPE_OF_LOGGER = {"uvicorn.access": "uvicorn", "gunicorn.access": "gunicorn"}
 GUNICORN_DEFAULT = '%(h)s %(l)s %(u)s %(t)s "%(r)s" %(s)s %(b)s "%(f)s" "%(a)s"'
 _UVICORN_MESSAGE = '%s - "%s %s HTTP/%s" %d'
 
-#: The attributes every ``LogRecord`` gets (docs/configuration.md says what each holds).
+#: The attributes every ``LogRecord`` gets (docs/logging.md says what each holds).
 ATTRIBUTES = (
     "http_client", "http_method", "http_path", "http_query", "http_protocol", "http_status",
     "http_bytes_sent", "http_duration", "http_referer", "http_user_agent", "http_fields",

@@ -2,7 +2,7 @@
 
 Serve it with ``uvicorn tests.apps.django_site.asgi:application --no-access-log``.
 Django's handler refuses the lifespan scope; the middleware answers it instead, so the
-log is closed at the lifespan shutdown (see docs/integrations.md, "Django").
+log is closed at the lifespan shutdown (see docs/django.md).
 """
 
 import os

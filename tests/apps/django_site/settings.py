@@ -1,6 +1,6 @@
 """Settings for the test Django project: no database, no apps, no middleware beyond
 the common one and boundlog's, which leaves each request's URL pattern for the log
-(docs/integrations.md, "Django"), so that each request reaches its view and nothing
+(docs/django.md), so that each request reaches its view and nothing
 else."""
 
 SECRET_KEY = "boundlog-tests-only-not-a-secret"
