@@ -1,0 +1,1 @@
+"""OTLP/HTTP: each record an OpenTelemetry LogRecord, each batch one POST to a collector."""

@@ -1,0 +1,146 @@
+"""OTLP's log messages (opentelemetry-proto's ``logs.proto``): a batch of records as one
+``ExportLogsServiceRequest``, and the collector's answer read back.
+
+Each record's LogRecord is made from its line in the ``otel`` schema preset
+(``formats/_schemas.py``): the OpenTelemetry log data model with the HTTP semantic
+conventions' attributes, escaped and redacted as every line is, and checked by that
+preset's tests.  So the two say the same of a request, and what a line in the preset
+shows is what a collector receives: the severity from the status (INFO, WARN for 4xx,
+ERROR for 5xx), the body ``GET /items 200``, the trace and span ids in the LogRecord's
+own fields, the attributes in the preset's order, the application's fields last.  A
+null (a field the application set to None, a duration that is not finite) is left out,
+as the OpenTelemetry SDK leaves out an attribute it cannot hold.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Iterable, Mapping
+from typing import Any
+from urllib.parse import unquote
+
+from ..._version import __version__
+from ._protobuf import (
+    FIXED64,
+    VARINT,
+    bytes_field,
+    fields,
+    fixed64_field,
+    key,
+    length_delimited,
+    message_field,
+    string_field,
+    varint,
+    varint_field,
+)
+
+#: The SeverityNumber of each severity_text the preset writes.
+SEVERITY_NUMBERS = {"INFO": 9, "WARN": 13, "ERROR": 17}
+#: The instrumentation scope the records come from.
+SCOPE_NAME = "boundlog"
+_INT64 = range(-(1 << 63), 1 << 63)
+_DOUBLE = struct.Struct("<d")
+
+
+def any_value(value: object) -> bytes:
+    """An ``AnyValue`` holding ``value``, a JSON value; a oneof writes its value even
+    when it is the default (``""``, 0, false).  An int beyond int64 is its decimal
+    text, which loses nothing."""
+    if isinstance(value, str):
+        return length_delimited(1, value.encode("utf-8", "backslashreplace"))
+    if value is True or value is False:
+        return key(2, VARINT) + varint(int(value))
+    if isinstance(value, int):
+        if value in _INT64:
+            return key(3, VARINT) + varint(value)
+        return length_delimited(1, str(value).encode("ascii"))
+    if isinstance(value, float):
+        return key(4, FIXED64) + _DOUBLE.pack(value)
+    if isinstance(value, list):
+        # ArrayValue { repeated AnyValue values = 1 }
+        return length_delimited(5, b"".join(message_field(1, any_value(item)) for item in value))
+    if isinstance(value, dict):
+        # KeyValueList { repeated KeyValue values = 1 }
+        return length_delimited(6, _key_values(value.items(), 1))
+    return b""  # null: an empty AnyValue
+
+
+def _key_values(items: Iterable[tuple[str, Any]], number: int) -> bytes:
+    """Each ``KeyValue { key = 1; value = 2 }`` as field ``number``, nulls left out."""
+    return b"".join(
+        message_field(number, string_field(1, name) + message_field(2, any_value(value)))
+        for name, value in items
+        if value is not None
+    )
+
+
+def log_record(line: Mapping[str, Any], time_ns: int, observed_ns: int) -> bytes:
+    """The ``LogRecord`` of one ``otel`` preset line (parsed), fields in their numbers'
+    order: time (1), severity number (2) and text (3), body (5), attributes (6), trace
+    id (9), span id (10), observed time (11)."""
+    severity = line.get("severity_text", "")
+    body = line.get("body")
+    trace_id = line.get("trace_id")
+    span_id = line.get("span_id")
+    return b"".join(
+        (
+            fixed64_field(1, time_ns),
+            varint_field(2, SEVERITY_NUMBERS.get(severity, 0)),
+            string_field(3, severity),
+            b"" if body is None else message_field(5, any_value(body)),
+            _key_values(line.get("attributes", {}).items(), 6),
+            b"" if trace_id is None else bytes_field(9, bytes.fromhex(trace_id)),
+            b"" if span_id is None else bytes_field(10, bytes.fromhex(span_id)),
+            fixed64_field(11, observed_ns),
+        )
+    )
+
+
+def scope_logs(log_records: Iterable[bytes]) -> bytes:
+    """``ScopeLogs { scope = 1; repeated LogRecord log_records = 2 }``."""
+    scope = string_field(1, SCOPE_NAME) + string_field(2, __version__)
+    return message_field(1, scope) + b"".join(message_field(2, record) for record in log_records)
+
+
+def export_request(resource: bytes, log_records: Iterable[bytes]) -> bytes:
+    """``ExportLogsServiceRequest { repeated ResourceLogs resource_logs = 1 }`` of one
+    resource (its encoded ``Resource``) and one scope."""
+    resource_logs = message_field(1, resource) + message_field(2, scope_logs(log_records))
+    return message_field(1, resource_logs)
+
+
+def resource(attributes: Mapping[str, str]) -> bytes:
+    """``Resource { repeated KeyValue attributes = 1 }``."""
+    return _key_values(attributes.items(), 1)
+
+
+def resource_attributes(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """The resource's attributes as the OpenTelemetry SDK takes them from the
+    environment: ``OTEL_RESOURCE_ATTRIBUTES`` (``key=value,...``, values
+    percent-decoded), then ``OTEL_SERVICE_NAME``, which wins for ``service.name``;
+    ``service.name`` is ``unknown_service`` when neither gives one."""
+    attributes: dict[str, str] = {}
+    for item in environ.get("OTEL_RESOURCE_ATTRIBUTES", "").split(","):
+        name, equals, value = item.partition("=")
+        if equals and name.strip():
+            attributes[name.strip()] = unquote(value.strip())
+    service = environ.get("OTEL_SERVICE_NAME", "").strip()
+    if service:
+        attributes["service.name"] = service
+    return {"service.name": attributes.pop("service.name", "unknown_service"), **attributes}
+
+
+def rejected(answer: bytes) -> tuple[int, str]:
+    """What an ``ExportLogsServiceResponse`` says was rejected: the count of
+    ``partial_success.rejected_log_records`` and its ``error_message`` (0 and ``""``
+    for a full success).  Raises ValueError for bytes that are not such a message."""
+    count, message = 0, ""
+    for number, _wire_type, value in fields(answer):
+        if number == 1 and isinstance(value, bytes):
+            for inner, _inner_type, inner_value in fields(value):
+                if inner == 1 and isinstance(inner_value, int):
+                    count = inner_value - (1 << 64) if inner_value >= 1 << 63 else inner_value
+                elif inner == 2 and isinstance(inner_value, bytes):
+                    message = inner_value.decode("utf-8", "replace")
+    return count, message
