@@ -37,7 +37,6 @@ from ..record._budget import RecordBudget
 from ..record._record import Record, environ_names_of, extras_read_by
 from ..selection._filters import Select, make_select
 from ..sinks._files import Sink, SinkSpec, open_sink
-from ..sinks._logging import LoggingSink
 from ._admission import Admission
 from ._signals import SignalShare, drain_on_sigterm, terminate_after
 from ._writer import Writer
@@ -212,10 +211,12 @@ class AccessLog:
     def _format_for_sink(self, fmt: Format) -> Format:
         if isinstance(fmt, DevFormat):
             fmt = fmt.for_sink(is_terminal=self._sink.isatty())
-        if isinstance(self._sink, LoggingSink):
-            # The writer formats and writes as for any sink; the sink's own format
-            # step builds the LogRecords' messages that its write() emits.
-            fmt = self._sink.messages(fmt)
+        messages = getattr(self._sink, "messages", None)
+        if messages is not None:
+            # A sink of records rather than lines (LoggingSink, OtlpSink): the writer
+            # formats and writes as for any sink; the sink's own format step builds what
+            # its write() sends (LogRecords), and the lines the writer counts.
+            fmt = messages(fmt)
         return fmt
 
     def _learn_what_lines_read(

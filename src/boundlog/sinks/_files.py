@@ -22,12 +22,16 @@ from ._logging import SCHEME as LOGGING_SCHEME
 from ._logging import LoggingSink
 from ._network import NetworkSink
 from ._urls import looks_like_url
+from .otlp._sink import OtlpSink
+
+#: What a sink string starts with to name an OTLP collector.
+OTLP_SCHEMES = ("otlp+http://", "otlp+https://")
 
 # Writes of at most PIPE_BUF bytes to a pipe are atomic: several processes sharing one
 # pipe (gunicorn workers on one stdout) never interleave inside such a write.
 PIPE_BUF = select.PIPE_BUF
 
-SinkSpec = str | int | BinaryIO | NetworkSink | LoggingSink
+SinkSpec = str | int | BinaryIO | NetworkSink | LoggingSink | OtlpSink
 
 
 class Destination(Protocol):
@@ -270,8 +274,10 @@ def open_sink(spec: SinkSpec) -> Destination:
 
     A network sink only parses its URL here: it connects on the writer thread.
     """
-    if isinstance(spec, NetworkSink | LoggingSink):
+    if isinstance(spec, NetworkSink | LoggingSink | OtlpSink):
         return spec
+    if isinstance(spec, str) and (spec == "otlp" or spec.lower().startswith(OTLP_SCHEMES)):
+        return OtlpSink(spec)
     if isinstance(spec, str) and spec.startswith(LOGGING_SCHEME):
         return LoggingSink.from_spec(spec)
     if isinstance(spec, str) and looks_like_url(spec):

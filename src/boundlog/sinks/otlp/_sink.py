@@ -1,0 +1,284 @@
+"""``sink="otlp+http://HOST:PORT"``: each batch one OTLP/HTTP POST to a collector.
+
+The writer formats and writes as for any sink.  The sink's own format step
+(:meth:`OtlpSink.messages`) writes each record's line in the ``otel`` schema preset,
+which the writer counts as it counts any lines, and keeps each record's LogRecord
+(``_logs``) for :meth:`OtlpSink.write`, which sends them in one
+``ExportLogsServiceRequest``.  A 2xx answer means written, less the records its
+``partial_success`` says were rejected, which are failed; 429, 502, 503 and 504 and a
+connection that fails are retried, with a growing pause or the one ``Retry-After``
+asks for, while later records wait in the bounded queue (the log's policy deciding);
+any other answer fails the batch, as a collector that refuses it would refuse it again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import email.utils
+import http.client
+import json
+import math
+import os
+import socket
+import ssl
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from urllib.parse import unquote, urlsplit
+
+from ..._errors import ConfigurationError
+from ...formats._schemas import SchemaFormat
+from ...record._record import Record
+from .._pathless import Pathless
+from ._logs import export_request, log_record, rejected, resource, resource_attributes
+
+#: The schemes a sink URL may start with.
+SCHEMES = ("otlp+http", "otlp+https")
+#: Where ``sink="otlp"`` sends when no variable says: a collector on this host.
+DEFAULT_ENDPOINT = "http://localhost:4318/v1/logs"
+#: OTLP's default timeout of an export, in seconds (``OTEL_EXPORTER_OTLP_TIMEOUT``: ms).
+DEFAULT_TIMEOUT = 10.0
+#: The answers the OTLP/HTTP specification says to retry.
+RETRYABLE = frozenset({429, 502, 503, 504})
+#: The first pause before a retry, and the longest.
+FIRST_PAUSE = 0.5
+LONGEST_PAUSE = 30.0
+
+
+def _unix_nanos(seconds: float) -> int:
+    return int(seconds * 1e9) if math.isfinite(seconds) and 0 <= seconds < 1.8e10 else 0
+
+
+class _LogRecords:
+    """The format step of a log writing to an :class:`OtlpSink`."""
+
+    def __init__(self, pending: list[bytes]) -> None:
+        self._pending = pending
+        self._lines = SchemaFormat("otel")
+        self.request_header_names = self._lines.request_header_names
+        self.response_header_names = self._lines.response_header_names
+        self.reads_notes = True
+        self.reads_extras = self._lines.reads_extras
+
+    def format_batch(self, records: Sequence[Record]) -> bytes:
+        data = self._lines.format_batch(records)
+        lines = data.split(b"\n")[:-1]
+        observed = time.time_ns()
+        entries = [
+            log_record(json.loads(line), _unix_nanos(record.time), observed)
+            for line, record in zip(lines, records, strict=True)
+        ]
+        # Kept only once the whole batch is built: the writer retries a batch that raised
+        # record by record, and no record may be sent twice.
+        self._pending.extend(entries)
+        return data
+
+
+class OtlpSink(Pathless):
+    """A sink that POSTs each batch to an OpenTelemetry collector (OTLP/HTTP, protobuf).
+
+    ``OtlpSink("otlp+http://collector:4318")`` sends to ``/v1/logs`` under the URL's
+    path; ``OtlpSink("otlp")`` (``sink="otlp"``) reads the OpenTelemetry SDK's variables:
+    ``OTEL_EXPORTER_OTLP_LOGS_ENDPOINT`` (the whole URL) or
+    ``OTEL_EXPORTER_OTLP_ENDPOINT`` (a base), their ``_HEADERS``, ``_TIMEOUT``
+    (milliseconds), ``_PROTOCOL`` (``http/protobuf``) and ``_CERTIFICATE`` (a CA file),
+    and ``OTEL_SERVICE_NAME`` / ``OTEL_RESOURCE_ATTRIBUTES`` for the resource.
+    """
+
+    retries = 0
+    wakes_when_stopped = True
+
+    def __init__(self, url: str = "otlp", *, environ: Mapping[str, str] | None = None) -> None:
+        env = os.environ if environ is None else environ
+        self.endpoint, self.headers, self.timeout, cafile = _settings(url, env)
+        parts = urlsplit(self.endpoint)
+        self._https = parts.scheme == "https"
+        self._host = parts.hostname or "localhost"
+        self._port = parts.port or (443 if self._https else 80)
+        self._target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        self._context = ssl.create_default_context(cafile=cafile) if self._https else None
+        self._resource = resource(resource_attributes(env))
+        self.name = self.endpoint
+        self.delivered = 0
+        self._stopped = False
+        self._pending: list[bytes] = []
+        self._connection: http.client.HTTPConnection | None = None
+        self._wake = threading.Event()
+        self._taken = False
+
+    @property
+    def stopped(self) -> bool:
+        return self._stopped
+
+    @stopped.setter
+    def stopped(self, value: bool) -> None:
+        # close() gave up: end a request in flight and a pause between attempts.
+        self._stopped = value
+        if value:
+            self._wake.set()
+            connection = self._connection
+            if connection is not None and connection.sock is not None:
+                with contextlib.suppress(OSError):
+                    connection.sock.shutdown(socket.SHUT_RDWR)
+
+    def messages(self, fmt: object) -> _LogRecords:
+        """The format step of a log writing to this sink (the log's format does not
+        apply: a collector gets LogRecords, not lines)."""
+        if self._taken:
+            raise ConfigurationError(
+                f"{self!r} already serves a log: give each log an OtlpSink of its own"
+            )
+        self._taken = True
+        return _LogRecords(self._pending)
+
+    def write(self, data: bytes) -> tuple[int, OSError | None]:
+        """Send the batch's LogRecords in one request, retrying what may be retried,
+        until answered or stopped; return how far into ``data`` the written lines go."""
+        pending, self._pending[:] = self._pending[:], []
+        if not pending:
+            return len(data), None
+        body = export_request(self._resource, pending)
+        pause = FIRST_PAUSE
+        while not self._stopped:
+            self._wake.clear()
+            try:
+                status, answer, retry_after = self._post(body)
+            except (OSError, http.client.HTTPException):
+                self._disconnect()
+                if self._stopped:
+                    break
+                self.retries += 1
+                wait = pause
+            else:
+                if 200 <= status < 300:
+                    try:
+                        count, message = rejected(answer)
+                    except ValueError:
+                        count, message = 0, ""
+                    if count <= 0:
+                        return len(data), None
+                    kept = max(0, len(pending) - count)
+                    return _line_end(data, kept), OSError(
+                        f"the collector rejected {count} record(s): {message or 'no reason given'}"
+                    )
+                if status not in RETRYABLE:
+                    return 0, OSError(f"the collector answered HTTP {status}")
+                self.retries += 1
+                wait = retry_after if retry_after is not None else pause
+            pause = min(LONGEST_PAUSE, pause * 2)
+            self._wake.wait(wait)
+        return 0, None
+
+    def watch_backlog(self, waiting: Callable[[], int]) -> None:
+        """Nothing to report of the queue: retries are counted in ``retries``."""
+
+    def hurry(self) -> None:
+        self._wake.set()
+
+    def after_fork(self) -> None:
+        self._connection = None
+        self._pending.clear()
+
+    def close(self) -> None:
+        self._disconnect()
+
+    def _post(self, body: bytes) -> tuple[int, bytes, float | None]:
+        connection = self._connection
+        if connection is None:
+            if self._https:
+                connection = http.client.HTTPSConnection(
+                    self._host, self._port, timeout=self.timeout, context=self._context
+                )
+            else:
+                connection = http.client.HTTPConnection(
+                    self._host, self._port, timeout=self.timeout
+                )
+            self._connection = connection
+        headers = {"Content-Type": "application/x-protobuf", **self.headers}
+        connection.request("POST", self._target, body=body, headers=headers)
+        response = connection.getresponse()
+        answer = response.read()
+        return response.status, answer, _retry_after(response.getheader("Retry-After"))
+
+    def _disconnect(self) -> None:
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            connection.close()
+
+    def __repr__(self) -> str:
+        return f"OtlpSink({self.endpoint!r})"
+
+
+def _line_end(data: bytes, lines: int) -> int:
+    """The offset just past the first ``lines`` lines of ``data``."""
+    end = 0
+    for _ in range(lines):
+        end = data.index(b"\n", end) + 1
+    return end
+
+
+def _retry_after(value: str | None) -> float | None:
+    """Seconds to wait from a ``Retry-After`` value (seconds, or an HTTP date)."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return min(float(value), LONGEST_PAUSE)
+    with contextlib.suppress(TypeError, ValueError, IndexError):
+        moment = email.utils.parsedate_to_datetime(value)
+        return max(0.0, min(moment.timestamp() - time.time(), LONGEST_PAUSE))
+    return None
+
+
+def _settings(url: str, env: Mapping[str, str]) -> tuple[str, dict[str, str], float, str | None]:
+    """The endpoint, headers, timeout (s) and CA file a sink URL and the variables give."""
+
+    def variable(name: str) -> str:
+        return env.get(f"OTEL_EXPORTER_OTLP_LOGS_{name}") or env.get(
+            f"OTEL_EXPORTER_OTLP_{name}", ""
+        )
+
+    if url == "otlp":
+        endpoint = env.get("OTEL_EXPORTER_OTLP_LOGS_ENDPOINT", "")
+        if not endpoint:
+            base = env.get("OTEL_EXPORTER_OTLP_ENDPOINT", "")
+            endpoint = base.rstrip("/") + "/v1/logs" if base else DEFAULT_ENDPOINT
+    else:
+        scheme, separator, rest = url.partition("://")
+        if not separator or scheme.lower() not in SCHEMES:
+            raise ConfigurationError(
+                f"{url!r} is not an OTLP sink: use otlp+http://HOST:PORT, "
+                "otlp+https://HOST:PORT, or otlp (the OTEL_EXPORTER_OTLP_* variables)"
+            )
+        endpoint = scheme.lower()[5:] + "://" + rest.rstrip("/") + "/v1/logs"
+    parts = urlsplit(endpoint)
+    try:
+        parts.port  # noqa: B018  (a malformed port raises)
+    except ValueError as error:
+        raise ConfigurationError(f"OTLP endpoint {endpoint!r}: {error}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigurationError(
+            f"OTLP endpoint {endpoint!r}: expected http://HOST:PORT/... or https://..."
+        )
+    protocol = variable("PROTOCOL") or "http/protobuf"
+    if protocol != "http/protobuf":
+        raise ConfigurationError(
+            f"OTEL_EXPORTER_OTLP_PROTOCOL={protocol!r}: boundlog's OTLP sink speaks "
+            "http/protobuf (the default every collector takes); unset it or set http/protobuf"
+        )
+    headers = {}
+    for item in variable("HEADERS").split(","):
+        name, equals, value = item.partition("=")
+        if equals and name.strip():
+            headers[unquote(name.strip())] = unquote(value.strip())
+    timeout_text = variable("TIMEOUT")
+    try:
+        timeout = float(timeout_text) / 1000 if timeout_text else DEFAULT_TIMEOUT
+    except ValueError:
+        raise ConfigurationError(
+            f"OTEL_EXPORTER_OTLP_TIMEOUT={timeout_text!r}: give milliseconds, e.g. 10000"
+        ) from None
+    if not timeout > 0:
+        raise ConfigurationError(f"OTEL_EXPORTER_OTLP_TIMEOUT={timeout_text!r}: must be above 0")
+    cafile = variable("CERTIFICATE") or None
+    return endpoint, headers, timeout, cafile

@@ -1,0 +1,203 @@
+"""The OTLP sink against a real collector on loopback: an HTTP server that decodes what
+it receives with the official opentelemetry-proto messages and answers as told."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
+    ExportLogsServiceRequest,
+    ExportLogsServiceResponse,
+)
+
+from _ports import LOOPBACK, free_port
+from _records import make_record
+from boundlog import AccessLog, ConfigurationError
+from boundlog.sinks.otlp._sink import OtlpSink
+
+COUNT = 40
+
+
+class Collector:
+    """What the collector received (each LogRecord's path), and the answers it gives:
+    each request takes the next of ``answers`` (status, headers, rejected count), the
+    last one for ever after."""
+
+    def __init__(self, port: int, answers: list[tuple[int, dict[str, str], int]]) -> None:
+        self.port = port
+        self.answers = answers
+        self.paths: list[str] = []
+        self.requests = 0
+        self.service_names: list[str] = []
+        self.headers: list[dict[str, str]] = []
+        self.got_some = threading.Event()
+        collector = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                status, headers, rejecting = collector.next_answer()
+                collector.requests += 1
+                collector.headers.append(dict(self.headers))
+                if 200 <= status < 300:
+                    request = ExportLogsServiceRequest.FromString(body)
+                    for resource_logs in request.resource_logs:
+                        names = [
+                            kv.value.string_value
+                            for kv in resource_logs.resource.attributes
+                            if kv.key == "service.name"
+                        ]
+                        collector.service_names.extend(names)
+                        for scope_logs in resource_logs.scope_logs:
+                            for log in scope_logs.log_records:
+                                attributes = {kv.key: kv.value for kv in log.attributes}
+                                collector.paths.append(attributes["url.path"].string_value)
+                    answer = ExportLogsServiceResponse()
+                    if rejecting:
+                        answer.partial_success.rejected_log_records = rejecting
+                        answer.partial_success.error_message = "too old"
+                    payload = answer.SerializeToString()
+                else:
+                    payload = b"busy"
+                self.send_response(status)
+                for name, value in headers.items():
+                    self.send_header(name, value)
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+                collector.got_some.set()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer((LOOPBACK, port), Handler)
+
+    def next_answer(self) -> tuple[int, dict[str, str], int]:
+        return self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+
+
+@contextmanager
+def collector(
+    answers: list[tuple[int, dict[str, str], int]] | None = None, port: int | None = None
+) -> Iterator[Collector]:
+    running = Collector(port or free_port(), answers or [(200, {}, 0)])
+    thread = threading.Thread(target=running.server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield running
+    finally:
+        running.server.shutdown()
+        running.server.server_close()
+        thread.join()
+
+
+def submit_all(log: AccessLog, count: int = COUNT) -> list[str]:
+    paths = [f"/items/{n}" for n in range(count)]
+    for path in paths:
+        assert log.submit(make_record(path=path.encode()))
+    return paths
+
+
+def test_every_record_arrives_once_as_a_log_record() -> None:
+    with collector() as running:
+        log = AccessLog(f"otlp+http://{LOOPBACK}:{running.port}", flush_interval=0.01)
+        paths = submit_all(log)
+        log.close()
+    assert sorted(running.paths) == sorted(paths)
+    stats = log.stats()
+    assert (stats.written, stats.failed, stats.dropped) == (COUNT, 0, 0)
+
+
+def test_a_busy_collector_is_retried_and_nothing_is_lost() -> None:
+    answers = [(503, {"Retry-After": "0"}, 0), (429, {}, 0), (502, {}, 0), (200, {}, 0)]
+    with collector(answers) as running:
+        log = AccessLog(f"otlp+http://{LOOPBACK}:{running.port}", flush_interval=0.01)
+        paths = submit_all(log)
+        assert log.flush(timeout=120)
+        log.close()
+    assert sorted(running.paths) == sorted(paths)
+    stats = log.stats()
+    assert (stats.written, stats.failed) == (COUNT, 0)
+    assert stats.write_errors >= 3
+
+
+def test_a_collector_down_at_start_gets_every_record_once_it_is_up() -> None:
+    port = free_port()
+    log = AccessLog(f"otlp+http://{LOOPBACK}:{port}", flush_interval=0.01)
+    try:
+        paths = submit_all(log)
+        with collector(port=port) as running:
+            assert log.flush(timeout=120)
+    finally:
+        log.close()
+    assert sorted(running.paths) == sorted(paths)
+    assert log.stats().written == COUNT
+
+
+def test_rejected_records_are_counted_failed() -> None:
+    with collector([(200, {}, 3)]) as running:
+        log = AccessLog(f"otlp+http://{LOOPBACK}:{running.port}", flush_interval=3600)
+        submit_all(log)
+        log.close()
+    stats = log.stats()
+    assert running.requests == 1
+    assert (stats.written, stats.failed) == (COUNT - 3, 3)
+
+
+def test_a_refusal_that_would_be_refused_again_fails_the_batch() -> None:
+    with collector([(400, {}, 0)]) as running:
+        log = AccessLog(f"otlp+http://{LOOPBACK}:{running.port}", flush_interval=3600)
+        submit_all(log)
+        log.close()
+    assert running.requests == 1
+    assert (log.stats().written, log.stats().failed) == (0, COUNT)
+
+
+def test_close_gives_up_on_a_collector_never_up_and_counts_every_record() -> None:
+    log = AccessLog(f"otlp+http://{LOOPBACK}:{free_port()}", flush_interval=0, close_timeout=0.5)
+    submit_all(log)
+    log.close()
+    stats = log.stats()
+    assert stats.written + stats.failed == COUNT
+    assert stats.failed > 0
+
+
+def test_sink_otlp_reads_the_sdk_s_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    with collector() as running:
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://{LOOPBACK}:{running.port}/")
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_HEADERS", "api-key=s%20cret")
+        monkeypatch.setenv("OTEL_SERVICE_NAME", "shop")
+        log = AccessLog("otlp", flush_interval=3600)
+        submit_all(log, 2)
+        log.close()
+    assert running.service_names == ["shop"]
+    assert running.headers[0]["api-key"] == "s cret"
+    assert len(running.paths) == 2
+
+
+@pytest.mark.parametrize(
+    ("url", "environ", "message"),
+    [
+        ("otlp+ftp://x:1", {}, "not an OTLP sink"),
+        ("otlp", {"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}, "http/protobuf"),
+        ("otlp", {"OTEL_EXPORTER_OTLP_TIMEOUT": "soon"}, "milliseconds"),
+        ("otlp+http://host:99999", {}, "OTLP endpoint"),
+    ],
+)
+def test_a_wrong_setting_says_what_to_do(url: str, environ: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigurationError, match=message):
+        OtlpSink(url, environ=environ)
+
+
+def test_the_endpoint_follows_the_exporter_specification() -> None:
+    assert OtlpSink("otlp+http://c:4318", environ={}).endpoint == "http://c:4318/v1/logs"
+    assert OtlpSink("otlp+https://c/base/", environ={}).endpoint == "https://c/base/v1/logs"
+    whole = {"OTEL_EXPORTER_OTLP_LOGS_ENDPOINT": "http://c:1/custom"}
+    assert OtlpSink("otlp", environ=whole).endpoint == "http://c:1/custom"
+    assert OtlpSink("otlp", environ={}).endpoint == "http://localhost:4318/v1/logs"
