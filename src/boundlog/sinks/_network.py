@@ -433,7 +433,7 @@ class NetworkSink(Pathless):
         unsent = len(self._frame_ends) - bisect.bisect_right(self._frame_ends, self._sent)
         waiting = self._waiting() + unsent
         if self._report(
-            f"{what} {self.name}: {_cause(error)}; retrying in {wait:.1f} s, "
+            f"{what} {self.name}: {cause_of(error)}; retrying in {wait:.1f} s, "
             f"{waiting} record{'s' if waiting != 1 else ''} waiting"
         ):
             self._reported_failure = True
@@ -516,7 +516,8 @@ def _peer_closed(sock: socket.socket) -> bool:
         return True
 
 
-def _cause(error: BaseException) -> str:
+def cause_of(error: BaseException) -> str:
+    """What went wrong, in a few words, for a report on stderr."""
     if isinstance(error, ssl.SSLCertVerificationError):
         return f"certificate verify failed: {error.verify_message}"
     if isinstance(error, ssl.SSLError):

@@ -3,10 +3,12 @@ it receives with the official opentelemetry-proto messages and answers as told."
 
 from __future__ import annotations
 
+import ssl
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,6 +17,7 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
     ExportLogsServiceResponse,
 )
 
+from _collectors import write_certificates
 from _ports import LOOPBACK, free_port
 from _records import make_record
 from boundlog import AccessLog, ConfigurationError
@@ -84,9 +87,15 @@ class Collector:
 
 @contextmanager
 def collector(
-    answers: list[tuple[int, dict[str, str], int]] | None = None, port: int | None = None
+    answers: list[tuple[int, dict[str, str], int]] | None = None,
+    port: int | None = None,
+    tls: tuple[Path, Path] | None = None,
 ) -> Iterator[Collector]:
     running = Collector(port or free_port(), answers or [(200, {}, 0)])
+    if tls is not None:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(*map(str, tls))
+        running.server.socket = context.wrap_socket(running.server.socket, server_side=True)
     thread = threading.Thread(target=running.server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -201,3 +210,46 @@ def test_the_endpoint_follows_the_exporter_specification() -> None:
     whole = {"OTEL_EXPORTER_OTLP_LOGS_ENDPOINT": "http://c:1/custom"}
     assert OtlpSink("otlp", environ=whole).endpoint == "http://c:1/custom"
     assert OtlpSink("otlp", environ={}).endpoint == "http://localhost:4318/v1/logs"
+
+
+def test_a_collector_away_is_reported_on_stderr_and_so_is_its_return(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    port = free_port()
+    log = AccessLog(f"otlp+http://{LOOPBACK}:{port}", flush_interval=0.01)
+    try:
+        submit_all(log, 3)
+        while "cannot send to" not in capfd.readouterr().err:
+            # The first failed attempt is reported at once; each check waits for the next.
+            log.flush(timeout=0.2)
+        with collector(port=port) as running:
+            assert log.flush(timeout=120)
+    finally:
+        log.close()
+    assert len(running.paths) == 3
+    err = capfd.readouterr().err
+    assert f"sending to http://{LOOPBACK}:{port}/v1/logs again" in err, err
+
+
+def test_tls_with_the_collector_s_ca_delivers_and_a_wrong_ca_is_refused_and_reported(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ca, certificate, key = write_certificates(tmp_path / "right", "collector")
+    wrong_ca, _, _ = write_certificates(tmp_path / "wrong", "stranger")
+    with collector(tls=(certificate, key)) as running:
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_CERTIFICATE", str(ca))
+        log = AccessLog(f"otlp+https://localhost:{running.port}", flush_interval=0.01)
+        submit_all(log, 2)
+        log.close()
+        assert (log.stats().written, len(running.paths)) == (2, 2)
+
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_CERTIFICATE", str(wrong_ca))
+        log = AccessLog(
+            f"otlp+https://localhost:{running.port}", flush_interval=0.01, close_timeout=0.5
+        )
+        submit_all(log, 2)
+        while "certificate verify failed" not in capfd.readouterr().err:
+            log.flush(timeout=0.2)
+        log.close()
+    assert (log.stats().written, log.stats().failed) == (0, 2)
+    assert len(running.paths) == 2

@@ -19,6 +19,7 @@ import http.client
 import json
 import math
 import os
+import random
 import socket
 import ssl
 import threading
@@ -26,9 +27,10 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from urllib.parse import unquote, urlsplit
 
-from ..._errors import ConfigurationError
+from ..._errors import ConfigurationError, report_on_stderr
 from ...formats._schemas import SchemaFormat
 from ...record._record import Record
+from .._network import REPORT_EVERY, cause_of
 from .._pathless import Pathless
 from ._logs import export_request, log_record, rejected, resource, resource_attributes
 
@@ -105,6 +107,12 @@ class OtlpSink(Pathless):
         self._connection: http.client.HTTPConnection | None = None
         self._wake = threading.Event()
         self._taken = False
+        # Failed attempts since the last answer, and the reports on stderr: at most one
+        # every REPORT_EVERY seconds, and one when the collector answers again.
+        self._failures = 0
+        self._reported = False
+        self._last_report = -REPORT_EVERY
+        self._waiting: Callable[[], int] = lambda: 0
 
     @property
     def stopped(self) -> bool:
@@ -143,34 +151,68 @@ class OtlpSink(Pathless):
             self._wake.clear()
             try:
                 status, answer, retry_after = self._post(body)
-            except (OSError, http.client.HTTPException):
+            except (OSError, http.client.HTTPException) as error:
                 self._disconnect()
                 if self._stopped:
                     break
-                self.retries += 1
-                wait = pause
+                wait = pause * random.uniform(0.5, 1.0)
+                self._failed(f"cannot send to {self.name}: {cause_of(error)}", wait, len(pending))
             else:
-                if 200 <= status < 300:
-                    try:
-                        count, message = rejected(answer)
-                    except ValueError:
-                        count, message = 0, ""
-                    if count <= 0:
-                        return len(data), None
-                    kept = max(0, len(pending) - count)
-                    return _line_end(data, kept), OSError(
-                        f"the collector rejected {count} record(s): {message or 'no reason given'}"
-                    )
-                if status not in RETRYABLE:
-                    return 0, OSError(f"the collector answered HTTP {status}")
-                self.retries += 1
-                wait = retry_after if retry_after is not None else pause
+                if status in RETRYABLE:
+                    wait = retry_after if retry_after is not None else pause
+                    self._failed(f"{self.name} answered HTTP {status}", wait, len(pending))
+                else:
+                    self._recovered()
+                    return self._answered(data, len(pending), status, answer)
             pause = min(LONGEST_PAUSE, pause * 2)
+            # Not cleared here: a hurry() that came during the attempt skips this wait.
             self._wake.wait(wait)
         return 0, None
 
+    def _answered(
+        self, data: bytes, sent: int, status: int, answer: bytes
+    ) -> tuple[int, OSError | None]:
+        """What an answer that is not retried means for the batch."""
+        if not 200 <= status < 300:
+            # 400, 401, 404, 413, 500...: the same request would be refused again.
+            return 0, OSError(f"{self.name} answered HTTP {status}")
+        try:
+            count, message = rejected(answer)
+        except ValueError:
+            count, message = 0, ""
+        if count <= 0:
+            return len(data), None
+        # Which ones it does not say: as many lines as were kept count as written.
+        return _line_end(data, max(0, sent - count)), OSError(
+            f"{self.name} rejected {count} record(s): {message or 'no reason given'}"
+        )
+
+    def _failed(self, what: str, wait: float, unsent: int) -> None:
+        """Count a failed attempt, and say so on stderr now and then."""
+        self.retries += 1
+        self._failures += 1
+        now = time.monotonic()
+        if now - self._last_report >= REPORT_EVERY:
+            self._last_report = now
+            self._reported = True
+            waiting = self._waiting() + unsent
+            report_on_stderr(
+                f"{what}; retrying in {wait:.1f} s, "
+                f"{waiting} record{'s' if waiting != 1 else ''} waiting"
+            )
+
+    def _recovered(self) -> None:
+        if self._reported:
+            report_on_stderr(
+                f"sending to {self.name} again, after {self._failures} failed "
+                f"attempt{'s' if self._failures != 1 else ''}"
+            )
+        self._failures = 0
+        self._reported = False
+
     def watch_backlog(self, waiting: Callable[[], int]) -> None:
-        """Nothing to report of the queue: retries are counted in ``retries``."""
+        """Learn how to count the records waiting behind this sink, for reports."""
+        self._waiting = waiting
 
     def hurry(self) -> None:
         self._wake.set()
