@@ -23,7 +23,7 @@ from _collectors import (
 from _records import make_record
 from _servers import loss_reports
 from boundlog import AccessLog, ConfigurationError, NetworkSink, Stats
-from boundlog.sinks._network import _cause
+from boundlog.sinks._network import cause_of
 from boundlog.sinks._syslog import Syslog, datagrams, octet_counted
 
 # Quick retries: the tests wait for the sink to come back, never for a fixed time.
@@ -346,4 +346,4 @@ def test_ssl_context_must_be_one() -> None:
 )
 def test_reports_say_the_cause_in_words(error: OSError, said: str) -> None:
     """What a report says of each kind of failure."""
-    assert _cause(error) == said
+    assert cause_of(error) == said
