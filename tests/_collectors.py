@@ -18,11 +18,18 @@ import ssl
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
-from _ports import free_port
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
+    ExportLogsServiceRequest,
+    ExportLogsServiceResponse,
+)
+
+from _ports import LOOPBACK, free_port
 from _records import make_record
 from boundlog import AccessLog, Stats
 
@@ -418,3 +425,90 @@ def socket_inodes() -> set[int]:
             if target.startswith("socket:["):
                 found.add(int(target[8:-1]))
     return found
+
+
+# -- OTLP ---------------------------------------------------------------------------------
+
+
+class OtlpCollector:
+    """An OpenTelemetry collector for the OTLP sink's tests: an HTTP server on loopback
+    that decodes each request with the official opentelemetry-proto messages.  What it
+    received (each LogRecord), and the answers it gives:
+    each request takes the next of ``answers`` (status, headers, rejected count), the
+    last one for ever after."""
+
+    def __init__(self, port: int, answers: list[tuple[int, dict[str, str], int]]) -> None:
+        self.port = port
+        self.answers = answers
+        self.paths: list[str] = []
+        self.records: list[Any] = []
+        self.requests = 0
+        self.service_names: list[str] = []
+        self.headers: list[dict[str, str]] = []
+        self.got_some = threading.Event()
+        collector = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                status, headers, rejecting = collector.next_answer()
+                collector.requests += 1
+                collector.headers.append(dict(self.headers))
+                if 200 <= status < 300:
+                    request = ExportLogsServiceRequest.FromString(body)
+                    for resource_logs in request.resource_logs:
+                        names = [
+                            kv.value.string_value
+                            for kv in resource_logs.resource.attributes
+                            if kv.key == "service.name"
+                        ]
+                        collector.service_names.extend(names)
+                        for scope_logs in resource_logs.scope_logs:
+                            for log in scope_logs.log_records:
+                                attributes = {kv.key: kv.value for kv in log.attributes}
+                                collector.paths.append(attributes["url.path"].string_value)
+                                collector.records.append(log)
+                    answer = ExportLogsServiceResponse()
+                    if rejecting:
+                        answer.partial_success.rejected_log_records = rejecting
+                        answer.partial_success.error_message = "too old"
+                    payload = answer.SerializeToString()
+                else:
+                    payload = b"busy"
+                self.send_response(status)
+                for name, value in headers.items():
+                    self.send_header(name, value)
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+                collector.got_some.set()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer((LOOPBACK, port), Handler)
+
+    def next_answer(self) -> tuple[int, dict[str, str], int]:
+        return self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+
+
+@contextmanager
+def otlp_collector(
+    answers: list[tuple[int, dict[str, str], int]] | None = None,
+    port: int | None = None,
+    tls: tuple[Path, Path] | None = None,
+) -> Iterator[OtlpCollector]:
+    running = OtlpCollector(port or free_port(), answers or [(200, {}, 0)])
+    if tls is not None:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(*map(str, tls))
+        running.server.socket = context.wrap_socket(running.server.socket, server_side=True)
+    thread = threading.Thread(target=running.server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield running
+    finally:
+        running.server.shutdown()
+        running.server.server_close()
+        thread.join()

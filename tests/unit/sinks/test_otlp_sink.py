@@ -3,107 +3,17 @@ it receives with the official opentelemetry-proto messages and answers as told."
 
 from __future__ import annotations
 
-import ssl
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 import pytest
-from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
-    ExportLogsServiceRequest,
-    ExportLogsServiceResponse,
-)
 
-from _collectors import write_certificates
+from _collectors import otlp_collector, write_certificates
 from _ports import LOOPBACK, free_port
 from _records import make_record
 from boundlog import AccessLog, ConfigurationError
 from boundlog.sinks.otlp._sink import OtlpSink
 
 COUNT = 40
-
-
-class Collector:
-    """What the collector received (each LogRecord's path), and the answers it gives:
-    each request takes the next of ``answers`` (status, headers, rejected count), the
-    last one for ever after."""
-
-    def __init__(self, port: int, answers: list[tuple[int, dict[str, str], int]]) -> None:
-        self.port = port
-        self.answers = answers
-        self.paths: list[str] = []
-        self.requests = 0
-        self.service_names: list[str] = []
-        self.headers: list[dict[str, str]] = []
-        self.got_some = threading.Event()
-        collector = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                status, headers, rejecting = collector.next_answer()
-                collector.requests += 1
-                collector.headers.append(dict(self.headers))
-                if 200 <= status < 300:
-                    request = ExportLogsServiceRequest.FromString(body)
-                    for resource_logs in request.resource_logs:
-                        names = [
-                            kv.value.string_value
-                            for kv in resource_logs.resource.attributes
-                            if kv.key == "service.name"
-                        ]
-                        collector.service_names.extend(names)
-                        for scope_logs in resource_logs.scope_logs:
-                            for log in scope_logs.log_records:
-                                attributes = {kv.key: kv.value for kv in log.attributes}
-                                collector.paths.append(attributes["url.path"].string_value)
-                    answer = ExportLogsServiceResponse()
-                    if rejecting:
-                        answer.partial_success.rejected_log_records = rejecting
-                        answer.partial_success.error_message = "too old"
-                    payload = answer.SerializeToString()
-                else:
-                    payload = b"busy"
-                self.send_response(status)
-                for name, value in headers.items():
-                    self.send_header(name, value)
-                self.send_header("Content-Type", "application/x-protobuf")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-                collector.got_some.set()
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer((LOOPBACK, port), Handler)
-
-    def next_answer(self) -> tuple[int, dict[str, str], int]:
-        return self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
-
-
-@contextmanager
-def collector(
-    answers: list[tuple[int, dict[str, str], int]] | None = None,
-    port: int | None = None,
-    tls: tuple[Path, Path] | None = None,
-) -> Iterator[Collector]:
-    running = Collector(port or free_port(), answers or [(200, {}, 0)])
-    if tls is not None:
-        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        context.load_cert_chain(*map(str, tls))
-        running.server.socket = context.wrap_socket(running.server.socket, server_side=True)
-    thread = threading.Thread(target=running.server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield running
-    finally:
-        running.server.shutdown()
-        running.server.server_close()
-        thread.join()
 
 
 def submit_all(log: AccessLog, count: int = COUNT) -> list[str]:
@@ -114,7 +24,7 @@ def submit_all(log: AccessLog, count: int = COUNT) -> list[str]:
 
 
 def test_every_record_arrives_once_as_a_log_record() -> None:
-    with collector() as running:
+    with otlp_collector() as running:
         log = AccessLog(f"otlp+http://{LOOPBACK}:{running.port}", flush_interval=0.01)
         paths = submit_all(log)
         log.close()
@@ -125,7 +35,7 @@ def test_every_record_arrives_once_as_a_log_record() -> None:
 
 def test_a_busy_collector_is_retried_and_nothing_is_lost() -> None:
     answers = [(503, {"Retry-After": "0"}, 0), (429, {}, 0), (502, {}, 0), (200, {}, 0)]
-    with collector(answers) as running:
+    with otlp_collector(answers) as running:
         log = AccessLog(f"otlp+http://{LOOPBACK}:{running.port}", flush_interval=0.01)
         paths = submit_all(log)
         assert log.flush(timeout=120)
@@ -141,7 +51,7 @@ def test_a_collector_down_at_start_gets_every_record_once_it_is_up() -> None:
     log = AccessLog(f"otlp+http://{LOOPBACK}:{port}", flush_interval=0.01)
     try:
         paths = submit_all(log)
-        with collector(port=port) as running:
+        with otlp_collector(port=port) as running:
             assert log.flush(timeout=120)
     finally:
         log.close()
@@ -150,7 +60,7 @@ def test_a_collector_down_at_start_gets_every_record_once_it_is_up() -> None:
 
 
 def test_rejected_records_are_counted_failed() -> None:
-    with collector([(200, {}, 3)]) as running:
+    with otlp_collector([(200, {}, 3)]) as running:
         log = AccessLog(f"otlp+http://{LOOPBACK}:{running.port}", flush_interval=3600)
         submit_all(log)
         log.close()
@@ -160,7 +70,7 @@ def test_rejected_records_are_counted_failed() -> None:
 
 
 def test_a_refusal_that_would_be_refused_again_fails_the_batch() -> None:
-    with collector([(400, {}, 0)]) as running:
+    with otlp_collector([(400, {}, 0)]) as running:
         log = AccessLog(f"otlp+http://{LOOPBACK}:{running.port}", flush_interval=3600)
         submit_all(log)
         log.close()
@@ -178,7 +88,7 @@ def test_close_gives_up_on_a_collector_never_up_and_counts_every_record() -> Non
 
 
 def test_sink_otlp_reads_the_sdk_s_variables(monkeypatch: pytest.MonkeyPatch) -> None:
-    with collector() as running:
+    with otlp_collector() as running:
         monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://{LOOPBACK}:{running.port}/")
         monkeypatch.setenv("OTEL_EXPORTER_OTLP_HEADERS", "api-key=s%20cret")
         monkeypatch.setenv("OTEL_SERVICE_NAME", "shop")
@@ -222,7 +132,7 @@ def test_a_collector_away_is_reported_on_stderr_and_so_is_its_return(
         while "cannot send to" not in capfd.readouterr().err:
             # The first failed attempt is reported at once; each check waits for the next.
             log.flush(timeout=0.2)
-        with collector(port=port) as running:
+        with otlp_collector(port=port) as running:
             assert log.flush(timeout=120)
     finally:
         log.close()
@@ -236,7 +146,7 @@ def test_tls_with_the_collector_s_ca_delivers_and_a_wrong_ca_is_refused_and_repo
 ) -> None:
     ca, certificate, key = write_certificates(tmp_path / "right", "collector")
     wrong_ca, _, _ = write_certificates(tmp_path / "wrong", "stranger")
-    with collector(tls=(certificate, key)) as running:
+    with otlp_collector(tls=(certificate, key)) as running:
         monkeypatch.setenv("OTEL_EXPORTER_OTLP_CERTIFICATE", str(ca))
         log = AccessLog(f"otlp+https://localhost:{running.port}", flush_interval=0.01)
         submit_all(log, 2)
