@@ -7,7 +7,9 @@ the suites can run in parallel, and keep their files under the test's tmp_path.
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import json
 import os
 import re
 import select
@@ -24,6 +26,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
+from google.protobuf import json_format
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
     ExportLogsServiceRequest,
     ExportLogsServiceResponse,
@@ -430,6 +433,25 @@ def socket_inodes() -> set[int]:
 # -- OTLP ---------------------------------------------------------------------------------
 
 
+def otlp_json_request(body: bytes) -> ExportLogsServiceRequest:
+    """An OTLP/JSON request as the official message: protobuf's JSON mapping but for the
+    trace and span ids, which OTLP/JSON writes in hex where the mapping has base64."""
+
+    def ids_in_base64(node: Any) -> Any:
+        if isinstance(node, dict):
+            return {
+                key: base64.b64encode(bytes.fromhex(value)).decode()
+                if key in ("traceId", "spanId")
+                else ids_in_base64(value)
+                for key, value in node.items()
+            }
+        if isinstance(node, list):
+            return [ids_in_base64(item) for item in node]
+        return node
+
+    return json_format.ParseDict(ids_in_base64(json.loads(body)), ExportLogsServiceRequest())
+
+
 class OtlpCollector:
     """An OpenTelemetry collector for the OTLP sink's tests: an HTTP server on loopback
     that decodes each request with the official opentelemetry-proto messages.  What it
@@ -442,6 +464,7 @@ class OtlpCollector:
         self.answers = answers
         self.paths: list[str] = []
         self.records: list[Any] = []
+        self.content_types: list[str] = []
         self.requests = 0
         self.service_names: list[str] = []
         self.headers: list[dict[str, str]] = []
@@ -454,8 +477,14 @@ class OtlpCollector:
                 status, headers, rejecting = collector.next_answer()
                 collector.requests += 1
                 collector.headers.append(dict(self.headers))
+                as_json = self.headers["Content-Type"] == "application/json"
+                collector.content_types.append(self.headers["Content-Type"])
                 if 200 <= status < 300:
-                    request = ExportLogsServiceRequest.FromString(body)
+                    request = (
+                        otlp_json_request(body)
+                        if as_json
+                        else ExportLogsServiceRequest.FromString(body)
+                    )
                     for resource_logs in request.resource_logs:
                         names = [
                             kv.value.string_value
@@ -472,7 +501,11 @@ class OtlpCollector:
                     if rejecting:
                         answer.partial_success.rejected_log_records = rejecting
                         answer.partial_success.error_message = "too old"
-                    payload = answer.SerializeToString()
+                    payload = (
+                        json_format.MessageToJson(answer).encode()
+                        if as_json
+                        else answer.SerializeToString()
+                    )
                 else:
                     payload = b"busy"
                 self.send_response(status)

@@ -24,6 +24,7 @@ from opentelemetry.sdk._logs import ReadableLogRecord
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
+from _collectors import otlp_json_request
 from _examples import examples
 from _records import make_record
 from _strategies import LINE_HEADERS, RAW, TEXT
@@ -34,6 +35,8 @@ from boundlog.sinks.otlp._logs import (
     SCOPE_NAME,
     any_value,
     export_request,
+    json_export_request,
+    json_log_record,
     log_record,
     rejected,
     resource,
@@ -171,6 +174,20 @@ def test_a_record_reads_back_field_for_field() -> None:
     assert attributes["ratio"].double_value == 0.5
     assert attributes["ok"].bool_value is True
     assert "gone" not in attributes
+
+
+@settings(max_examples=examples(200), deadline=None)
+@given(st.lists(RECORDS, min_size=1, max_size=5))
+def test_otlp_json_says_what_the_protobuf_says(records: list[Record]) -> None:
+    lines = OTEL.format_batch(records).decode("ascii").splitlines()
+    as_json = json_export_request(
+        RESOURCE,
+        [
+            json_log_record(json.loads(line), _time_ns(record), OBSERVED)
+            for line, record in zip(lines, records, strict=True)
+        ],
+    )
+    assert otlp_json_request(as_json) == ExportLogsServiceRequest.FromString(ours(records))
 
 
 @pytest.mark.parametrize(

@@ -163,3 +163,37 @@ def test_tls_with_the_collector_s_ca_delivers_and_a_wrong_ca_is_refused_and_repo
         log.close()
     assert (log.stats().written, log.stats().failed) == (0, 2)
     assert len(running.paths) == 2
+
+
+def test_otlp_json_delivers_the_same_records_and_reads_a_json_answer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json")
+    with otlp_collector([(200, {}, 0), (200, {}, 2)]) as running:
+        log = AccessLog(f"otlp+http://{LOOPBACK}:{running.port}", flush_interval=3600)
+        paths = submit_all(log, 5)
+        assert log.flush(timeout=120)
+        submit_all(log, 5)
+        log.close()
+    assert running.content_types == ["application/json"] * 2
+    assert sorted(running.paths) == sorted(paths * 2)
+    assert (log.stats().written, log.stats().failed) == (8, 2)
+
+
+def test_a_collector_restarted_mid_stream_loses_nothing() -> None:
+    port = free_port()
+    log = AccessLog(f"otlp+http://{LOOPBACK}:{port}", flush_interval=0.01)
+    try:
+        with otlp_collector(port=port) as first:
+            paths = submit_all(log, 10)
+            assert log.flush(timeout=120)
+        later = [f"/later/{n}" for n in range(10)]
+        for path in later:
+            assert log.submit(make_record(path=path.encode()))
+        with otlp_collector(port=port) as second:
+            assert log.flush(timeout=120)
+    finally:
+        log.close()
+    assert sorted(first.paths) == sorted(paths)
+    assert sorted(second.paths) == sorted(later)
+    assert log.stats().written == 20

@@ -14,6 +14,7 @@ as the OpenTelemetry SDK leaves out an attribute it cannot hold.
 
 from __future__ import annotations
 
+import json
 import os
 import struct
 from collections.abc import Iterable, Mapping
@@ -129,6 +130,96 @@ def resource_attributes(environ: Mapping[str, str] = os.environ) -> dict[str, st
     if service:
         attributes["service.name"] = service
     return {"service.name": attributes.pop("service.name", "unknown_service"), **attributes}
+
+
+# -- OTLP/JSON: the same messages in protobuf's JSON mapping, with OTLP's exceptions
+# (https://opentelemetry.io/docs/specs/otlp/#json-protobuf-encoding): lowerCamelCase
+# keys, trace and span ids in hex (not base64), enums as numbers, 64-bit integers as
+# decimal strings (as protobuf's mapping writes them; receivers take either).
+
+
+def json_value(value: object) -> dict[str, Any]:
+    """``value`` (a JSON value) as an ``AnyValue`` in OTLP/JSON; None for a null."""
+    if isinstance(value, str):
+        return {"stringValue": _text(value)}
+    if value is True or value is False:
+        return {"boolValue": value}
+    if isinstance(value, int):
+        return {"intValue": str(value)} if value in _INT64 else {"stringValue": str(value)}
+    if isinstance(value, float):
+        return {"doubleValue": value}
+    if isinstance(value, list):
+        return {"arrayValue": {"values": [json_value(item) for item in value]}}
+    if isinstance(value, dict):
+        return {"kvlistValue": {"values": _json_key_values(value.items())}}
+    return {}
+
+
+def _text(value: str) -> str:
+    # As a protobuf string: a lone surrogate as its escape, as string_field writes it.
+    return value.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _json_key_values(items: Iterable[tuple[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        {"key": _text(name), "value": json_value(value)}
+        for name, value in items
+        if value is not None
+    ]
+
+
+def json_log_record(line: Mapping[str, Any], time_ns: int, observed_ns: int) -> dict[str, Any]:
+    """The ``LogRecord`` of one ``otel`` preset line (parsed), in OTLP/JSON; default
+    values left out as the protobuf encoding leaves them out."""
+    record: dict[str, Any] = {}
+    if time_ns:
+        record["timeUnixNano"] = str(time_ns)
+    if observed_ns:
+        record["observedTimeUnixNano"] = str(observed_ns)
+    severity = line.get("severity_text", "")
+    if SEVERITY_NUMBERS.get(severity):
+        record["severityNumber"] = SEVERITY_NUMBERS[severity]
+    if severity:
+        record["severityText"] = severity
+    if line.get("body") is not None:
+        record["body"] = json_value(line["body"])
+    attributes = _json_key_values(line.get("attributes", {}).items())
+    if attributes:
+        record["attributes"] = attributes
+    if line.get("trace_id"):
+        record["traceId"] = line["trace_id"]
+    if line.get("span_id"):
+        record["spanId"] = line["span_id"]
+    return record
+
+
+def json_export_request(attributes: Mapping[str, str], log_records: list[dict[str, Any]]) -> bytes:
+    """``ExportLogsServiceRequest`` in OTLP/JSON, as ``export_request`` in protobuf."""
+    request = {
+        "resourceLogs": [
+            {
+                "resource": {"attributes": _json_key_values(attributes.items())},
+                "scopeLogs": [
+                    {
+                        "scope": {"name": SCOPE_NAME, "version": __version__},
+                        "logRecords": log_records,
+                    }
+                ],
+            }
+        ]
+    }
+    return json.dumps(request, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def rejected_json(answer: bytes) -> tuple[int, str]:
+    """``rejected`` for an OTLP/JSON answer (an empty body is a full success)."""
+    if not answer.strip():
+        return 0, ""
+    try:
+        partial = json.loads(answer).get("partialSuccess") or {}
+        return int(partial.get("rejectedLogRecords") or 0), str(partial.get("errorMessage") or "")
+    except (ValueError, AttributeError, TypeError) as error:
+        raise ValueError(f"not an OTLP/JSON answer: {error}") from None
 
 
 def rejected(answer: bytes) -> tuple[int, str]:

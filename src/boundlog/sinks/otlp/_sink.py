@@ -25,6 +25,7 @@ import ssl
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from ..._errors import ConfigurationError, report_on_stderr
@@ -32,7 +33,16 @@ from ...formats._schemas import SchemaFormat
 from ...record._record import Record
 from .._network import REPORT_EVERY, cause_of
 from .._pathless import Pathless
-from ._logs import export_request, log_record, rejected, resource, resource_attributes
+from ._logs import (
+    export_request,
+    json_export_request,
+    json_log_record,
+    log_record,
+    rejected,
+    rejected_json,
+    resource,
+    resource_attributes,
+)
 
 #: The schemes a sink URL may start with.
 SCHEMES = ("otlp+http", "otlp+https")
@@ -51,11 +61,16 @@ def _unix_nanos(seconds: float) -> int:
     return int(seconds * 1e9) if math.isfinite(seconds) and 0 <= seconds < 1.8e10 else 0
 
 
+#: The protocols ``OTEL_EXPORTER_OTLP_PROTOCOL`` may name, and what each sends.
+PROTOCOLS = {"http/protobuf": "application/x-protobuf", "http/json": "application/json"}
+
+
 class _LogRecords:
     """The format step of a log writing to an :class:`OtlpSink`."""
 
-    def __init__(self, pending: list[bytes]) -> None:
+    def __init__(self, pending: list[Any], json_records: bool) -> None:
         self._pending = pending
+        self._encode = json_log_record if json_records else log_record
         self._lines = SchemaFormat("otel")
         self.request_header_names = self._lines.request_header_names
         self.response_header_names = self._lines.response_header_names
@@ -67,7 +82,7 @@ class _LogRecords:
         lines = data.split(b"\n")[:-1]
         observed = time.time_ns()
         entries = [
-            log_record(json.loads(line), _unix_nanos(record.time), observed)
+            self._encode(json.loads(line), _unix_nanos(record.time), observed)
             for line, record in zip(lines, records, strict=True)
         ]
         # Kept only once the whole batch is built: the writer retries a batch that raised
@@ -92,18 +107,20 @@ class OtlpSink(Pathless):
 
     def __init__(self, url: str = "otlp", *, environ: Mapping[str, str] | None = None) -> None:
         env = os.environ if environ is None else environ
-        self.endpoint, self.headers, self.timeout, cafile = _settings(url, env)
+        self.endpoint, self.protocol, self.headers, self.timeout, cafile = _settings(url, env)
         parts = urlsplit(self.endpoint)
         self._https = parts.scheme == "https"
         self._host = parts.hostname or "localhost"
         self._port = parts.port or (443 if self._https else 80)
         self._target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         self._context = ssl.create_default_context(cafile=cafile) if self._https else None
-        self._resource = resource(resource_attributes(env))
+        self._attributes = resource_attributes(env)
+        self._resource = resource(self._attributes)
         self.name = self.endpoint
         self.delivered = 0
         self._stopped = False
-        self._pending: list[bytes] = []
+        # Each pending record's LogRecord: protobuf bytes, or a dict for OTLP/JSON.
+        self._pending: list[Any] = []
         self._connection: http.client.HTTPConnection | None = None
         self._wake = threading.Event()
         self._taken = False
@@ -137,7 +154,7 @@ class OtlpSink(Pathless):
                 f"{self!r} already serves a log: give each log an OtlpSink of its own"
             )
         self._taken = True
-        return _LogRecords(self._pending)
+        return _LogRecords(self._pending, self.protocol == "http/json")
 
     def write(self, data: bytes) -> tuple[int, OSError | None]:
         """Send the batch's LogRecords in one request, retrying what may be retried,
@@ -145,7 +162,10 @@ class OtlpSink(Pathless):
         pending, self._pending[:] = self._pending[:], []
         if not pending:
             return len(data), None
-        body = export_request(self._resource, pending)
+        if self.protocol == "http/json":
+            body = json_export_request(self._attributes, pending)
+        else:
+            body = export_request(self._resource, pending)
         pause = FIRST_PAUSE
         while not self._stopped:
             self._wake.clear()
@@ -177,7 +197,7 @@ class OtlpSink(Pathless):
             # 400, 401, 404, 413, 500...: the same request would be refused again.
             return 0, OSError(f"{self.name} answered HTTP {status}")
         try:
-            count, message = rejected(answer)
+            count, message = (rejected_json if self.protocol == "http/json" else rejected)(answer)
         except ValueError:
             count, message = 0, ""
         if count <= 0:
@@ -236,7 +256,7 @@ class OtlpSink(Pathless):
                     self._host, self._port, timeout=self.timeout
                 )
             self._connection = connection
-        headers = {"Content-Type": "application/x-protobuf", **self.headers}
+        headers = {"Content-Type": PROTOCOLS[self.protocol], **self.headers}
         connection.request("POST", self._target, body=body, headers=headers)
         response = connection.getresponse()
         answer = response.read()
@@ -272,8 +292,11 @@ def _retry_after(value: str | None) -> float | None:
     return None
 
 
-def _settings(url: str, env: Mapping[str, str]) -> tuple[str, dict[str, str], float, str | None]:
-    """The endpoint, headers, timeout (s) and CA file a sink URL and the variables give."""
+def _settings(
+    url: str, env: Mapping[str, str]
+) -> tuple[str, str, dict[str, str], float, str | None]:
+    """The endpoint, protocol, headers, timeout (s) and CA file a sink URL and the
+    variables give."""
 
     def variable(name: str) -> str:
         return env.get(f"OTEL_EXPORTER_OTLP_LOGS_{name}") or env.get(
@@ -303,10 +326,10 @@ def _settings(url: str, env: Mapping[str, str]) -> tuple[str, dict[str, str], fl
             f"OTLP endpoint {endpoint!r}: expected http://HOST:PORT/... or https://..."
         )
     protocol = variable("PROTOCOL") or "http/protobuf"
-    if protocol != "http/protobuf":
+    if protocol not in PROTOCOLS:
         raise ConfigurationError(
             f"OTEL_EXPORTER_OTLP_PROTOCOL={protocol!r}: boundlog's OTLP sink speaks "
-            "http/protobuf (the default every collector takes); unset it or set http/protobuf"
+            "http/protobuf (the default every collector takes) or http/json, not gRPC"
         )
     headers = {}
     for item in variable("HEADERS").split(","):
@@ -323,4 +346,4 @@ def _settings(url: str, env: Mapping[str, str]) -> tuple[str, dict[str, str], fl
     if not timeout > 0:
         raise ConfigurationError(f"OTEL_EXPORTER_OTLP_TIMEOUT={timeout_text!r}: must be above 0")
     cafile = variable("CERTIFICATE") or None
-    return endpoint, headers, timeout, cafile
+    return endpoint, protocol, headers, timeout, cafile
