@@ -67,13 +67,38 @@ def any_value(value: object) -> bytes:
     return b""  # null: an empty AnyValue
 
 
+# Encoded attributes (the whole field) of the scalars that repeat from one request to
+# the next (the method, the protocol version, the status, the client, its user agent):
+# looked up rather than encoded again.  Bounded: emptied when full.
+_ENCODED: dict[tuple[int, str, type, object], bytes] = {}
+_ENCODED_MOST = 4096
+
+
+def _key_value(number: int, name: str, value: object) -> bytes:
+    """A ``KeyValue { key = 1; value = 2 }`` as field ``number``."""
+    return message_field(number, string_field(1, name) + message_field(2, any_value(value)))
+
+
 def _key_values(items: Iterable[tuple[str, Any]], number: int) -> bytes:
-    """Each ``KeyValue { key = 1; value = 2 }`` as field ``number``, nulls left out."""
-    return b"".join(
-        message_field(number, string_field(1, name) + message_field(2, any_value(value)))
-        for name, value in items
-        if value is not None
-    )
+    """Each ``KeyValue`` as field ``number``, nulls left out."""
+    out = []
+    for name, value in items:
+        if value is None:
+            continue
+        if isinstance(value, list | dict | float):
+            # Not kept: a float rarely repeats (and -0.0 == 0.0, whose bytes differ).
+            out.append(_key_value(number, name, value))
+            continue
+        # The type is part of the key: True == 1 are two different values here.
+        cache_key = (number, name, type(value), value)
+        encoded = _ENCODED.get(cache_key)
+        if encoded is None:
+            encoded = _key_value(number, name, value)
+            if len(_ENCODED) >= _ENCODED_MOST:
+                _ENCODED.clear()
+            _ENCODED[cache_key] = encoded
+        out.append(encoded)
+    return b"".join(out)
 
 
 def log_record(line: Mapping[str, Any], time_ns: int, observed_ns: int) -> bytes:

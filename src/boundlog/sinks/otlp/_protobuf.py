@@ -26,12 +26,18 @@ _DOUBLE = struct.Struct("<d")
 _FIXED64 = struct.Struct("<Q")
 
 
+# The varints of 0 to 16383 (one or two bytes): lengths, keys and most numbers are.
+_SMALL = [bytes((value,)) for value in range(0x80)] + [
+    bytes(((value & 0x7F) | 0x80, value >> 7)) for value in range(0x80, 0x4000)
+]
+
+
 def varint(value: int) -> bytes:
     """``value`` (0 <= value < 2**64; a negative int64 as its two's complement) as a varint."""
+    if 0 <= value < 0x4000:
+        return _SMALL[value]
     if value < 0:
         value += 1 << 64
-    if value < 0x80:
-        return bytes((value,))
     out = bytearray()
     while value >= 0x80:
         out.append((value & 0x7F) | 0x80)
@@ -47,7 +53,7 @@ def key(number: int, wire_type: int) -> bytes:
 def length_delimited(number: int, payload: bytes) -> bytes:
     """A string, bytes or message field (written even when empty: callers leave out a
     default they must not write)."""
-    return key(number, LENGTH_DELIMITED) + varint(len(payload)) + payload
+    return _SMALL[number << 3 | LENGTH_DELIMITED] + varint(len(payload)) + payload
 
 
 def varint_field(number: int, value: int) -> bytes:
