@@ -24,6 +24,7 @@ from .record._notes import add_fields
 from .record._record import Extras, Record
 from .sinks._logging import LoggingSink
 from .sinks._network import NetworkSink
+from .sinks.otlp._sink import OtlpSink
 
 __all__ = [
     "AccessLog",
@@ -38,6 +39,7 @@ __all__ = [
     "LogfmtFormat",
     "LoggingSink",
     "NetworkSink",
+    "OtlpSink",
     "POLICIES",
     "Record",
     "SinkError",
