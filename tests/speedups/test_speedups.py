@@ -296,16 +296,24 @@ def test_a_million_records_leak_neither_references_nor_memory(name: str) -> None
     before_refs = [sys.getrefcount(value) for value in (records, *records[:3], *fields)]
     for _ in range(20):  # warm the allocator up
         c_format(records)
-    rss = _rss_bytes()
-    for _ in range(1000):
-        c_format(records)
-    grown = _rss_bytes() - rss
+    # A leak grows the process in every window of 1000 batches; the allocator's own
+    # growth (a free-threaded build's per-thread heaps, next to other tests' threads on
+    # a loaded machine) need not come back: the least of three windows is the measure.
+    windows = []
+    for _ in range(3):
+        rss = _rss_bytes()
+        for _ in range(1000):
+            c_format(records)
+        windows.append(_rss_bytes() - rss)
+        if windows[-1] < 1_000_000:
+            break
+    grown = min(windows)
     gc.collect()
     assert [sys.getrefcount(value) for value in (records, *records[:3], *fields)] == before_refs
     # A leak of one byte a record would be 1 MB; a leaked line, 200 MB.  Under
     # AddressSanitizer (make asan) freed memory is held in quarantine: no measure there.
     if "libasan" not in os.environ.get("LD_PRELOAD", ""):
-        assert grown < 1_000_000, grown
+        assert grown < 1_000_000, windows
 
 
 @needs_c
