@@ -626,13 +626,7 @@ def parse_json_line(line: bytes) -> tuple[LoggedExchange, float]:
     assert type(entry["bytes_sent"]) is int, line
     assert type(entry["duration_ms"]) is float, line
     assert entry["duration_ms"] >= 0, line
-    assert re.fullmatch(
-        r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}" + re.escape(RFC3339_OFFSET),
-        entry["time"],
-    ), line
-    target = json_value_bytes(entry["path"])
-    if entry["query"]:
-        target += b"?" + json_value_bytes(entry["query"])
+    target = _time_and_target(entry, line)
     fields = LoggedExchange(
         entry["method"],
         target,
@@ -644,6 +638,19 @@ def parse_json_line(line: bytes) -> tuple[LoggedExchange, float]:
         entry["client"],
     )
     return fields, datetime.fromisoformat(entry["time"]).timestamp()
+
+
+def _time_and_target(entry: dict[str, Any], line: bytes) -> bytes:
+    """Check a JSON or logfmt line's time (RFC 3339, the server's offset); return its
+    request target (path, then ``?`` and the query if any) as the client's bytes."""
+    assert re.fullmatch(
+        r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}" + re.escape(RFC3339_OFFSET),
+        entry["time"],
+    ), line
+    target = json_value_bytes(entry["path"])
+    if entry["query"]:
+        target += b"?" + json_value_bytes(entry["query"])
+    return target
 
 
 def parse_logfmt_line(line: bytes) -> tuple[LoggedExchange, float]:
@@ -659,13 +666,7 @@ def parse_logfmt_line(line: bytes) -> tuple[LoggedExchange, float]:
             "duration_ms"} <= set(entry), line  # fmt: skip
     assert entry.get("completed") in (None, "true", "false"), line
     assert re.fullmatch(r"\d+\.\d{3}", entry["duration_ms"]), line
-    assert re.fullmatch(
-        r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}" + re.escape(RFC3339_OFFSET),
-        entry["time"],
-    ), line
-    target = json_value_bytes(entry["path"])
-    if entry["query"]:
-        target += b"?" + json_value_bytes(entry["query"])
+    target = _time_and_target(entry, line)
     referer, user_agent = entry.get("referer"), entry.get("user_agent")
     fields = LoggedExchange(
         entry["method"],

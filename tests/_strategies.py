@@ -216,6 +216,17 @@ def hostile_records(
     )
 
 
+#: Records whose every text and bytes field is hostile (surrogates, controls, non-ASCII,
+#: invalid UTF-8, None), for the C lines of a JSON or logfmt format.
+HOSTILE_TEXT_RECORDS = st.builds(
+    make_record,
+    client=st.none() | TEXT,
+    method=TEXT,
+    protocol=TEXT,
+    path=RAW,
+    query=RAW,
+    request_headers=HEADER_PAIRS,
+)
 #: Records as servers hand them over, for a JSON or logfmt line.
 PLAIN_RECORDS = st.builds(
     make_record,

@@ -18,13 +18,12 @@ from hypothesis import strategies as st
 from _examples import examples
 from _records import make_record
 from _strategies import (
-    HEADER_PAIRS,
+    HOSTILE_TEXT_RECORDS,
     JSON_TIMES,
     LINE_HEADERS,
     ORDINARY_EXTRAS,
     ORDINARY_VALUES,
     PLAIN_RECORDS,
-    RAW,
     TEXT,
     compared,
     hostile_records,
@@ -125,19 +124,7 @@ def test_c_leaves_a_clash_and_other_values_to_python() -> None:
 @needs_c
 @settings(max_examples=examples(300))
 @given(
-    st.lists(
-        st.builds(
-            make_record,
-            client=st.none() | TEXT,
-            method=TEXT,
-            protocol=TEXT,
-            path=RAW,
-            query=RAW,
-            request_headers=HEADER_PAIRS,
-        ),
-        min_size=1,
-        max_size=6,
-    ),
+    st.lists(HOSTILE_TEXT_RECORDS, min_size=1, max_size=6),
     OPTIONS,
 )
 def test_c_formats_hostile_text_and_bytes(records: list[Record], options: dict[str, Any]) -> None:

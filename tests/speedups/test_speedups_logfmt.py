@@ -15,16 +15,15 @@ import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
+from _examples import examples
 from _records import make_record
 from _strategies import (
-    HEADER_PAIRS,
+    HOSTILE_TEXT_RECORDS,
     JSON_TIMES,
     LINE_HEADERS,
     ORDINARY_EXTRAS,
     ORDINARY_VALUES,
     PLAIN_RECORDS,
-    RAW,
-    TEXT,
     compared,
     hostile_records,
     line_options,
@@ -63,14 +62,14 @@ def check(fmt: LogfmtFormat, records: list[Record]) -> Any:
 
 
 @needs_c
-@settings(max_examples=500, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(500), suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(RECORDS, max_size=8), OPTIONS)
 def test_c_and_python_give_the_same_bytes(records: list[Record], options: dict[str, Any]) -> None:
     check(logfmt_format(options), records)
 
 
 @needs_c
-@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(200), suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(PLAIN_RECORDS, max_size=8), RECORDS, st.data(), OPTIONS)
 def test_a_batch_mixing_plain_and_hostile_records(
     plain: list[Record], hostile: Record, data: st.DataObject, options: dict[str, Any]
@@ -91,7 +90,7 @@ ORDINARY_NOTES = st.none() | st.dictionaries(
 
 
 @needs_c
-@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(200), suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.lists(st.tuples(PLAIN_RECORDS, ORDINARY_NOTES, ORDINARY_EXTRAS), min_size=1, max_size=8),
     OPTIONS,
@@ -128,21 +127,9 @@ def test_c_leaves_a_name_to_make_a_key_and_other_values_to_python(notes: dict[An
 
 
 @needs_c
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(
-    st.lists(
-        st.builds(
-            make_record,
-            client=st.none() | TEXT,
-            method=TEXT,
-            protocol=TEXT,
-            path=RAW,
-            query=RAW,
-            request_headers=HEADER_PAIRS,
-        ),
-        min_size=1,
-        max_size=6,
-    ),
+    st.lists(HOSTILE_TEXT_RECORDS, min_size=1, max_size=6),
     OPTIONS,
 )
 def test_c_formats_hostile_text_and_bytes(records: list[Record], options: dict[str, Any]) -> None:
@@ -151,7 +138,7 @@ def test_c_formats_hostile_text_and_bytes(records: list[Record], options: dict[s
 
 
 @needs_c
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(st.lists(st.floats() | st.integers(min_value=-(2**60), max_value=2**60), min_size=1))
 @example([0.0625e-3, -0.0, 5e-324, 1e308, 999999.9995e-3, float("nan"), float("inf"), 4.5])
 def test_durations(durations: list[float]) -> None:
@@ -164,7 +151,7 @@ def test_durations(durations: list[float]) -> None:
 
 
 @needs_c
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(st.lists(JSON_TIMES, min_size=1, max_size=6), st.booleans())
 def test_times(times: list[float], utc: bool) -> None:
     check(LogfmtFormat(utc=utc), [make_record(time=when) for when in times])

@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from logfmtkv import parse_pairs
 
+from _examples import examples
 from _records import make_record
 from _strategies import ORDINARY_EXTRAS, ORDINARY_VALUES, RAW, TEXT, hostile_records, outcome
 from boundlog import (
@@ -231,7 +232,7 @@ _OPTIONS = st.fixed_dictionaries(
 )
 
 
-@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(hostile_records(_HEADERS, _KEY_NOTES), min_size=1, max_size=6), _OPTIONS)
 def test_a_parser_reads_the_json_lines_values(
     records: list[Record], options: dict[str, Any]
@@ -250,7 +251,7 @@ def test_a_parser_reads_the_json_lines_values(
         assert logfmt_pairs(logfmt_line) == json_pairs(json_line)
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(
     st.lists(
         st.builds(

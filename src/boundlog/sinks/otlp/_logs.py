@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import json
 import os
-import struct
 from collections.abc import Iterable, Mapping
 from typing import Any
 from urllib.parse import unquote
 
 from ..._version import __version__
 from ._protobuf import (
+    DOUBLE,
     FIXED64,
     VARINT,
     bytes_field,
@@ -41,7 +41,6 @@ SEVERITY_NUMBERS = {"INFO": 9, "WARN": 13, "ERROR": 17}
 #: The instrumentation scope the records come from.
 SCOPE_NAME = "boundlog"
 _INT64 = range(-(1 << 63), 1 << 63)
-_DOUBLE = struct.Struct("<d")
 
 
 def any_value(value: object) -> bytes:
@@ -57,7 +56,7 @@ def any_value(value: object) -> bytes:
             return key(3, VARINT) + varint(value)
         return length_delimited(1, str(value).encode("ascii"))
     if isinstance(value, float):
-        return key(4, FIXED64) + _DOUBLE.pack(value)
+        return key(4, FIXED64) + DOUBLE.pack(value)
     if isinstance(value, list):
         # ArrayValue { repeated AnyValue values = 1 }
         return length_delimited(5, b"".join(message_field(1, any_value(item)) for item in value))

@@ -22,7 +22,7 @@ FIXED64 = 1
 LENGTH_DELIMITED = 2
 FIXED32 = 5
 
-_DOUBLE = struct.Struct("<d")
+DOUBLE = struct.Struct("<d")
 _FIXED64 = struct.Struct("<Q")
 
 
@@ -66,9 +66,9 @@ def fixed64_field(number: int, value: int) -> bytes:
 
 def double_field(number: int, value: float) -> bytes:
     # proto3 leaves out 0.0 only, not -0.0: its bytes differ.
-    if value == 0 and _DOUBLE.pack(value) == _DOUBLE.pack(0.0):
+    if value == 0 and DOUBLE.pack(value) == DOUBLE.pack(0.0):
         return b""
-    return key(number, FIXED64) + _DOUBLE.pack(value)
+    return key(number, FIXED64) + DOUBLE.pack(value)
 
 
 def string_field(number: int, text: str) -> bytes:
