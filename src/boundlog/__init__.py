@@ -18,6 +18,7 @@ from .formats._dev import DevFormat
 from .formats._escape import escape, unescape
 from .formats._json import JsonFormat
 from .formats._logfmt import LogfmtFormat
+from .formats._schemas import SchemaFormat
 from .formats._templates import Template
 from .metrics._stats import Stats
 from .record._notes import add_fields
@@ -42,6 +43,7 @@ __all__ = [
     "OtlpSink",
     "POLICIES",
     "Record",
+    "SchemaFormat",
     "SinkError",
     "Stats",
     "Template",

@@ -48,7 +48,7 @@ from typing import TypeVar
 
 from .._errors import ConfigurationError
 from ..capture._trace import trace_ids
-from ..record._headers import HeaderReader
+from ..record._headers import HeaderReader, header_names
 from ..record._record import ROUTE, TRACE, Record
 from ._columns import _bytes_on_the_wire, _Layout, _per_value, _text
 from ._json import _json_bytes, _json_string, _json_text, notes_json
@@ -104,11 +104,22 @@ class _Columns:
     ) -> None:
         (
             self.times, self.durations, self.clients, self.methods, self.paths, self.queries,
-            self.protocols, self.statuses, sents, request_headers, _, self.notes, self.extras,
+            self.protocols, self.statuses, sents, self.request_headers, self.response_headers,
+            self.notes, self.extras,
         ) = zip(*records, strict=True)  # fmt: skip
         self.stamps = clock.stamps(self.times)
         self.sents = _bytes_on_the_wire(self.methods, self.statuses, sents)
-        self.user_agents, self.referers, self.traceparents = headers.columns(request_headers)
+        self.user_agents, self.referers, self.traceparents = headers.columns(self.request_headers)
+        self._picked: dict[int, list[list[bytes | None]]] = {}
+
+    def picked(self, reader: HeaderReader, response: bool) -> list[list[bytes | None]]:
+        """The columns of the fields ``reader`` picks from the request's headers or the
+        response's, read once a batch."""
+        columns = self._picked.get(id(reader))
+        if columns is None:
+            columns = reader.columns(self.response_headers if response else self.request_headers)
+            self._picked[id(reader)] = columns
+        return columns
 
     @cached_property
     def paths_json(self) -> list[str]:
@@ -226,12 +237,28 @@ class SchemaFormat:
     """The lines of one schema preset: ``SchemaFormat("ecs")``, ``"gcp"`` or ``"otel"``.
 
     ``utc`` is accepted as every built-in format takes it, and ignored: the schemas'
-    times are UTC.
+    times are UTC.  The ``otel`` preset also writes the header fields
+    ``request_headers`` and ``response_headers`` name, as the attributes
+    ``http.request.header.<name>`` and ``http.response.header.<name>`` (the name in
+    lower case; the value a list of one string, as OpenTelemetry's HTTP conventions
+    say), after the built-in ones; a credential (``Authorization``, ``Cookie``,
+    ``Proxy-Authorization``, ``Set-Cookie``) is ``[redacted]`` unless
+    ``allow_headers`` names it.
     """
 
-    __slots__ = ("_clock", "_columns", "_headers", "_layout", "_name", "reads_extras")
+    __slots__ = (
+        "_clock", "_columns", "_headers", "_layout", "_name", "_picked", "reads_extras"
+    )  # fmt: skip
 
-    def __init__(self, name: str, *, utc: bool = True) -> None:
+    def __init__(
+        self,
+        name: str,
+        *,
+        utc: bool = True,
+        request_headers: Iterable[str] = (),
+        response_headers: Iterable[str] = (),
+        allow_headers: Iterable[str] = (),
+    ) -> None:
         if name not in _PRESETS:
             raise ConfigurationError(
                 f"unknown schema {name!r}: choose one of {', '.join(_PRESETS)}"
@@ -243,6 +270,13 @@ class SchemaFormat:
         self.reads_extras = reads_extras
         self._clock = Rfc3339Clock(True)
         self._headers = HeaderReader(_HEADER_NAMES)
+        allow = header_names("allow_headers", allow_headers)
+        self._picked = (
+            HeaderReader(header_names("request_headers", request_headers), allow=allow),
+            HeaderReader(header_names("response_headers", response_headers), allow=allow),
+        )
+        if self._picked[0].names or self._picked[1].names:
+            fields = _with_picked_headers(name, fields, *self._picked)
         self._layout = _Layout([*(piece for text, _ in fields for piece in (text, None)), end])
         self._columns = [column for _, column in fields]
 
@@ -251,11 +285,14 @@ class SchemaFormat:
 
     @property
     def request_header_names(self) -> frozenset[bytes]:
-        """The request header fields the lines show: User-Agent and Referer."""
-        return frozenset(self._headers.names)
+        """The request header fields the lines show: User-Agent, Referer, the trace
+        context's ``traceparent`` and those ``request_headers`` picks."""
+        return frozenset(self._headers.names + self._picked[0].names)
 
-    #: No preset shows a response header field.
-    response_header_names: frozenset[bytes] = frozenset()
+    @property
+    def response_header_names(self) -> frozenset[bytes]:
+        """The response header fields ``response_headers`` picks (none by default)."""
+        return frozenset(self._picked[1].names)
     #: The application's fields (``add_fields``).
     reads_notes = True
 
@@ -418,6 +455,46 @@ OTEL_FIELDS: list[_Field] = [
     ("", lambda b: _optional('"http.route":%s', b.routes())),
     ("", lambda b: b.notes_text(_OTEL_KEYS)),
 ]  # fmt: skip
+
+def _with_picked_headers(
+    preset: str, fields: list[_Field], request: HeaderReader, response: HeaderReader
+) -> list[_Field]:
+    """``otel``'s fields with the picked header fields as attributes after the built-in
+    ones (before the application's, which must not take their names)."""
+    if preset != "otel":
+        raise ConfigurationError(
+            f"the {preset} schema has no field for a picked header: request_headers and "
+            "response_headers are for SchemaFormat('otel'); JsonFormat(request_headers=...) "
+            "writes them in a JSON line"
+        )
+    if b"referer" in request.names:
+        raise ConfigurationError(
+            "the otel schema always writes Referer (http.request.header.referer): "
+            "leave it out of request_headers"
+        )
+    picked: list[_Field] = []
+    keys = set(_OTEL_KEYS)
+    for reader, side in ((request, "request"), (response, "response")):
+        for index, name in enumerate(reader.names):
+            key = f"http.{side}.header.{name.decode()}"
+            keys.add(key)
+            picked.append(("", _picked_column(reader, side == "response", index, key)))
+    taken = frozenset(keys)
+    return [*fields[:-1], *picked, ("", lambda b: b.notes_text(taken))]
+
+
+def _picked_column(
+    reader: HeaderReader, response: bool, index: int, key: str
+) -> Callable[[_Columns], Iterable[str]]:
+    """The column of one picked header field: ``,"key":["value"]``, or ``""`` for a
+    missing or empty one."""
+    before = f',"{key}":['  # a header name is a token: nothing in it to escape
+
+    def text(value: bytes | None) -> str:
+        return before + _json_string(value) + "]" if value else ""
+
+    return lambda b: _each(b.picked(reader, response)[index], text)
+
 
 #: Each preset's fields, the text that ends its line, and what it reads of extras.
 _PRESETS: dict[str, tuple[list[_Field], str, frozenset[str]]] = {

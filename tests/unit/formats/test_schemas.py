@@ -690,6 +690,67 @@ def test_header_sources_of_every_kind(name: str, request_headers: Any) -> None:
     assert make_format(name, utc=True).format_batch([record]) == expected
 
 
+@pytest.mark.parametrize(
+    "headers",
+    [
+        [(b"x-request-id", b"r-1"), (b"authorization", b"Bearer s")],
+        [("X-REQUEST-ID", "r-1"), ("AUTHORIZATION", "Bearer s")],
+        {"HTTP_X_REQUEST_ID": "r-1", "HTTP_AUTHORIZATION": "Bearer s", "PATH_INFO": "/"},
+    ],
+    ids=["asgi", "gunicorn", "wsgi-environ"],
+)
+def test_otel_writes_the_picked_headers_as_http_header_attributes(headers: Any) -> None:
+    """request_headers and response_headers add ``http.request.header.<name>`` and
+    ``http.response.header.<name>`` (lower case, a list of one string) after the built-in
+    attributes and before the application's; a credential is redacted unless allowed; an
+    absent one is left out; an application's field of the same name is prefixed."""
+    record = make_record(
+        request_headers=headers,
+        response_headers=[(b"content-type", b"text/plain")],
+        notes={"http.request.header.x-request-id": 7},
+    )
+    fmt = SchemaFormat("otel", request_headers=["X-Request-ID", "Authorization", "X-Absent"],
+                       response_headers=["Content-Type"])  # fmt: skip
+    attributes = strict_json(fmt.format_batch([record]).rstrip(b"\n"))["attributes"]
+    assert list(attributes.items())[-4:] == [
+        ("http.request.header.x-request-id", ["r-1"]),
+        ("http.request.header.authorization", ["[redacted]"]),
+        ("http.response.header.content-type", ["text/plain"]),
+        ("app.http.request.header.x-request-id", 7),
+    ]
+    allowed = SchemaFormat("otel", request_headers=["Authorization"], allow_headers=["Authorization"])
+    assert strict_json(allowed.format_batch([record]).rstrip(b"\n"))["attributes"][
+        "http.request.header.authorization"
+    ] == ["Bearer s"]
+    assert fmt.request_header_names >= {b"x-request-id", b"authorization", b"x-absent"}
+    assert fmt.response_header_names == {b"content-type"}
+
+
+@pytest.mark.parametrize("value", HOSTILE)
+def test_a_hostile_picked_header_never_breaks_an_otel_line(value: bytes) -> None:
+    """A picked header's value is escaped as every value a client sends is."""
+    record = make_record(request_headers=[(b"x-request-id", value)])
+    fmt = SchemaFormat("otel", request_headers=["X-Request-ID"])
+    [written] = strict_json(fmt.format_batch([record]).rstrip(b"\n"))["attributes"]["http.request.header.x-request-id"]
+    assert unescape(written.encode()) == value
+
+
+@pytest.mark.parametrize(
+    ("name", "options", "message"),
+    [
+        ("ecs", {"request_headers": ["X-Request-ID"]}, "are for SchemaFormat('otel')"),
+        ("otel", {"request_headers": ["Referer"]}, "always writes Referer"),
+        ("otel", {"request_headers": "X-Request-ID"}, "write ['X-Request-ID']"),
+        ("otel", {"response_headers": ["Bad Name"]}, "not a header field name"),
+    ],
+)
+def test_picked_headers_a_schema_cannot_write_are_refused(
+    name: str, options: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ConfigurationError, match=re.escape(message)):
+        SchemaFormat(name, **options)
+
+
 def test_gunicorn_access_logformat_gcp_writes_gcp_lines(tmp_path: Path) -> None:
     """gunicorn with --access-logformat gcp: each request a Cloud Logging line."""
     log_path = tmp_path / "access.log"

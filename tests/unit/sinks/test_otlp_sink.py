@@ -33,6 +33,40 @@ def test_every_record_arrives_once_as_a_log_record() -> None:
     assert (stats.written, stats.failed, stats.dropped) == (COUNT, 0, 0)
 
 
+def test_picked_headers_arrive_as_http_header_attributes() -> None:
+    """OtlpSink(request_headers=..., response_headers=...): each LogRecord has them as
+    string arrays named by OpenTelemetry's HTTP conventions, a credential redacted."""
+    with otlp_collector() as running:
+        sink = OtlpSink(
+            f"otlp+http://{LOOPBACK}:{running.port}",
+            request_headers=["X-Request-ID", "Cookie"],
+            response_headers=["Content-Type"],
+        )
+        log = AccessLog(sink, flush_interval=0.01)
+        assert log.submit(make_record(
+            request_headers=[(b"x-request-id", b"r-9"), (b"cookie", b"session=1")],
+            response_headers=[(b"content-type", b"application/json")],
+        ))  # fmt: skip
+        log.close()
+    [record] = running.records
+    attributes = {kv.key: kv.value for kv in record.attributes}
+    picked = {
+        name: [value.string_value for value in attributes[name].array_value.values]
+        for name in attributes
+        if ".header." in name
+    }
+    assert picked == {
+        "http.request.header.x-request-id": ["r-9"],
+        "http.request.header.cookie": ["[redacted]"],
+        "http.response.header.content-type": ["application/json"],
+    }
+
+
+def test_a_misspelt_picked_header_is_refused_when_the_sink_is_made() -> None:
+    with pytest.raises(ConfigurationError, match="not a header field name"):
+        OtlpSink("otlp+http://c:4318", environ={}, request_headers=["X Request"])
+
+
 def test_a_busy_collector_is_retried_and_nothing_is_lost() -> None:
     answers = [(503, {"Retry-After": "0"}, 0), (429, {}, 0), (502, {}, 0), (200, {}, 0)]
     with otlp_collector(answers) as running:

@@ -24,7 +24,7 @@ import socket
 import ssl
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
@@ -68,10 +68,10 @@ PROTOCOLS = {"http/protobuf": "application/x-protobuf", "http/json": "applicatio
 class _LogRecords:
     """The format step of a log writing to an :class:`OtlpSink`."""
 
-    def __init__(self, pending: list[Any], json_records: bool) -> None:
+    def __init__(self, pending: list[Any], json_records: bool, lines: SchemaFormat) -> None:
         self._pending = pending
         self._encode = json_log_record if json_records else log_record
-        self._lines = SchemaFormat("otel")
+        self._lines = lines
         self.request_header_names = self._lines.request_header_names
         self.response_header_names = self._lines.response_header_names
         self.reads_notes = True
@@ -100,12 +100,31 @@ class OtlpSink(Pathless):
     ``OTEL_EXPORTER_OTLP_ENDPOINT`` (a base), their ``_HEADERS``, ``_TIMEOUT``
     (milliseconds), ``_PROTOCOL`` (``http/protobuf``) and ``_CERTIFICATE`` (a CA file),
     and ``OTEL_SERVICE_NAME`` / ``OTEL_RESOURCE_ATTRIBUTES`` for the resource.
+
+    ``request_headers`` and ``response_headers`` name header fields to send as the
+    attributes ``http.request.header.<name>`` and ``http.response.header.<name>``
+    (``["value"]``); credentials are ``[redacted]`` unless ``allow_headers`` names them.
     """
 
     retries = 0
     wakes_when_stopped = True
 
-    def __init__(self, url: str = "otlp", *, environ: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        url: str = "otlp",
+        *,
+        environ: Mapping[str, str] | None = None,
+        request_headers: Iterable[str] = (),
+        response_headers: Iterable[str] = (),
+        allow_headers: Iterable[str] = (),
+    ) -> None:
+        # Checked here, where a misspelt header name is the caller's mistake.
+        self._lines = SchemaFormat(
+            "otel",
+            request_headers=request_headers,
+            response_headers=response_headers,
+            allow_headers=allow_headers,
+        )
         env = os.environ if environ is None else environ
         self.endpoint, self.protocol, self.headers, self.timeout, cafile = _settings(url, env)
         parts = urlsplit(self.endpoint)
@@ -154,7 +173,7 @@ class OtlpSink(Pathless):
                 f"{self!r} already serves a log: give each log an OtlpSink of its own"
             )
         self._taken = True
-        return _LogRecords(self._pending, self.protocol == "http/json")
+        return _LogRecords(self._pending, self.protocol == "http/json", self._lines)
 
     def write(self, data: bytes) -> tuple[int, OSError | None]:
         """Send the batch's LogRecords in one request, retrying what may be retried,
