@@ -12,6 +12,7 @@
  *   formats/    records to bytes on the writer thread: common and combined lines
  *               (clf), JSON lines, templates, and what they share (escaping, header
  *               fields, time stamps, values, trace ids)
+ *   sinks/      what a sink sends, where it is not lines: OTLP's LogRecord in protobuf
  *
  * A folder includes only its own files, common/ and record/ (and paths/ the module's
  * state); module.c includes them all.
@@ -32,6 +33,7 @@
 #include "paths/handoff.h"
 #include "paths/wsgi.h"
 #include "selection/select.h"
+#include "sinks/otlp.h"
 
 static PyMethodDef methods[] = {
     {"format_apache", (PyCFunction)(void (*)(void))clf_format_apache, METH_FASTCALL,
@@ -52,6 +54,10 @@ static PyMethodDef methods[] = {
      "format_template(records, ops, pid) -> bytes | None\n\n"
      "The lines of a batch in a compiled log template, or None to leave it to the\n"
      "pure-Python core (_templates.Template)."},
+    {"otlp_log_record", (PyCFunction)(void (*)(void))otlp_log_record, METH_FASTCALL,
+     "otlp_log_record(line, time_ns, observed_ns) -> bytes | None\n\n"
+     "The protobuf LogRecord of a parsed otel preset line, or None to leave it to the\n"
+     "pure-Python core (sinks/otlp/_logs.log_record)."},
     {"environ_record", (PyCFunction)(void (*)(void))environ_record, METH_FASTCALL,
      "environ_record(record_type, environ, received, duration, status, sent,\n"
      "               request_headers, response_headers, bound, limit) -> Record | None\n\n"

@@ -14,7 +14,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ._speedups import AsgiMiddleware, WsgiMiddleware
@@ -98,6 +98,9 @@ select_records: (
 #: _redaction.QueryRedaction scans them (csrc/selection/select.c), None if left to Python;
 #: else None.
 joined_queries: Callable[[list[Record]], bytes | None] | None = None
+#: ``otlp_log_record(line, time_ns, observed_ns)``: sinks/otlp/_logs.log_record_python in C
+#: (csrc/sinks/otlp.c), None for a line left to Python; else None.
+otlp_log_record: Callable[[dict[str, Any], int, int], bytes | None] | None = None
 #: The base class of the ASGI middleware's compiled request path, else None.
 asgi_middleware: type[AsgiMiddleware] | None = None
 #: The base class of the WSGI middleware's compiled request path, else None.
@@ -144,3 +147,4 @@ if speedups is not None:
     wsgi_middleware = speedups.WsgiMiddleware
     select_records = speedups.select_records
     joined_queries = speedups.joined_queries
+    otlp_log_record = speedups.otlp_log_record

@@ -2,7 +2,8 @@
 
 ``module.c`` and ``module_state.h`` (the module, its state) are at the top; below them
 ``formats/`` (where a line is formatted), ``selection/`` (the writer's scans before
-formatting) and ``paths/`` (where a request is captured) are independent of each
+formatting), ``paths/`` (where a request is captured) and ``sinks/`` (what a sink sends
+that is not lines) are independent of each
 other, and use ``record/`` (a record as C reads it) and ``common/`` (what any part
 uses).  The tests read the ``#include`` lines, and the calls from one file to a
 function another file defines, and fail on an include against the layers or on a
@@ -18,7 +19,9 @@ CSRC = next(path for path in Path(__file__).resolve().parents if (path / "csrc")
 
 #: Lowest first.  A file may include from its own folder and the layers before it; two
 #: folders in one layer are independent of each other.  "module" is csrc/'s top.
-LAYERS: list[set[str]] = [{"common"}, {"record"}, {"formats", "selection", "paths"}, {"module"}]
+LAYERS: list[set[str]] = [
+    {"common"}, {"record"}, {"formats", "selection", "paths", "sinks"}, {"module"}
+]  # fmt: skip
 #: The one include that goes up: the request paths find their types in the module's
 #: state (and the state holds paths/environ.h's names).
 UPWARD = {("paths", "module_state.h")}

@@ -293,6 +293,7 @@ class SchemaFormat:
     def response_header_names(self) -> frozenset[bytes]:
         """The response header fields ``response_headers`` picks (none by default)."""
         return frozenset(self._picked[1].names)
+
     #: The application's fields (``add_fields``).
     reads_notes = True
 
@@ -455,6 +456,7 @@ OTEL_FIELDS: list[_Field] = [
     ("", lambda b: _optional('"http.route":%s', b.routes())),
     ("", lambda b: b.notes_text(_OTEL_KEYS)),
 ]  # fmt: skip
+
 
 def _with_picked_headers(
     preset: str, fields: list[_Field], request: HeaderReader, response: HeaderReader

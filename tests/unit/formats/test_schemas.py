@@ -718,7 +718,9 @@ def test_otel_writes_the_picked_headers_as_http_header_attributes(headers: Any) 
         ("http.response.header.content-type", ["text/plain"]),
         ("app.http.request.header.x-request-id", 7),
     ]
-    allowed = SchemaFormat("otel", request_headers=["Authorization"], allow_headers=["Authorization"])
+    allowed = SchemaFormat(
+        "otel", request_headers=["Authorization"], allow_headers=["Authorization"]
+    )
     assert strict_json(allowed.format_batch([record]).rstrip(b"\n"))["attributes"][
         "http.request.header.authorization"
     ] == ["Bearer s"]
@@ -731,7 +733,9 @@ def test_a_hostile_picked_header_never_breaks_an_otel_line(value: bytes) -> None
     """A picked header's value is escaped as every value a client sends is."""
     record = make_record(request_headers=[(b"x-request-id", value)])
     fmt = SchemaFormat("otel", request_headers=["X-Request-ID"])
-    [written] = strict_json(fmt.format_batch([record]).rstrip(b"\n"))["attributes"]["http.request.header.x-request-id"]
+    [written] = strict_json(fmt.format_batch([record]).rstrip(b"\n"))["attributes"][
+        "http.request.header.x-request-id"
+    ]
     assert unescape(written.encode()) == value
 
 

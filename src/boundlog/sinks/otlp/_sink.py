@@ -79,10 +79,12 @@ class _LogRecords:
 
     def format_batch(self, records: Sequence[Record]) -> bytes:
         data = self._lines.format_batch(records)
-        lines = data.split(b"\n")[:-1]
+        # The lines as one JSON array, parsed by one call: half the cost of a call a
+        # line.  A line never holds a newline (every value's is escaped).
+        lines = json.loads(b"[" + data[:-1].replace(b"\n", b",") + b"]") if data else []
         observed = time.time_ns()
         entries = [
-            self._encode(json.loads(line), _unix_nanos(record.time), observed)
+            self._encode(line, _unix_nanos(record.time), observed)
             for line, record in zip(lines, records, strict=True)
         ]
         # Kept only once the whole batch is built: the writer retries a batch that raised
