@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import gzip
 import json
 import os
 import re
@@ -474,6 +475,8 @@ class OtlpCollector:
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers["Content-Length"]))
+                if self.headers["Content-Encoding"] == "gzip":
+                    body = gzip.decompress(body)
                 status, headers, rejecting = collector.next_answer()
                 collector.requests += 1
                 collector.headers.append(dict(self.headers))

@@ -134,9 +134,26 @@ def test_sink_otlp_reads_the_sdk_s_variables(monkeypatch: pytest.MonkeyPatch) ->
     assert len(running.paths) == 2
 
 
+@pytest.mark.parametrize("protocol", ["http/protobuf", "http/json"])
+def test_gzip_compression_as_the_variable_asks(
+    monkeypatch: pytest.MonkeyPatch, protocol: str
+) -> None:
+    """OTEL_EXPORTER_OTLP_COMPRESSION=gzip: each body gzipped, said in Content-Encoding."""
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_COMPRESSION", "gzip")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", protocol)
+    with otlp_collector() as running:
+        log = AccessLog(f"otlp+http://{LOOPBACK}:{running.port}", flush_interval=3600)
+        paths = submit_all(log)
+        log.close()
+    assert sorted(running.paths) == sorted(paths)
+    assert {headers["Content-Encoding"] for headers in running.headers} == {"gzip"}
+    assert log.stats().written == COUNT
+
+
 @pytest.mark.parametrize(
     ("url", "environ", "message"),
     [
+        ("otlp", {"OTEL_EXPORTER_OTLP_COMPRESSION": "zstd"}, "give gzip or none"),
         ("otlp+ftp://x:1", {}, "not an OTLP sink"),
         ("otlp", {"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}, "http/protobuf"),
         ("otlp", {"OTEL_EXPORTER_OTLP_TIMEOUT": "soon"}, "milliseconds"),

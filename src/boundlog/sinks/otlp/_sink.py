@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import email.utils
+import gzip
 import http.client
 import json
 import math
@@ -25,7 +26,7 @@ import ssl
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import unquote, urlsplit
 
 from ..._errors import ConfigurationError, report_on_stderr
@@ -63,6 +64,11 @@ def _unix_nanos(seconds: float) -> int:
 
 #: The protocols ``OTEL_EXPORTER_OTLP_PROTOCOL`` may name, and what each sends.
 PROTOCOLS = {"http/protobuf": "application/x-protobuf", "http/json": "application/json"}
+#: What ``OTEL_EXPORTER_OTLP_COMPRESSION`` may name (the exporter specification's).
+COMPRESSIONS = ("none", "gzip")
+#: The fastest level: varied access-log records come to about a sixth of their bytes for
+#: 1.7 µs a record of the writer's time; zlib's default (6) to an eighth, for 4.8 µs.
+GZIP_LEVEL = 1
 
 
 class _LogRecords:
@@ -100,7 +106,8 @@ class OtlpSink(Pathless):
     path; ``OtlpSink("otlp")`` (``sink="otlp"``) reads the OpenTelemetry SDK's variables:
     ``OTEL_EXPORTER_OTLP_LOGS_ENDPOINT`` (the whole URL) or
     ``OTEL_EXPORTER_OTLP_ENDPOINT`` (a base), their ``_HEADERS``, ``_TIMEOUT``
-    (milliseconds), ``_PROTOCOL`` (``http/protobuf``) and ``_CERTIFICATE`` (a CA file),
+    (milliseconds), ``_PROTOCOL`` (``http/protobuf``), ``_COMPRESSION`` (``gzip``)
+    and ``_CERTIFICATE`` (a CA file),
     and ``OTEL_SERVICE_NAME`` / ``OTEL_RESOURCE_ATTRIBUTES`` for the resource.
 
     ``request_headers`` and ``response_headers`` name header fields to send as the
@@ -128,7 +135,15 @@ class OtlpSink(Pathless):
             allow_headers=allow_headers,
         )
         env = os.environ if environ is None else environ
-        self.endpoint, self.protocol, self.headers, self.timeout, cafile = _settings(url, env)
+        settings = _settings(url, env)
+        self.endpoint, self.protocol = settings.endpoint, settings.protocol
+        #: What each request is sent with: its content type, and the variables' headers.
+        self.headers = {"Content-Type": PROTOCOLS[settings.protocol], **settings.headers}
+        self.gzip = settings.compression == "gzip"
+        if self.gzip:
+            self.headers["Content-Encoding"] = "gzip"
+        self.timeout = settings.timeout
+        cafile = settings.cafile
         parts = urlsplit(self.endpoint)
         self._https = parts.scheme == "https"
         self._host = parts.hostname or "localhost"
@@ -187,6 +202,8 @@ class OtlpSink(Pathless):
             body = json_export_request(self._attributes, pending)
         else:
             body = export_request(self._resource, pending)
+        if self.gzip:
+            body = gzip.compress(body, GZIP_LEVEL, mtime=0)
         pause = FIRST_PAUSE
         while not self._stopped:
             self._wake.clear()
@@ -277,8 +294,7 @@ class OtlpSink(Pathless):
                     self._host, self._port, timeout=self.timeout
                 )
             self._connection = connection
-        headers = {"Content-Type": PROTOCOLS[self.protocol], **self.headers}
-        connection.request("POST", self._target, body=body, headers=headers)
+        connection.request("POST", self._target, body=body, headers=self.headers)
         response = connection.getresponse()
         answer = response.read()
         return response.status, answer, _retry_after(response.getheader("Retry-After"))
@@ -313,11 +329,17 @@ def _retry_after(value: str | None) -> float | None:
     return None
 
 
-def _settings(
-    url: str, env: Mapping[str, str]
-) -> tuple[str, str, dict[str, str], float, str | None]:
-    """The endpoint, protocol, headers, timeout (s) and CA file a sink URL and the
-    variables give."""
+class _Settings(NamedTuple):
+    endpoint: str
+    protocol: str
+    headers: dict[str, str]
+    timeout: float  # seconds
+    cafile: str | None
+    compression: str
+
+
+def _settings(url: str, env: Mapping[str, str]) -> _Settings:
+    """What a sink URL and the variables say."""
 
     def variable(name: str) -> str:
         return env.get(f"OTEL_EXPORTER_OTLP_LOGS_{name}") or env.get(
@@ -366,5 +388,11 @@ def _settings(
         ) from None
     if not timeout > 0:
         raise ConfigurationError(f"OTEL_EXPORTER_OTLP_TIMEOUT={timeout_text!r}: must be above 0")
-    cafile = variable("CERTIFICATE") or None
-    return endpoint, protocol, headers, timeout, cafile
+    compression = variable("COMPRESSION").strip().lower() or "none"
+    if compression not in COMPRESSIONS:
+        raise ConfigurationError(
+            f"OTEL_EXPORTER_OTLP_COMPRESSION={compression!r}: give gzip or none"
+        )
+    return _Settings(
+        endpoint, protocol, headers, timeout, variable("CERTIFICATE") or None, compression
+    )
