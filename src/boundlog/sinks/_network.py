@@ -28,11 +28,11 @@ import select
 import socket
 import ssl
 import threading
-import time
 from collections.abc import Callable
 
-from .._errors import ConfigurationError, report_on_stderr
+from .._errors import ConfigurationError
 from .._options import seconds, whole_number
+from ._outages import OutageReports
 from ._pathless import Pathless
 from ._relp import RelpError, RelpSession, Stopped
 from ._syslog import (
@@ -49,9 +49,6 @@ from ._syslog import (
 )
 from ._urls import parse_url
 
-# A failure is reported at most this often, so a collector that stays down for an hour
-# costs a few hundred lines of stderr, not one per attempt.
-REPORT_EVERY = 5.0
 # How long a blocked send waits before it looks whether close() gave up on it.
 _LOOK_EVERY = 0.5
 # RFC 5426 3.2: a receiver SHOULD take 2048-octet datagrams, over IPv4 and IPv6; rsyslog
@@ -160,10 +157,7 @@ class NetworkSink(Pathless):
         self._frame_ends: list[int] = []
         self._data_ends: list[int] = []
         self._delay = 0.0
-        self._failures = 0
-        self._reported_failure = False
-        self._last_report = -REPORT_EVERY
-        self._unreported = 0
+        self._reports = OutageReports(self.name)
         self._unreported_cuts = 0
 
     # The attributes and methods the writer uses (see sinks._files.Destination).
@@ -309,16 +303,17 @@ class NetworkSink(Pathless):
                 whole = bisect.bisect_right(self._frame_ends, self._sent)
                 self._sent = self._frame_ends[whole - 1] if whole else 0
         if not self.stopped:
-            self._recovered()
+            self._reports.recovered()
         return len(data), None
 
     def _count_cuts(self, cut: int) -> None:
         self.truncated += cut
         self._unreported_cuts += cut
-        self._report(
+        if self._reports.report(
             f"cut {self._unreported_cuts} message(s) to {self._max_datagram} bytes "
             f"for {self.name} (max_datagram)"
-        )
+        ):
+            self._unreported_cuts = 0
 
     def _connect(self) -> socket.socket | None:
         """A new connection, or None after a failure reported and waited out."""
@@ -425,43 +420,15 @@ class NetworkSink(Pathless):
         """Drop the connection, report (now and then) and wait before the next attempt."""
         self._disconnect()
         self.retries += 1
-        self._failures += 1
-        self._delay = (
-            self._retry_initial if self._failures == 1 else min(self._delay * 2, self._retry_max)
-        )
+        first = self._reports.failures == 0
+        self._delay = self._retry_initial if first else min(self._delay * 2, self._retry_max)
         wait = self._delay * random.uniform(0.5, 1.0)
         unsent = len(self._frame_ends) - bisect.bisect_right(self._frame_ends, self._sent)
-        waiting = self._waiting() + unsent
-        if self._report(
-            f"{what} {self.name}: {cause_of(error)}; retrying in {wait:.1f} s, "
-            f"{waiting} record{'s' if waiting != 1 else ''} waiting"
-        ):
-            self._reported_failure = True
+        self._reports.failed(
+            f"{what} {self.name}: {cause_of(error)}", wait, self._waiting() + unsent
+        )
         # Not cleared here: a hurry() that came during the attempt skips this wait.
         self._wake.wait(wait)
-
-    def _recovered(self) -> None:
-        if self._failures and self._reported_failure:
-            self._report(
-                f"sending to {self.name} again, after {self._failures} failed "
-                f"attempt{'s' if self._failures != 1 else ''}",
-                always=True,
-            )
-        self._failures = 0
-        self._reported_failure = False
-
-    def _report(self, message: str, *, always: bool = False) -> bool:
-        now = time.monotonic()
-        if not always and now - self._last_report < REPORT_EVERY:
-            self._unreported += 1
-            return False
-        if self._unreported:
-            message += f" ({self._unreported} similar reports not shown)"
-        self._last_report = now
-        self._unreported = 0
-        self._unreported_cuts = 0
-        report_on_stderr(message)
-        return True
 
     def __repr__(self) -> str:
         return f"<NetworkSink {self.name}>"

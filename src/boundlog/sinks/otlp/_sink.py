@@ -29,10 +29,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 from urllib.parse import unquote, urlsplit
 
-from ..._errors import ConfigurationError, report_on_stderr
+from ..._errors import ConfigurationError
 from ...formats._schemas import SchemaFormat
 from ...record._record import Record
-from .._network import REPORT_EVERY, cause_of
+from .._network import cause_of
+from .._outages import OutageReports
 from .._pathless import Pathless
 from ._logs import (
     export_request,
@@ -160,11 +161,7 @@ class OtlpSink(Pathless):
         self._connection: http.client.HTTPConnection | None = None
         self._wake = threading.Event()
         self._taken = False
-        # Failed attempts since the last answer, and the reports on stderr: at most one
-        # every REPORT_EVERY seconds, and one when the collector answers again.
-        self._failures = 0
-        self._reported = False
-        self._last_report = -REPORT_EVERY
+        self._reports = OutageReports(self.name)
         self._waiting: Callable[[], int] = lambda: 0
 
     @property
@@ -220,7 +217,7 @@ class OtlpSink(Pathless):
                     wait = retry_after if retry_after is not None else pause
                     self._failed(f"{self.name} answered HTTP {status}", wait, len(pending))
                 else:
-                    self._recovered()
+                    self._reports.recovered()
                     return self._answered(data, len(pending), status, answer)
             pause = min(LONGEST_PAUSE, pause * 2)
             # Not cleared here: a hurry() that came during the attempt skips this wait.
@@ -248,25 +245,7 @@ class OtlpSink(Pathless):
     def _failed(self, what: str, wait: float, unsent: int) -> None:
         """Count a failed attempt, and say so on stderr now and then."""
         self.retries += 1
-        self._failures += 1
-        now = time.monotonic()
-        if now - self._last_report >= REPORT_EVERY:
-            self._last_report = now
-            self._reported = True
-            waiting = self._waiting() + unsent
-            report_on_stderr(
-                f"{what}; retrying in {wait:.1f} s, "
-                f"{waiting} record{'s' if waiting != 1 else ''} waiting"
-            )
-
-    def _recovered(self) -> None:
-        if self._reported:
-            report_on_stderr(
-                f"sending to {self.name} again, after {self._failures} failed "
-                f"attempt{'s' if self._failures != 1 else ''}"
-            )
-        self._failures = 0
-        self._reported = False
+        self._reports.failed(what, wait, self._waiting() + unsent)
 
     def watch_backlog(self, waiting: Callable[[], int]) -> None:
         """Learn how to count the records waiting behind this sink, for reports."""
