@@ -58,6 +58,10 @@ static PyMethodDef methods[] = {
      "otlp_log_record(line, time_ns, observed_ns) -> bytes | None\n\n"
      "The protobuf LogRecord of a parsed otel preset line, or None to leave it to the\n"
      "pure-Python core (sinks/otlp/_logs.log_record)."},
+    {"learn_asgi_extras", (PyCFunction)(void (*)(void))asgi_learn_extras, METH_FASTCALL,
+     "learn_asgi_extras(parts, scope, completed) -> Extras\n\n"
+     "_extras.learner's learn(scope, completed) in C, with the parts\n"
+     "_extras.compiled_learner makes."},
     {"environ_record", (PyCFunction)(void (*)(void))environ_record, METH_FASTCALL,
      "environ_record(record_type, environ, received, duration, status, sent,\n"
      "               request_headers, response_headers, bound, limit) -> Record | None\n\n"

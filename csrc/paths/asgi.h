@@ -8,6 +8,7 @@
  *   asgi_send.c        the send wrapper (Capture) that counts status and bytes and
  *                      hands over the record with the response's last message
  *   asgi_record.c      the record built from the scope
+ *   asgi_learn.c       the extras learnt when the response ends: route, span
  *
  * Calls between them go one way, down this list: the middleware makes exchanges, an
  * exchange its send wrapper, and all three call asgi_record.c; none calls a file above
@@ -119,5 +120,9 @@ PyObject *exchange_new(Middleware *middleware, PyObject *scope, PyObject *receiv
 
 /* A new Capture for one exchange. */
 Capture *capture_new(Middleware *middleware, PyObject *scope, PyObject *send, double started);
+
+/* learn_asgi_extras(parts, scope, completed) -> Extras: _extras.learner's learn in C
+ * (asgi_learn.c), with the parts _extras.compiled_learner makes. */
+PyObject *asgi_learn_extras(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 
 #endif

@@ -101,6 +101,9 @@ joined_queries: Callable[[list[Record]], bytes | None] | None = None
 #: ``otlp_log_record(line, time_ns, observed_ns)``: sinks/otlp/_logs.log_record_python in C
 #: (csrc/sinks/otlp.c), None for a line left to Python; else None.
 otlp_log_record: Callable[[dict[str, Any], int, int], bytes | None] | None = None
+#: ``learn_asgi_extras(parts, scope, completed)``: capture/_extras.python_learner's learn in C
+#: (csrc/paths/asgi_learn.c); else None.
+learn_asgi_extras: Callable[[tuple[Any, ...], Any, bool], Any] | None = None
 #: The base class of the ASGI middleware's compiled request path, else None.
 asgi_middleware: type[AsgiMiddleware] | None = None
 #: The base class of the WSGI middleware's compiled request path, else None.
@@ -148,3 +151,4 @@ if speedups is not None:
     select_records = speedups.select_records
     joined_queries = speedups.joined_queries
     otlp_log_record = speedups.otlp_log_record
+    learn_asgi_extras = speedups.learn_asgi_extras

@@ -22,13 +22,16 @@ count in with :func:`with_bytes_received` (the C ones as csrc/record/extras.h do
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
+from contextvars import ContextVar
 from typing import Any
 
+from .. import _core
 from .._options import DEFAULT_MAX_RECORD_BYTES
 from ..record._budget import CUT_MARKER
 from ..record._record import Extras, new_extras
-from ._routes import asgi_route, environ_route
+from ._routes import ROUTE_KEY, asgi_route, environ_route
 
 #: ``learn(scope, completed)``: the extras of the exchange an ASGI scope describes,
 #: whose response did or did not complete.
@@ -78,6 +81,20 @@ def learner(
     if not reads_route and current_trace is None and not reads_completed and read_scope is None:
         # Nothing to learn (no OpenTelemetry API to ask for a span): no call at all.
         return None
+    if read_scope is None:
+        compiled = compiled_learner(reads_route, current_trace is not None, reads_completed)
+        if compiled is not None:
+            return compiled
+    return python_learner(reads_route, current_trace, reads_completed, read_scope)
+
+
+def python_learner(
+    reads_route: bool,
+    current_trace: Callable[[], tuple[int, int] | None] | None,
+    reads_completed: bool,
+    read_scope: ReadEnviron | None,
+) -> Learn:
+    """:func:`learner`'s function in Python: the reference of ``compiled_learner``."""
 
     def learn(scope: Mapping[str, Any], completed: bool) -> Extras:
         # By position: Extras(...) with keywords costs a Python-level call more.  The
@@ -90,6 +107,52 @@ def learner(
         ))  # fmt: skip
 
     return learn
+
+
+def compiled_learner(reads_route: bool, reads_trace: bool, reads_completed: bool) -> Learn | None:
+    """:func:`learner`'s function in C (csrc/paths/asgi_learn.c) for a log that names
+    no server variables, or None: no C core, or an OpenTelemetry API whose current span
+    C would not find where the API finds it."""
+    if _core.learn_asgi_extras is None:
+        return None
+    trace_parts: tuple[Any, ...] = (None, None, None, None)
+    if reads_trace:
+        found = _span_lookup()
+        if found is None:
+            return None
+        trace_parts = found
+    parts = (
+        Extras, reads_route, ROUTE_KEY, asgi_route, reads_completed, *trace_parts,
+        ("route", "path_template", "get_span_context", "is_valid", "trace_id", "span_id"),
+    )  # fmt: skip
+    return functools.partial(_core.learn_asgi_extras, parts)
+
+
+def _span_lookup() -> tuple[Any, ...] | None:
+    """Where OpenTelemetry's API keeps the current span: the context variable of its
+    runtime context, the span's key in the context, and the API's Span and SpanContext
+    classes; None when the API keeps it anywhere else (another runtime context chosen
+    by ``OTEL_PYTHON_CONTEXT``, an API of another shape)."""
+    try:
+        from opentelemetry import context as otel_context
+        from opentelemetry.context.context import Context
+        from opentelemetry.context.contextvars_context import ContextVarsRuntimeContext
+        from opentelemetry.trace import Span, SpanContext
+        from opentelemetry.trace.propagation import _SPAN_KEY
+    except ImportError:
+        return None
+    runtime = getattr(otel_context, "_RUNTIME_CONTEXT", None)
+    variable = getattr(runtime, "_current_context", None)
+    if (
+        type(runtime) is not ContextVarsRuntimeContext
+        or type(variable) is not ContextVar
+        or not issubclass(Context, dict)
+        or Context.get is not dict.get
+        or not isinstance(_SPAN_KEY, str)
+        or not issubclass(SpanContext, tuple)
+    ):
+        return None
+    return variable, _SPAN_KEY, Span, SpanContext
 
 
 def wsgi_learner(

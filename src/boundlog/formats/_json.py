@@ -217,10 +217,14 @@ class JsonFormat(CompiledFirst):
             ]
         )  # fmt: skip
         #: What lines show of a record's extras: its route, the ids of its request's
-        #: span, whether it completed, and what ``extras`` and ``environ`` ask for.
-        self.reads_extras = frozenset(
-            {"route", "trace", "completed", *optional, *(["environ"] if environ_added else [])}
-        )
+        #: span, whether it completed, and what ``extras`` and ``environ`` ask for.  A
+        #: subclass may say its own (``reads_extras = frozenset()``: no route, trace
+        #: ids from the ``traceparent`` header only), which then stands.
+        below = type(self).__mro__[: type(self).__mro__.index(JsonFormat)]
+        if not any("reads_extras" in vars(subclass) for subclass in below):
+            self.reads_extras = frozenset(
+                {"route", "trace", "completed", *optional, *(["environ"] if environ_added else [])}
+            )
         #: The server variables lines show (``environ``).
         self.environ_names = frozenset(name for name, _ in environ_added)
         # The optional fields, each with the text before it: (",\"key\":", extras index)

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from _examples import examples
 from _records import make_record
-from boundlog import ConfigurationError, Extras, JsonFormat, Record, unescape
+from boundlog import AccessLog, ConfigurationError, Extras, JsonFormat, Record, unescape
 from boundlog.formats._json import JSON_FIELDS
 
 # 1700000000.25 is 2023-11-14T22:13:20.250Z.
@@ -247,3 +247,27 @@ def test_optional_extras_and_server_variables_follow_the_built_in_fields() -> No
 def test_optional_fields_are_checked(options: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigurationError, match=message):
         JsonFormat(**options)
+
+
+def test_a_subclass_reading_no_extras_stands_as_the_performance_page_advises() -> None:
+    """``reads_extras = frozenset()`` on a subclass: the log learns no extras (no route,
+    no span asked for), and the trace ids come from the ``traceparent`` header."""
+
+    class JsonWithoutExtras(JsonFormat):
+        __slots__ = ()
+        reads_extras = frozenset()
+
+    fmt = JsonWithoutExtras()
+    assert fmt.reads_extras == frozenset()
+    assert JsonFormat().reads_extras >= {"route", "trace"}
+    log = AccessLog("/dev/null", format=fmt)
+    try:
+        assert log.reads_extras == frozenset()
+    finally:
+        log.close()
+    traceparent = b"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    record = make_record(request_headers=[(b"traceparent", traceparent)])
+    line = json.loads(fmt.format_batch([record]))
+    assert (line["route"], line["trace_id"], line["span_id"]) == (
+        None, "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331"
+    )  # fmt: skip

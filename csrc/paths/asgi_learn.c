@@ -1,0 +1,204 @@
+/* What an ASGI log's extras function learns when the response ends (_extras.learner's
+ * `learn(scope, completed)`), in C: the route the application matched and the ids of
+ * the OpenTelemetry span current in the request's context, without a Python call for
+ * the usual exchange.
+ *
+ * The reference asks OpenTelemetry's API (get_current_span().get_span_context(), then
+ * is_valid, trace_id and span_id: four Python calls and a frame each) and reads the
+ * scope in Python.  Here the span is read where the API reads it: the context variable
+ * of the API's runtime context (opentelemetry.context._RUNTIME_CONTEXT, when it is the
+ * contextvars one), its value a dict in which the span is kept under the API's key.
+ * _extras.compiled_learner hands those over only when they are what this reads, and
+ * the span's get_span_context() is still called, since a span may be any class.
+ *
+ * The scope's route is read here when it is boundlog's own key or a template string;
+ * a route object (Starlette's) goes to the reference's asgi_route, which knows
+ * mounts.  tests/speedups/test_speedups_learn.py holds the two equal. */
+#include "paths/asgi.h"
+
+#include "common/compat.h"
+#include "record/extras.h"
+
+/* The parts, a tuple made once by _extras.compiled_learner. */
+enum {
+    PART_EXTRAS_TYPE,   /* boundlog.Extras */
+    PART_READS_ROUTE,   /* bool */
+    PART_ROUTE_KEY,     /* "boundlog.route" */
+    PART_ASGI_ROUTE,    /* _routes.asgi_route, for a route object */
+    PART_READS_DONE,    /* bool: the log reads `completed` */
+    PART_CONTEXT_VAR,   /* the runtime context's ContextVar, or None: no trace read */
+    PART_SPAN_KEY,      /* the API's key of the current span in a context */
+    PART_SPAN_TYPE,     /* opentelemetry.trace.Span */
+    PART_SPAN_CONTEXT,  /* opentelemetry.trace.SpanContext */
+    PART_NAMES,         /* ("route", "path_template", "get_span_context", "is_valid",
+                         *  "trace_id", "span_id") */
+    PARTS
+};
+enum { NAMED_ROUTE, NAMED_TEMPLATE, NAMED_GET_SPAN_CONTEXT, NAMED_IS_VALID, NAMED_TRACE_ID,
+       NAMED_SPAN_ID, NAMED };
+
+/* scope.get(key) as a strong reference or NULL; -1 on error.  The scope is an exact
+ * dict (checked by the caller). */
+static int
+scope_get(PyObject *scope, PyObject *key, PyObject **value)
+{
+    return PyDict_GetItemRef(scope, key, value);
+}
+
+/* _routes.asgi_route(scope): a new reference (None when unknown), NULL on error. */
+static PyObject *
+route_of(PyObject *const *parts, PyObject *scope)
+{
+    PyObject *names = parts[PART_NAMES];
+    if (!PyDict_CheckExact(scope)) {
+        return PyObject_CallOneArg(parts[PART_ASGI_ROUTE], scope);
+    }
+    PyObject *value;
+    if (scope_get(scope, parts[PART_ROUTE_KEY], &value) < 0) {
+        return NULL;
+    }
+    if (value != NULL && PyUnicode_CheckExact(value)) {
+        return value;
+    }
+    Py_XDECREF(value);
+    if (scope_get(scope, PyTuple_GET_ITEM(names, NAMED_ROUTE), &value) < 0) {
+        return NULL;
+    }
+    if (value != NULL && value != Py_None) {
+        /* A route object: its template and its mounts are the reference's to read. */
+        Py_DECREF(value);
+        return PyObject_CallOneArg(parts[PART_ASGI_ROUTE], scope);
+    }
+    Py_XDECREF(value);
+    if (scope_get(scope, PyTuple_GET_ITEM(names, NAMED_TEMPLATE), &value) < 0) {
+        return NULL;
+    }
+    if (value != NULL && PyUnicode_CheckExact(value) && PyUnicode_GET_LENGTH(value) > 0) {
+        return value;
+    }
+    Py_XDECREF(value);
+    Py_RETURN_NONE;
+}
+
+/* A SpanContext's field: read from the tuple when it is the API's own class, whose
+ * properties read these items, else by the attribute. */
+static PyObject *
+span_context_field(PyObject *const *parts, PyObject *context, Py_ssize_t index, int named)
+{
+    if (Py_IS_TYPE(context, (PyTypeObject *)parts[PART_SPAN_CONTEXT])
+        && PyTuple_GET_SIZE(context) > 5) {
+        return Py_NewRef(PyTuple_GET_ITEM(context, index));
+    }
+    return PyObject_GetAttr(context, PyTuple_GET_ITEM(parts[PART_NAMES], named));
+}
+
+/* _extras.trace_reader's current_trace(): (trace_id, span_id) of the span current in
+ * the caller's context, None when there is none or it is not valid; NULL on error. */
+static PyObject *
+current_trace(PyObject *const *parts)
+{
+    PyObject *context;
+    if (PyContextVar_Get(parts[PART_CONTEXT_VAR], NULL, &context) < 0) {
+        return NULL;
+    }
+    if (context == NULL) {
+        Py_RETURN_NONE;
+    }
+    PyObject *span = NULL;
+    int found;
+    if (PyDict_Check(context)) {
+        /* The API's Context is a dict that only refuses item assignment: its get() is
+         * dict's (_extras.compiled_learner checks). */
+        found = PyDict_GetItemRef(context, parts[PART_SPAN_KEY], &span);
+    }
+    else {
+        span = PyObject_CallMethod(context, "get", "O", parts[PART_SPAN_KEY]);
+        found = span == NULL ? -1 : 1;
+    }
+    Py_DECREF(context);
+    if (found < 0) {
+        return NULL;
+    }
+    if (span == NULL || span == Py_None) {
+        /* INVALID_SPAN: its context is not valid. */
+        Py_XDECREF(span);
+        Py_RETURN_NONE;
+    }
+    int is_span = PyObject_IsInstance(span, parts[PART_SPAN_TYPE]);
+    if (is_span <= 0) {
+        Py_DECREF(span);
+        return is_span < 0 ? NULL : Py_NewRef(Py_None);
+    }
+    PyObject *span_context = PyObject_CallMethodNoArgs(
+        span, PyTuple_GET_ITEM(parts[PART_NAMES], NAMED_GET_SPAN_CONTEXT));
+    Py_DECREF(span);
+    if (span_context == NULL) {
+        return NULL;
+    }
+    PyObject *result = NULL;
+    PyObject *valid = span_context_field(parts, span_context, 5, NAMED_IS_VALID);
+    int is_valid = valid == NULL ? -1 : PyObject_IsTrue(valid);
+    Py_XDECREF(valid);
+    if (is_valid == 0) {
+        result = Py_NewRef(Py_None);
+    }
+    else if (is_valid > 0) {
+        PyObject *trace_id = span_context_field(parts, span_context, 0, NAMED_TRACE_ID);
+        PyObject *span_id = trace_id == NULL ? NULL
+                            : span_context_field(parts, span_context, 1, NAMED_SPAN_ID);
+        if (span_id != NULL) {
+            result = PyTuple_Pack(2, trace_id, span_id);
+        }
+        Py_XDECREF(trace_id);
+        Py_XDECREF(span_id);
+    }
+    Py_DECREF(span_context);
+    return result;
+}
+
+PyObject *
+asgi_learn_extras(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3 || !PyTuple_CheckExact(args[0]) || PyTuple_GET_SIZE(args[0]) != PARTS
+        || !PyTuple_CheckExact(PyTuple_GET_ITEM(args[0], PART_NAMES))
+        || PyTuple_GET_SIZE(PyTuple_GET_ITEM(args[0], PART_NAMES)) != NAMED
+        || !PyType_Check(PyTuple_GET_ITEM(args[0], PART_EXTRAS_TYPE))) {
+        PyErr_SetString(PyExc_TypeError,
+                        "learn_asgi_extras(parts, scope, completed): parts as "
+                        "_extras.compiled_learner makes them");
+        return NULL;
+    }
+    PyObject *const *parts = &PyTuple_GET_ITEM(args[0], 0);
+    PyObject *scope = args[1];
+    PyObject *fields[EXTRAS_FIELDS] = {NULL};
+    PyObject *extras = NULL;
+    /* In the reference's order: the route, then the trace. */
+    fields[EXTRAS_ROUTE] = parts[PART_READS_ROUTE] == Py_True ? route_of(parts, scope)
+                                                              : Py_NewRef(Py_None);
+    if (fields[EXTRAS_ROUTE] == NULL) {
+        goto done;
+    }
+    fields[EXTRAS_TRACE] = parts[PART_CONTEXT_VAR] != Py_None ? current_trace(parts)
+                                                              : Py_NewRef(Py_None);
+    if (fields[EXTRAS_TRACE] == NULL) {
+        goto done;
+    }
+    fields[EXTRAS_COMPLETED] = Py_NewRef(parts[PART_READS_DONE] == Py_True ? args[2] : Py_None);
+    for (int i = EXTRAS_BYTES_RECEIVED; i < EXTRAS_FIELDS; i++) {
+        fields[i] = Py_NewRef(Py_None);
+    }
+    /* new_extras: tuple.__new__ of the type, as the reference builds it. */
+    PyTypeObject *type = (PyTypeObject *)parts[PART_EXTRAS_TYPE];
+    extras = type->tp_alloc(type, EXTRAS_FIELDS);
+    if (extras != NULL) {
+        for (int i = 0; i < EXTRAS_FIELDS; i++) {
+            PyTuple_SET_ITEM(extras, i, fields[i]);
+            fields[i] = NULL;
+        }
+    }
+done:
+    for (int i = 0; i < EXTRAS_FIELDS; i++) {
+        Py_XDECREF(fields[i]);
+    }
+    return extras;
+}
