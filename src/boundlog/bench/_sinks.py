@@ -174,7 +174,9 @@ class CollectorSink(_CountedFile, Sink):
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             port = probe.getsockname()[1]
-        directory = workdir / f"rsyslog-{kind}"
+        # Absolute: rsyslogd changes to / as it starts, and would not find a relative
+        # path (the default results folder is one).
+        directory = (workdir / f"rsyslog-{kind}").absolute()
         directory.mkdir(exist_ok=True)
         _CountedFile.__init__(self, directory / "received.log")
         self.path.unlink(missing_ok=True)
