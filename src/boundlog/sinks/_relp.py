@@ -52,6 +52,13 @@ class RelpSession:
         self._stopped = stopped
         self._txnr = 0
         self._buffer = bytearray()
+        # Only a TCP socket has delayed acknowledgements to turn off (the unit tests
+        # speak RELP through socket-like fakes).
+        self._quick_acks = (
+            _QUICKACK is not None
+            and isinstance(sock, socket.socket)
+            and sock.family in (socket.AF_INET, socket.AF_INET6)
+        )
 
     def open(self) -> None:
         """Offer the session; the server must accept it with ``200``."""
@@ -172,7 +179,8 @@ class RelpSession:
         4.3 times fewer than with this).  The option does not stay set: the kernel
         turns it off as it goes, so it is asked for before each read.
         """
-        if _QUICKACK is not None:
+        if self._quick_acks:
+            assert _QUICKACK is not None
             with contextlib.suppress(OSError):
                 self._sock.setsockopt(socket.IPPROTO_TCP, _QUICKACK, 1)
 
