@@ -119,7 +119,8 @@ coverage: ext test-tools
 
 # The Debian packages the suite drives, as `command:package`: tests/e2e/test_bench.py runs
 # wrk, tests/e2e/test_faults_rotation.py logrotate, tests/e2e/test_readers.py lnav and goaccess,
-# tests/e2e/test_e2e_rsyslog.py rsyslogd, tests/unit/metrics/test_metrics.py prometheus.  A package with
+# tests/e2e/test_e2e_rsyslog.py rsyslogd, tests/unit/metrics/test_metrics.py prometheus,
+# tests/e2e/test_bench.py perf (the breakdown's system calls).  A package with
 # no command of its own is named by a file it installs (`/path/glob:package`): rsyslog's
 # TLS driver (gtls), its RELP input, and the Kafka and Elasticsearch outputs
 # docs/shipping.md configures.  Their tests skip without them, so `make test` installs
@@ -128,7 +129,8 @@ coverage: ext test-tools
 TEST_TOOLS := wrk:wrk logrotate:logrotate lnav:lnav goaccess:goaccess rsyslogd:rsyslog \
 	/usr/lib/*/rsyslog/lmnsd_gtls.so:rsyslog-gnutls /usr/lib/*/rsyslog/imrelp.so:rsyslog-relp \
 	/usr/lib/*/rsyslog/omkafka.so:rsyslog-kafka \
-	/usr/lib/*/rsyslog/omelasticsearch.so:rsyslog-elasticsearch prometheus:prometheus
+	/usr/lib/*/rsyslog/omelasticsearch.so:rsyslog-elasticsearch prometheus:prometheus \
+	perf:linux-perf
 
 test-tools:
 	@missing=""; \

@@ -101,7 +101,8 @@ extern PyType_Spec capture_spec;
 PyObject *asgi_record(Capture *capture, PyObject *status, int completed);
 
 /* `record` with the notes `capture`'s request has now (_notes.snapshot): a new
- * reference, or NULL with an exception set. */
+ * reference (`record` itself when it had none and there are none), or NULL with an
+ * exception set. */
 PyObject *asgi_with_notes(Capture *capture, PyObject *record);
 
 /* value == name, for a str `name`: 1, 0, or -1 on error. */

@@ -346,6 +346,12 @@ asgi_with_notes(Capture *capture, PyObject *record)
     if (notes == NULL) {
         return NULL;
     }
+    if (notes == Py_None && PyTuple_GET_ITEM(record, NOTES) == Py_None) {
+        /* No notes then nor now (most requests): the record as it is, equal to the
+         * copy the reference makes, without making and freeing one. */
+        Py_DECREF(notes);
+        return Py_NewRef(record);
+    }
     PyObject *copy = type->tp_alloc(type, FIELDS);
     if (copy == NULL) {
         Py_DECREF(notes);

@@ -26,6 +26,7 @@ from _records import make_record
 from _servers import poll_until
 from boundlog import AccessLog
 from boundlog.bench._asgi import CaptureOnlyMiddleware, FixedBodyApp
+from boundlog.bench._breakdown import Breakdown, median_breakdown
 from boundlog.bench._checks import Check, delivery_checks
 from boundlog.bench._errors import BenchError
 from boundlog.bench._loggers import BODY, LoggerConfig
@@ -47,11 +48,13 @@ from boundlog.bench._matrix import (
     skipped,
 )
 from boundlog.bench._procstat import (
+    ThreadTimes,
     cpu_seconds,
     peak_rss_bytes,
     process_tree,
     tree_cpu_seconds,
     tree_peak_rss_bytes,
+    tree_threads,
 )
 from boundlog.bench._report import checks_text, tables
 from boundlog.bench._servers import (
@@ -67,6 +70,7 @@ from boundlog.bench._sinks import FileSink, Sink, open_sink
 from boundlog.bench._spawn import spawn, stop
 from boundlog.bench._stdlib_server import BenchServer, handler_class, handler_logging
 from boundlog.bench._summary import mad_pct, paired_ratio, rps, summarize
+from boundlog.bench._syscalls import SyscallCounter, parse_per_thread
 from boundlog.bench._trial import TrialResult
 from boundlog.bench._wrk import WrkResult, parse_output
 from boundlog.bench._wsgi import CaptureOnlyMiddleware as CaptureOnlyWsgiMiddleware
@@ -153,6 +157,97 @@ def test_process_tree_cpu_includes_the_grandchildren() -> None:
         assert tree_peak_rss_bytes(root.pid) > peak_rss_bytes(root.pid) > 0
     finally:
         stop(root, 5)
+
+
+def test_each_thread_of_the_tree_has_its_own_times_and_switches() -> None:
+    """tree_threads reads every thread apart, by its id, with its waits counted."""
+    go, went = threading.Event(), threading.Event()
+    waiter = threading.Thread(target=lambda: (go.wait(), went.set()))
+    waiter.start()
+    try:
+        before = tree_threads(os.getpid())
+        assert threading.get_native_id() in before
+        assert waiter.native_id in before
+    finally:
+        go.set()
+        waiter.join()
+    # A thread that waited for an event gave up its CPU at least once to do so.
+    assert before[waiter.native_id].voluntary >= 1
+
+
+def test_the_breakdown_splits_the_writer_from_the_server_threads() -> None:
+    """The writer's CPU and calls are its own; a thread started in the window counts from zero."""
+    before = {1: ThreadTimes(1.0, 0.5, 10, 1), 2: ThreadTimes(0.25, 0.25, 5, 0)}
+    after = {
+        1: ThreadTimes(3.0, 1.5, 30, 3),  # the server's: +2.0 user, +1.0 system
+        2: ThreadTimes(0.75, 0.5, 25, 0),  # the writer: +0.5 user, +0.25 system
+        3: ThreadTimes(1.0, 0.0, 4, 2),  # started in the window
+    }
+    breakdown = Breakdown.between(
+        before, after, writer=2, syscalls={1: 3000, 2: 200, 3: 100}, gc_collections=5,
+        gc_full_collections=1,
+    )  # fmt: skip
+    assert breakdown == Breakdown(
+        server_user=3.0, server_system=1.0, writer_user=0.5, writer_system=0.25,
+        voluntary=44, involuntary=4, syscalls=3300, writer_syscalls=200, gc_collections=5,
+        gc_full_collections=1,
+    )  # fmt: skip
+    figures = breakdown.per_request(1000)
+    assert figures["server_user_us"] == pytest.approx(3000.0)
+    assert figures["writer_system_us"] == pytest.approx(250.0)
+    assert figures["switches_per_1k"] == pytest.approx(48.0)
+    assert figures["syscalls_per_request"] == pytest.approx(3.3)
+    assert figures["writer_syscalls_per_1k"] == pytest.approx(200.0)
+    assert figures["gc_per_1k"] == pytest.approx(5.0)
+    assert figures["full_gc_per_1k"] == pytest.approx(1.0)
+    # Without perf and without a writer, what cannot be known is None, not zero.
+    blind = Breakdown.between(
+        before, after, writer=None, syscalls=None, gc_collections=None, gc_full_collections=None
+    )
+    assert blind.writer_user == 0.0
+    assert blind.per_request(1000)["syscalls_per_request"] is None
+    assert median_breakdown([figures, blind.per_request(1000)])["gc_per_1k"] == 5.0
+
+
+def test_perf_output_is_read_per_thread() -> None:
+    """Commands with dashes keep their thread id; threads perf did not count are left out."""
+    text = (
+        "# started on Sat Dec  5 12:00:00 2026\n\n"
+        "python3-12,1500,,raw_syscalls:sys_enter,1000,100.00,,\n"
+        "uv-loop-x-13,25,,raw_syscalls:sys_enter,1000,100.00,,\n"
+        "python3-14,<not counted>,,raw_syscalls:sys_enter,0,100.00,,\n"
+    )
+    assert parse_per_thread(text) == {12: 1500, 13: 25}
+    assert parse_per_thread("python3-14,<not counted>,,raw_syscalls:sys_enter,0,100.00,,\n") is None
+
+
+@pytest.mark.skipif(shutil.which("perf") is None, reason="perf is not installed (linux-perf)")
+def test_perf_counts_a_processes_system_calls_from_the_moment_it_starts(tmp_path: Path) -> None:
+    """Calls made after start() returns are all counted, in the thread that made them."""
+    calls = 5000
+    with subprocess.Popen(
+        [sys.executable, "-c",
+         "import os, sys\n"
+         "print(os.getpid(), flush=True)\n"
+         "sys.stdin.readline()\n"
+         f"for _ in range({calls}): os.getppid()\n"
+         "print('done', flush=True)\n"
+         "sys.stdin.readline()\n"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    ) as child:  # fmt: skip
+        assert child.stdin is not None
+        assert child.stdout is not None
+        pid = int(child.stdout.readline())
+        counter = SyscallCounter(tmp_path / "syscalls.csv")
+        counter.start([pid])
+        child.stdin.write("go\n")
+        child.stdin.flush()
+        assert child.stdout.readline() == "done\n"
+        counts = counter.stop()
+        child.kill()
+    if counts is None:
+        pytest.skip("the kernel does not let perf count system calls here")
+    assert counts[pid] >= calls
 
 
 def test_file_sink_window_holds_exactly_the_lines_written_after_it_started(
@@ -435,7 +530,7 @@ def test_short_run_prints_the_table_and_writes_the_artifacts(tmp_path: Path) -> 
     """A real run of one server, two loggers, one sink and one short trial, end to end."""
     completed = bench(
         "--servers", "uvicorn", "--loggers", "none,boundlog-drop", "--sinks", "file",
-        "--trials", "1", "--duration", "1", "--warmup", "1", "--output", "out",
+        "--trials", "1", "--duration", "1", "--warmup", "1", "--output", "out", "--syscalls",
         cwd=tmp_path,
     )  # fmt: skip
     assert completed.returncode == 0, completed.stderr
@@ -444,6 +539,7 @@ def test_short_run_prints_the_table_and_writes_the_artifacts(tmp_path: Path) -> 
     assert "#### uvicorn · file" in completed.stdout
     assert "| boundlog-drop |" in completed.stdout
     assert "req/s vs none" in completed.stdout
+    assert "#### where the CPU goes: uvicorn · file" in completed.stdout
     # Why a delivery above 100% is no error, said beside the figure.
     assert "delivery can pass 100%: wrk counts the responses it read" in completed.stdout
     out = tmp_path / "out"
@@ -459,6 +555,17 @@ def test_short_run_prints_the_table_and_writes_the_artifacts(tmp_path: Path) -> 
         assert trial["cpu_seconds"] > 0
         assert trial["peak_rss_bytes"] > 0
     logged = trials["boundlog-drop"]
+    # The writer is found by its name and its CPU kept apart; the collector is read.
+    assert logged["breakdown"]["writer_user"] + logged["breakdown"]["writer_system"] > 0
+    assert trials["none"]["breakdown"]["writer_user"] == 0
+    assert all(trial["breakdown"]["gc_collections"] is not None for trial in trials.values())
+    if logged["breakdown"]["syscalls"] is not None:  # perf counts here (see the test above)
+        # Every request is a read and a write at least, and the writer writes.
+        assert logged["breakdown"]["syscalls"] >= 2 * logged["wrk"]["requests"]
+        assert logged["breakdown"]["writer_syscalls"] > 0
+    logged_figures = logged["breakdown_per_request"]
+    assert logged_figures["server_user_us"] > 0
+    assert logged_figures["switches_per_1k"] > 0
     assert logged["lines"] == logged["stats_after"]["written"] - logged["stats_before"]["written"]
     final = logged["final_stats"]
     assert final["submitted"] == final["written"] + final["dropped"]

@@ -129,6 +129,8 @@ def create_app() -> ASGIApp:
     """The application wrapped with the logger the harness asked for."""
     config = LoggerConfig.from_environ()
     app = FixedBodyApp()
+    if not config.logger.startswith("boundlog-"):
+        serve_stats(None, config.stats_socket)
     if config.logger in ("none", "default"):
         # "default" is the server's own access log, switched on by its command line.
         return app

@@ -121,6 +121,12 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         help="boundlog's queue bound (default %(default)s, boundlog's own default)",
     )
     how.add_argument("--wrk", default="wrk", help="the wrk executable (default: wrk on PATH)")
+    how.add_argument(
+        "--syscalls",
+        action="store_true",
+        help="count each thread's system calls with perf stat for the breakdown (Debian: "
+        "linux-perf; root or a low perf_event_paranoid); each call then costs a little more",
+    )
     parser.add_argument(
         "--output",
         type=Path,
@@ -150,6 +156,7 @@ def plan_from(args: argparse.Namespace) -> Plan:
         wrk=args.wrk,
         gunicorn_threads=args.gunicorn_threads,
         max_queue=args.max_queue,
+        syscalls=args.syscalls,
     )
 
 

@@ -25,6 +25,7 @@ standard output, which the harness points at the sink.
 from __future__ import annotations
 
 import atexit
+import gc
 import inspect
 import json
 import logging
@@ -53,6 +54,9 @@ BOUNDLOG_MAX_QUEUE = _access_log_default("max_queue")
 BOUNDLOG_BATCH_SIZE = _access_log_default("batch_size")
 
 BODY = b"boundlog bench: a fixed body of exactly 1 KiB.\n".ljust(1023, b".") + b"\n"
+
+#: The name boundlog gives its writer thread (threading's, which /proc does not show).
+WRITER = "boundlog-writer"
 
 _ENV_LOGGER = "BOUNDLOG_BENCH_LOGGER"
 _ENV_STATS_FILE = "BOUNDLOG_BENCH_STATS_FILE"
@@ -160,10 +164,24 @@ def stats_json(stats: Stats) -> bytes:
     return json.dumps(stats._asdict()).encode()
 
 
-def serve_stats(log: AccessLog, name: str) -> None:
-    """Answer ``log``'s counters to each connection to the abstract Unix socket ``name``.
+def process_json(log: AccessLog | None) -> bytes:
+    """What the stats socket answers: boundlog's counters (None for another logger),
+    the garbage collector's runs so far (all, and full: of its oldest generation) and
+    the native id of boundlog's writer thread."""
+    writers = [thread.native_id for thread in threading.enumerate() if thread.name == WRITER]
+    return json.dumps({
+        "counters": log.stats()._asdict() if log is not None else None,
+        "gc_collections": sum(generation["collections"] for generation in gc.get_stats()),
+        "gc_full_collections": gc.get_stats()[-1]["collections"],
+        "writer_tid": writers[0] if writers else None,
+    }).encode()  # fmt: skip
 
-    The harness reads the counters before and after every trial.  Through a URL of the
+
+def serve_stats(log: AccessLog | None, name: str) -> None:
+    """Answer ``process_json(log)`` to each connection to the abstract Unix socket ``name``.
+
+    The harness reads it before and after every trial, for every logger (``log`` is
+    None but for boundlog's).  Through a URL of the
     server, the check for that URL would run on every request of the boundlog cells and
     of no other: an ``async def`` wrapper cost uvicorn's event loop 1.9k instructions per
     request (callgrind), a plain function 1.3k, about 1% each.  A thread of its own,
@@ -181,7 +199,7 @@ def serve_stats(log: AccessLog, name: str) -> None:
         while True:
             connection, _ = listener.accept()
             with connection:
-                connection.sendall(stats_json(log.stats()))
+                connection.sendall(process_json(log))
 
     threading.Thread(target=answer, name="bench-stats", daemon=True).start()
 

@@ -2,13 +2,16 @@
 
 Servers such as gunicorn and granian answer requests in worker processes forked from
 the one the harness started, so every figure is summed over the tree.  ``utime`` and
-``stime`` in ``/proc/<pid>/stat`` already include all of a process's threads.
+``stime`` in ``/proc/<pid>/stat`` already include all of a process's threads;
+``tree_threads`` reads them one by one, for the breakdown of where the CPU goes.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 
 _PROC = Path("/proc")
@@ -72,3 +75,47 @@ def tree_peak_rss_bytes(root: int) -> int:
     the tree's peak; with one worker process doing all the work it is close to exact.
     """
     return sum(peak_rss_bytes(pid) for pid in process_tree(root))
+
+
+@dataclass(frozen=True)
+class ThreadTimes:
+    """One thread's CPU time and context switches so far, from ``/proc/<pid>/task/<tid>``."""
+
+    #: User and system CPU time, in seconds.
+    user: float
+    system: float
+    #: Switches away because it waited (a lock, a read, a sleep) and because the kernel
+    #: took the CPU from it.
+    voluntary: int
+    involuntary: int
+
+
+def _thread_times(task: Path) -> ThreadTimes | None:
+    try:
+        stat = (task / "stat").read_text()
+        status = (task / "status").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2 :].split()
+    switches = dict.fromkeys(("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches"), 0)
+    for line in status.splitlines():
+        name, _, value = line.partition(":")
+        if name in switches:
+            switches[name] = int(value)
+    return ThreadTimes(
+        user=int(fields[11]) / CLOCK_TICKS,
+        system=int(fields[12]) / CLOCK_TICKS,
+        voluntary=switches["voluntary_ctxt_switches"],
+        involuntary=switches["nonvoluntary_ctxt_switches"],
+    )
+
+
+def tree_threads(root: int) -> dict[int, ThreadTimes]:
+    """Every living thread of ``root``'s process tree, by its thread id."""
+    threads = {}
+    for pid in process_tree(root):
+        with contextlib.suppress(OSError):
+            for task in (_PROC / str(pid) / "task").iterdir():
+                if (times := _thread_times(task)) is not None:
+                    threads[int(task.name)] = times
+    return threads

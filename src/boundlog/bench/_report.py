@@ -90,6 +90,39 @@ def _overload_row(s: CellSummary) -> str:
     )
 
 
+_BREAKDOWN_HEADER = (
+    "| logger | server user µs/req | server system µs/req | writer user µs/req "
+    "| writer system µs/req | switches /1k req | syscalls /req | writer syscalls /1k req "
+    "| GC runs /1k req | full GC runs /1k req |\n"
+    "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|"
+)
+_BREAKDOWN_FIGURES = (
+    ("server_user_us", 2), ("server_system_us", 2), ("writer_user_us", 2),
+    ("writer_system_us", 2), ("switches_per_1k", 1), ("syscalls_per_request", 2),
+    ("writer_syscalls_per_1k", 1), ("gc_per_1k", 2), ("full_gc_per_1k", 3),
+)  # fmt: skip
+
+
+def breakdown_tables(summaries: Sequence[CellSummary]) -> str:
+    """Where the CPU went, one table per server and sink (see ``_breakdown``)."""
+    parts = []
+    for (server, sink), group in _groups(summaries).items():
+        rows = [
+            f"| {s.cell.logger} | "
+            + " | ".join(
+                _number(s.breakdown.get(name), digits) for name, digits in _BREAKDOWN_FIGURES
+            )
+            + " |"
+            for s in group
+            if s.breakdown is not None and not s.cell.overload
+        ]
+        if rows:
+            parts.extend(
+                [f"#### where the CPU goes: {server} · {sink}\n", _BREAKDOWN_HEADER, *rows, ""]
+            )
+    return "\n".join(parts)
+
+
 def _skipped_row(cell: Cell) -> str:
     return f"| {cell.logger} | skipped: {not_applicable(cell.server, cell.logger, cell.sink)} |"
 
@@ -158,7 +191,12 @@ def markdown(
     skipped: Sequence[Cell] = (),
 ) -> str:
     """The whole markdown report."""
-    return f"{header}\n\n{tables(summaries, skipped)}\n{checks_text(checks)}"
+    breakdown = breakdown_tables(summaries)
+    return (
+        f"{header}\n\n{tables(summaries, skipped)}\n"
+        + (f"{breakdown}\n" if breakdown else "")
+        + checks_text(checks)
+    )
 
 
 def write_json(

@@ -41,6 +41,8 @@ class Plan:
     wrk: str
     gunicorn_threads: int
     max_queue: int
+    #: Whether perf counts each thread's system calls (see ``_syscalls``).
+    syscalls: bool = False
     #: Cells asked for whose logger does not run under that server (see ``not_applicable``).
     skipped: tuple[Cell, ...] = ()
 
@@ -170,7 +172,7 @@ def run(plan: Plan, out: TextIO | None = None, err: TextIO | None = None) -> int
             wrk=wrk, script=write_script(Path(work)), workdir=Path(work),
             duration=plan.duration, overload_duration=plan.overload_duration, warmup=plan.warmup, connections=plan.connections,
             gunicorn_threads=plan.gunicorn_threads, max_queue=plan.max_queue,
-            server_cpu=server_cpu, load_cpu=load_cpu,
+            server_cpu=server_cpu, load_cpu=load_cpu, syscalls=plan.syscalls,
         )  # fmt: skip
         if load_cpu is not None:
             # The harness polls while the server works: keep it off the server's CPU.

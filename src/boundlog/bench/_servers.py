@@ -18,7 +18,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from ._errors import BenchError
 from ._loggers import BODY, LoggerConfig
@@ -161,14 +161,22 @@ def probe(port: int) -> None:
         )
 
 
-def fetch_stats(name: str) -> dict[str, int]:
-    """boundlog's counters in the server process, from its stats socket (see ``serve_stats``)."""
+def ask_server(name: str) -> dict[str, Any]:
+    """What the server answers on its stats socket (see ``_loggers.process_json``)."""
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
             client.settimeout(_REQUEST_TIMEOUT)
             client.connect("\0" + name)
             body = b"".join(iter(functools.partial(client.recv, 65536), b""))
-        stats: dict[str, int] = json.loads(body)
+        answer: dict[str, Any] = json.loads(body)
     except (OSError, ValueError) as error:
-        raise BenchError(f"cannot read boundlog's counters from the server: {error}") from error
-    return stats
+        raise BenchError(f"cannot read the server's counters: {error}") from error
+    return answer
+
+
+def fetch_stats(name: str) -> dict[str, int]:
+    """boundlog's counters in the server process, from its stats socket."""
+    counters: dict[str, int] | None = ask_server(name)["counters"]
+    if counters is None:
+        raise BenchError("the server runs no boundlog log: it has no counters")
+    return counters

@@ -108,6 +108,8 @@ class BenchServer(ThreadingHTTPServer):
 
 def handler_logging(config: LoggerConfig) -> HandlerLogging:
     """Set up the logger the harness asked for."""
+    if not config.logger.startswith("boundlog-"):
+        serve_stats(None, config.stats_socket)
     if config.logger == "none":
         return HandlerLogging()
     if config.logger == "default":

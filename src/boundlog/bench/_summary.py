@@ -12,6 +12,7 @@ import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
+from ._breakdown import median_breakdown
 from ._matrix import Cell
 from ._trial import TrialResult
 
@@ -65,6 +66,8 @@ class CellSummary:
     rps_vs_none: float | None = None
     cpu_vs_none: float | None = None
     rps_vs_default: float | None = None
+    #: The medians of the trials' breakdowns per request (``_breakdown``); None without.
+    breakdown: dict[str, float | None] | None = None
 
 
 def _values(trials: Sequence[TrialResult], metric: Metric) -> list[float]:
@@ -96,6 +99,7 @@ def summarize_cell(cell: Cell, trials: Sequence[TrialResult]) -> CellSummary:
     rss = [trial.peak_rss_bytes / 2**20 for trial in good]
     p50 = median([trial.wrk.p50_us / 1000 for trial in good if trial.wrk])
     p99 = median([trial.wrk.p99_us / 1000 for trial in good if trial.wrk])
+    breakdowns = [figures for trial in good if (figures := trial.breakdown_per_request)]
     return CellSummary(
         cell=cell,
         trials=len(good),
@@ -111,6 +115,7 @@ def summarize_cell(cell: Cell, trials: Sequence[TrialResult]) -> CellSummary:
         dropped=max(drops) if drops else None,
         socket_errors=sum(trial.wrk.socket_errors for trial in good if trial.wrk),
         status_errors=sum(trial.wrk.status_errors for trial in good if trial.wrk),
+        breakdown=median_breakdown(breakdowns) if breakdowns else None,
     )
 
 

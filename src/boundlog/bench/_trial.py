@@ -27,12 +27,20 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ._breakdown import Breakdown
 from ._errors import BenchError
 from ._loggers import LoggerConfig
 from ._matrix import DROP_MESSAGES, FLUSH_SECONDS, SILENT_LOGGERS, Cell
-from ._procstat import CLOCK_TICKS, tree_cpu_seconds, tree_peak_rss_bytes
+from ._procstat import (
+    CLOCK_TICKS,
+    process_tree,
+    tree_cpu_seconds,
+    tree_peak_rss_bytes,
+    tree_threads,
+)
 from ._servers import (
     HOST,
+    ask_server,
     fetch_stats,
     free_port,
     probe,
@@ -42,6 +50,7 @@ from ._servers import (
 )
 from ._sinks import Sink, open_sink
 from ._spawn import stop
+from ._syscalls import SyscallCounter
 from ._wrk import WrkResult, run_wrk
 
 _SETTLE_TIMEOUT = 60.0
@@ -67,6 +76,8 @@ class TrialSettings:
     max_queue: int
     server_cpu: int | None
     load_cpu: int | None
+    #: Whether perf counts each thread's system calls (``--syscalls``).
+    syscalls: bool = False
 
 
 @dataclass
@@ -84,6 +95,8 @@ class TrialResult:
     stats_before: dict[str, int] | None = None
     stats_after: dict[str, int] | None = None
     final_stats: dict[str, int] | None = None
+    #: Where the window's CPU went (see ``_breakdown``).
+    breakdown: Breakdown | None = None
     settled: bool = True
     graceful_stop: bool = True
     seconds: float = 0.0
@@ -132,8 +145,16 @@ class TrialResult:
             cpu_us_per_request=self.cpu_us_per_request,
             delivery_pct=self.delivery_pct,
             dropped=self.window_delta("dropped"),
+            breakdown_per_request=self.breakdown_per_request,
         )
         return data
+
+    @property
+    def breakdown_per_request(self) -> dict[str, float | None] | None:
+        """The breakdown's figures per request, or None without one."""
+        if self.breakdown is None or not self.requests:
+            return None
+        return self.breakdown.per_request(self.requests)
 
 
 def _always() -> bool:
@@ -207,31 +228,49 @@ def _measure(
         result.stats_before = fetch_stats(stats_socket)
     seconds = settings.overload_duration if cell.overload else settings.duration
     sink.pace(cell.reader_rate)
-    cpu_before = tree_cpu_seconds(process.pid)
+    process_before = ask_server(stats_socket)
+    syscalls = SyscallCounter(settings.workdir / "syscalls.csv")
+    if settings.syscalls:
+        syscalls.start(process_tree(process.pid))
     try:
-        result.wrk = run_wrk(
-            settings.wrk, url, seconds=seconds, connections=settings.connections,
-            script=settings.script, cpu=settings.load_cpu,
-        )  # fmt: skip
+        threads_before = tree_threads(process.pid)
+        cpu_before = tree_cpu_seconds(process.pid)
+        try:
+            result.wrk = run_wrk(
+                settings.wrk, url, seconds=seconds, connections=settings.connections,
+                script=settings.script, cpu=settings.load_cpu,
+            )  # fmt: skip
+        finally:
+            sink.pace(0)
+        if process.poll() is not None:
+            raise BenchError(f"the server exited with status {process.returncode} during the trial")
+        before = result.stats_before
+
+        def all_delivered() -> bool:
+            # boundlog has nothing pending, and the sink shows every line it says it wrote.
+            stats = fetch_stats(stats_socket)
+            lines = sink.window_lines()
+            written = stats["written"] - before["written"] if before else None
+            return _nothing_pending(stats) and (lines is None or lines == written)
+
+        result.settled = settle(
+            sink, process.pid, all_delivered if before else _always, flush_seconds=flush_seconds
+        )
+        if not result.settled:
+            result.notes.append("the log was still growing a minute after the timed window")
+        result.cpu_seconds = tree_cpu_seconds(process.pid) - cpu_before
+        threads_after = tree_threads(process.pid)
     finally:
-        sink.pace(0)
-    if process.poll() is not None:
-        raise BenchError(f"the server exited with status {process.returncode} during the trial")
-    before = result.stats_before
-
-    def all_delivered() -> bool:
-        # boundlog has nothing pending, and the sink shows every line it says it wrote.
-        stats = fetch_stats(stats_socket)
-        lines = sink.window_lines()
-        written = stats["written"] - before["written"] if before else None
-        return _nothing_pending(stats) and (lines is None or lines == written)
-
-    result.settled = settle(
-        sink, process.pid, all_delivered if before else _always, flush_seconds=flush_seconds
-    )
-    if not result.settled:
-        result.notes.append("the log was still growing a minute after the timed window")
-    result.cpu_seconds = tree_cpu_seconds(process.pid) - cpu_before
+        # Stopped on an error too: perf would stay attached to the server.
+        syscall_counts = syscalls.stop()
+    process_after = ask_server(stats_socket)
+    result.breakdown = Breakdown.between(
+        threads_before, threads_after, writer=process_after["writer_tid"],
+        syscalls=syscall_counts,
+        gc_collections=process_after["gc_collections"] - process_before["gc_collections"],
+        gc_full_collections=process_after["gc_full_collections"]
+        - process_before["gc_full_collections"],
+    )  # fmt: skip
     result.lines = sink.window_lines()
     result.peak_rss_bytes = tree_peak_rss_bytes(process.pid)
     if cell.uses_boundlog:

@@ -95,6 +95,8 @@ class LineLoggingMiddleware:
 def create_app() -> WSGIApp:
     """The application wrapped with the logger the harness asked for."""
     config = LoggerConfig.from_environ()
+    if not config.logger.startswith("boundlog-"):
+        serve_stats(None, config.stats_socket)
     if config.logger in ("none", "default"):
         # "default" is gunicorn's own access log, switched on by --access-logfile.
         return fixed_body_app
