@@ -9,10 +9,12 @@ import threading
 from collections.abc import Callable
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from _collectors import submit_paths
 from boundlog import AccessLog, NetworkSink, Stats
-from boundlog.sinks._relp import RelpError, RelpSession, Stopped
+from boundlog.sinks._relp import _MAX_TXNR, RelpError, RelpSession, Stopped
 
 FAST = {"retry_initial": 0.01, "retry_max": 0.1}
 _FRAME = re.compile(rb"(\d+) (\w+) (\d+)[ \n]")
@@ -205,6 +207,43 @@ def test_runs_of_plain_answers_and_answers_in_other_forms_are_all_counted() -> N
     assert sum(acknowledged) == 400
     assert 1 in acknowledged  # the two answers in another form, one at a time
     assert len(acknowledged) < 400  # the plain ones in runs
+
+
+@given(
+    count=st.integers(1, 40),
+    before_wrap=st.integers(0, 45),
+    padded=st.sets(st.integers(0, 39), max_size=3),
+    cuts=st.lists(st.integers(1, 2000), max_size=12),
+)
+def test_answers_in_any_pieces_across_the_number_wrap_are_each_counted_once(
+    count: int, before_wrap: int, padded: set[int], cuts: list[int]
+) -> None:
+    """However the answers are cut into reads, and whichever of them are in another form,
+    every message is acknowledged once, in order, numbers wrapping from 999,999,999 to 1."""
+    start = _MAX_TXNR - before_wrap
+    numbers = [(start + offset) % _MAX_TXNR + 1 for offset in range(count)]
+    answers = b"".join(
+        b"%d rsp 06 200 OK\n" % number if index in padded else b"%d rsp 6 200 OK\n" % number
+        for index, number in enumerate(numbers)
+    )
+    ends = sorted({min(cut, len(answers)) for cut in cuts} | {len(answers)})
+
+    class Pieces(_FakeSocket):
+        def recv(self, size: int) -> bytes:
+            taken = len(answers) - len(self._answers)
+            end = next(end for end in ends if end > taken)
+            return super().recv(end - taken)
+
+    fake = Pieces(answers)
+    session = RelpSession(fake, lambda: False)  # type: ignore[arg-type]
+    session._txnr = start
+    acknowledged: list[int] = []
+    session.send([b"m%d" % index for index in range(count)], acknowledged.append)
+    assert sum(acknowledged) == count
+    assert all(run > 0 for run in acknowledged)
+    assert [int(frame.split()[0]) for frame in fake.sent.splitlines()] == numbers
+    # Nothing read beyond the batch's answers, nothing left over.
+    assert fake._answers == b""
 
 
 def test_the_open_answer_must_be_the_open_one() -> None:
