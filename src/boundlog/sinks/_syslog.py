@@ -18,6 +18,7 @@ import socket
 import sys
 import time
 from collections.abc import Callable
+from itertools import accumulate
 
 from .._errors import ConfigurationError
 
@@ -146,7 +147,14 @@ def datagrams(header: bytes, data: bytes, limit: int | None) -> tuple[list[bytes
     lines = data.split(b"\n")
     if lines and not lines[-1]:
         lines.pop()
-    room = len(data) if limit is None else max(limit - len(header), 0)
+    if limit is None:
+        # RELP's messages, never cut: what the loop below gives then, without its
+        # per-line tests (a third of the time, on every RELP batch).
+        ends = list(accumulate([len(line) + 1 for line in lines]))
+        if ends and ends[-1] > len(data):  # a last line without its newline
+            ends[-1] = len(data)
+        return [header + line for line in lines], ends, 0
+    room = max(limit - len(header), 0)
     messages = []
     ends = []
     cut = 0

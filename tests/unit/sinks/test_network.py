@@ -11,6 +11,8 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from _collectors import (
     LineServer,
@@ -296,6 +298,21 @@ def test_datagrams_are_cut_to_the_limit_on_a_character_boundary() -> None:
     assert messages[0] == header + b"short"
     assert messages[1] == header + "é".encode() * 25
     assert ends == [6, len(data)]
+
+
+@given(
+    header=st.binary(max_size=20),
+    lines=st.lists(st.binary(max_size=30).map(lambda line: line.replace(b"\n", b"")), max_size=8),
+    ending=st.booleans(),
+)
+def test_uncut_messages_are_what_a_limit_never_reached_gives(
+    header: bytes, lines: list[bytes], ending: bool
+) -> None:
+    """RELP's messages (no limit) are the general path's with a limit no line reaches:
+    one per line, its end in the data, none cut; a last line may lack its newline."""
+    data = b"\n".join(lines) + (b"\n" if ending and lines else b"")
+    never = len(header) + len(data) + 1
+    assert datagrams(header, data, None) == datagrams(header, data, never)
 
 
 def test_udp_sink_counts_truncated_messages(capfd: pytest.CaptureFixture[str]) -> None:
