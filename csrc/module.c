@@ -34,6 +34,7 @@
 #include "paths/wsgi.h"
 #include "selection/select.h"
 #include "sinks/otlp.h"
+#include "sinks/relp.h"
 
 static PyMethodDef methods[] = {
     {"format_apache", (PyCFunction)(void (*)(void))clf_format_apache, METH_FASTCALL,
@@ -58,6 +59,11 @@ static PyMethodDef methods[] = {
      "otlp_log_record(line, time_ns, observed_ns) -> bytes | None\n\n"
      "The protobuf LogRecord of a parsed otel preset line, or None to leave it to the\n"
      "pure-Python core (sinks/otlp/_logs.log_record)."},
+    {"relp_await", (PyCFunction)(void (*)(void))relp_await, METH_FASTCALL,
+     "relp_await(fd, expected, timeout_ms) -> bytes\n\n"
+     "Read a RELP batch's answers with the GIL released, until `expected` has come, what\n"
+     "came differs from it, the server closed (b'') or nothing came for timeout_ms\n"
+     "(TimeoutError); the bytes received (sinks/_relp.RelpSession)."},
     {"learn_asgi_extras", (PyCFunction)(void (*)(void))asgi_learn_extras, METH_FASTCALL,
      "learn_asgi_extras(parts, scope, completed) -> Extras\n\n"
      "_extras.learner's learn(scope, completed) in C, with the parts\n"

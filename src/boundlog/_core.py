@@ -101,6 +101,9 @@ joined_queries: Callable[[list[Record]], bytes | None] | None = None
 #: ``otlp_log_record(line, time_ns, observed_ns)``: sinks/otlp/_logs.log_record_python in C
 #: (csrc/sinks/otlp.c), None for a line left to Python; else None.
 otlp_log_record: Callable[[dict[str, Any], int, int], bytes | None] | None = None
+#: ``relp_await(fd, expected, timeout_ms)``: a RELP batch's answers read with the GIL
+#: released (csrc/sinks/relp.c), for sinks/_relp.RelpSession; else None.
+relp_await: Callable[[int, bytes, int], bytes] | None = None
 #: ``learn_asgi_extras(parts, scope, completed)``: capture/_extras.python_learner's learn in C
 #: (csrc/paths/asgi_learn.c); else None.
 learn_asgi_extras: Callable[[tuple[Any, ...], Any, bool], Any] | None = None
@@ -151,4 +154,5 @@ if speedups is not None:
     select_records = speedups.select_records
     joined_queries = speedups.joined_queries
     otlp_log_record = speedups.otlp_log_record
+    relp_await = speedups.relp_await
     learn_asgi_extras = speedups.learn_asgi_extras

@@ -17,6 +17,8 @@ import socket
 import time
 from collections.abc import Callable, Sequence
 
+from .. import _core
+
 _OFFERS = b"relp_version=0\nrelp_software=boundlog\ncommands=syslog"
 # RFC-like limit of librelp: transaction numbers run from 1 to 999,999,999, then wrap.
 _MAX_TXNR = 999_999_999
@@ -62,6 +64,9 @@ class RelpSession:
             and isinstance(sock, socket.socket)
             and sock.family in (socket.AF_INET, socket.AF_INET6)
         )
+        # With the C core, the plain answers are awaited in C without the GIL (see
+        # _await_plain), on a socket of the kernel's (not TLS, not a fake).
+        self._await = _core.relp_await if type(sock) is socket.socket else None
 
     def open(self) -> None:
         """Offer the session; the server must accept it with ``200``."""
@@ -90,7 +95,10 @@ class RelpSession:
                 continue
             if self._plain.startswith(self._buffer, self._plain_at):
                 # Nothing yet, or the start of a plain answer: read on.
-                self._receive(patient=True)
+                if self._await is not None and self._plain:
+                    self._await_plain()
+                else:
+                    self._receive(patient=True)
                 continue
             # An answer in another form: read it whole.  The plain answers' offsets no
             # longer hold, so the rest of the batch is parsed answer by answer.
@@ -199,6 +207,30 @@ class RelpSession:
         except TimeoutError:
             if not patient:
                 raise
+            if self._stopped():
+                raise Stopped from None
+            return
+        if not chunk:
+            raise RelpError("the server closed the connection")
+        self._buffer += chunk
+
+    def _await_plain(self) -> None:
+        """``_receive`` for the rest of the batch's plain answers, in one call to the C
+        core that releases the GIL until they are all in (or something else came).
+
+        rsyslog's answers come two or three a segment (see ``_quick_ack``): read in
+        Python, each segment is a read that gives up the GIL and takes it back from the
+        event loop, a hundred hand-offs a batch.  What the call returns is parsed here
+        as any read is.
+        """
+        assert self._await is not None
+        expected = self._plain[self._plain_at + len(self._buffer) :]
+        timeout = self._sock.gettimeout()
+        try:
+            chunk = self._await(
+                self._sock.fileno(), expected, -1 if timeout is None else int(timeout * 1000)
+            )
+        except TimeoutError:
             if self._stopped():
                 raise Stopped from None
             return
