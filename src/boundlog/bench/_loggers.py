@@ -169,10 +169,11 @@ def process_json(log: AccessLog | None) -> bytes:
     the garbage collector's runs so far (all, and full: of its oldest generation) and
     the native id of boundlog's writer thread."""
     writers = [thread.native_id for thread in threading.enumerate() if thread.name == WRITER]
+    collections = [generation["collections"] for generation in gc.get_stats()]
     return json.dumps({
         "counters": log.stats()._asdict() if log is not None else None,
-        "gc_collections": sum(generation["collections"] for generation in gc.get_stats()),
-        "gc_full_collections": gc.get_stats()[-1]["collections"],
+        "gc_collections": sum(collections),
+        "gc_full_collections": collections[-1],
         "writer_tid": writers[0] if writers else None,
     }).encode()  # fmt: skip
 

@@ -224,11 +224,11 @@ def _measure(
     if not warmed_up:
         result.notes.append("the log was still growing a minute after the warm-up")
     sink.start_window()
+    process_before = ask_server(stats_socket)
     if cell.uses_boundlog:
-        result.stats_before = fetch_stats(stats_socket)
+        result.stats_before = process_before["counters"]
     seconds = settings.overload_duration if cell.overload else settings.duration
     sink.pace(cell.reader_rate)
-    process_before = ask_server(stats_socket)
     syscalls = SyscallCounter(settings.workdir / "syscalls.csv")
     if settings.syscalls:
         syscalls.start(process_tree(process.pid))
@@ -271,10 +271,10 @@ def _measure(
         gc_full_collections=process_after["gc_full_collections"]
         - process_before["gc_full_collections"],
     )  # fmt: skip
+    if cell.uses_boundlog:
+        result.stats_after = process_after["counters"]
     result.lines = sink.window_lines()
     result.peak_rss_bytes = tree_peak_rss_bytes(process.pid)
-    if cell.uses_boundlog:
-        result.stats_after = fetch_stats(stats_socket)
 
 
 def run_trial(cell: Cell, round_index: int, settings: TrialSettings) -> TrialResult:

@@ -65,7 +65,7 @@ class RelpSession:
             and sock.family in (socket.AF_INET, socket.AF_INET6)
         )
         # With the C core, the plain answers are awaited in C without the GIL (see
-        # _await_plain), on a socket of the kernel's (not TLS, not a fake).
+        # _receive), on a socket of the kernel's (not TLS, not a fake).
         self._await = _core.relp_await if type(sock) is socket.socket else None
 
     def open(self) -> None:
@@ -95,10 +95,7 @@ class RelpSession:
                 continue
             if self._plain.startswith(self._buffer, self._plain_at):
                 # Nothing yet, or the start of a plain answer: read on.
-                if self._await is not None and self._plain:
-                    self._await_plain()
-                else:
-                    self._receive(patient=True)
+                self._receive(patient=True, plain=self._await is not None and bool(self._plain))
                 continue
             # An answer in another form: read it whole.  The plain answers' offsets no
             # longer hold, so the rest of the batch is parsed answer by answer.
@@ -198,12 +195,18 @@ class RelpSession:
                 raise TimeoutError("no whole answer in time")
             self._receive(patient=patient)
 
-    def _receive(self, *, patient: bool) -> None:
+    def _receive(self, *, patient: bool, plain: bool = False) -> None:
         """Add what the server sent next to the buffer (nothing if a patient read
-        timed out: the caller looks again)."""
+        timed out: the caller looks again).
+
+        ``plain``: what is awaited is the rest of the batch's plain answers, read in one
+        call to the C core that releases the GIL until they are all in (or something
+        else came).  rsyslog's answers come two or three a segment (see ``_quick_ack``):
+        read in Python, each segment is a read that gives up the GIL and takes it back
+        from the event loop, a hundred hand-offs a batch.
+        """
         try:
-            self._quick_ack()
-            chunk = self._sock.recv(65536)
+            chunk = self._await_plain() if plain else self._read()
         except TimeoutError:
             if not patient:
                 raise
@@ -214,29 +217,16 @@ class RelpSession:
             raise RelpError("the server closed the connection")
         self._buffer += chunk
 
-    def _await_plain(self) -> None:
-        """``_receive`` for the rest of the batch's plain answers, in one call to the C
-        core that releases the GIL until they are all in (or something else came).
+    def _read(self) -> bytes:
+        self._quick_ack()
+        return self._sock.recv(65536)
 
-        rsyslog's answers come two or three a segment (see ``_quick_ack``): read in
-        Python, each segment is a read that gives up the GIL and takes it back from the
-        event loop, a hundred hand-offs a batch.  What the call returns is parsed here
-        as any read is.
-        """
+    def _await_plain(self) -> bytes:
         assert self._await is not None
         expected = self._plain[self._plain_at + len(self._buffer) :]
         timeout = self._sock.gettimeout()
-        try:
-            chunk = self._await(
-                self._sock.fileno(), expected, -1 if timeout is None else int(timeout * 1000)
-            )
-        except TimeoutError:
-            if self._stopped():
-                raise Stopped from None
-            return
-        if not chunk:
-            raise RelpError("the server closed the connection")
-        self._buffer += chunk
+        milliseconds = -1 if timeout is None else int(timeout * 1000)
+        return self._await(self._sock.fileno(), expected, milliseconds)
 
     def _quick_ack(self) -> None:
         """Acknowledge what arrives at once, not after the kernel's 40 ms delay.
