@@ -190,7 +190,7 @@ def test_the_breakdown_splits_the_writer_from_the_server_threads() -> None:
     assert breakdown == Breakdown(
         server_user=3.0, server_system=1.0, writer_user=0.5, writer_system=0.25,
         voluntary=44, involuntary=4, syscalls=3300, writer_syscalls=200, gc_collections=5,
-        gc_full_collections=1,
+        gc_full_collections=1, writer=2,
     )  # fmt: skip
     figures = breakdown.per_request(1000)
     assert figures["server_user_us"] == pytest.approx(3000.0)
@@ -556,7 +556,9 @@ def test_short_run_prints_the_table_and_writes_the_artifacts(tmp_path: Path) -> 
         assert trial["peak_rss_bytes"] > 0
     logged = trials["boundlog-drop"]
     # The writer is found by its name and its CPU kept apart; the collector is read.
-    assert logged["breakdown"]["writer_user"] + logged["breakdown"]["writer_system"] > 0
+    # (Its CPU in a 1 s window may be under /proc's 10 ms tick: not asserted.)
+    assert logged["breakdown"]["writer"] is not None
+    assert trials["none"]["breakdown"]["writer"] is None
     assert trials["none"]["breakdown"]["writer_user"] == 0
     assert all(trial["breakdown"]["gc_collections"] is not None for trial in trials.values())
     if logged["breakdown"]["syscalls"] is not None:  # perf counts here (see the test above)

@@ -41,6 +41,8 @@ class Breakdown:
     writer_syscalls: int | None
     gc_collections: int | None
     gc_full_collections: int | None
+    #: The writer thread's id, None where there is none (found by its name).
+    writer: int | None = None
 
     @classmethod
     def between(
@@ -81,6 +83,7 @@ class Breakdown:
             else syscalls.get(writer, 0),
             gc_collections=gc_collections,
             gc_full_collections=gc_full_collections,
+            writer=writer,
         )  # fmt: skip
 
     def per_request(self, requests: int) -> dict[str, float | None]:
