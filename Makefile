@@ -84,7 +84,7 @@ $(EXT): $(shell find csrc -name '*.[ch]') setup.py | $(BIN)/pytest
 # tests that run it.  libasan is preloaded into the interpreter, which is not built
 # with it; PYTHONMALLOC=malloc lets it see every allocation, Python objects included;
 # CPython's own leaks at exit are not ours (detect_leaks=0).
-ASAN_TESTS ?= tests/speedups/test_speedups.py tests/speedups/test_speedups_json.py tests/speedups/test_speedups_logfmt.py tests/speedups/test_speedups_otlp.py tests/speedups/test_speedups_relp.py tests/speedups/test_speedups_learn.py tests/speedups/test_speedups_templates.py \
+ASAN_TESTS ?= tests/speedups/test_speedups.py tests/speedups/test_speedups_json.py tests/speedups/test_speedups_logfmt.py tests/speedups/test_speedups_otlp.py tests/speedups/test_speedups_relp.py tests/speedups/test_speedups_packed.py tests/speedups/test_speedups_learn.py tests/speedups/test_speedups_templates.py \
 	tests/speedups/test_speedups_asgi.py tests/unit/formats/test_templates.py \
 	tests/speedups/test_speedups_handoff.py tests/speedups/test_speedups_environ.py tests/speedups/test_speedups_select.py \
 	tests/speedups/test_speedups_wsgi.py tests/unit/selection/test_filters.py tests/unit/selection/test_redaction.py tests/unit/public/test_wsgi.py \

@@ -5,7 +5,7 @@
  *   module.c, module_state.h  this module: its functions, its types, its state
  *   common/     what any part uses: the C API across versions (compat.h), the
  *               clocks, a growable byte buffer, the bytes of a str
- *   record/     a Record as C reads it, and its extras
+ *   record/     a Record as C reads it, its extras, and a Record packed in bytes
  *   paths/      the request paths: the ASGI and WSGI middlewares (asgi_*, wsgi_*),
  *               the record of a WSGI environ, the hand-off to the queue
  *   selection/  the writer's filters and query join before formatting
@@ -32,11 +32,36 @@
 #include "paths/environ.h"
 #include "paths/handoff.h"
 #include "paths/wsgi.h"
+#include "record/packed.h"
 #include "selection/select.h"
 #include "sinks/otlp.h"
 #include "sinks/relp.h"
 
+static PyObject *
+pack_record(PyObject *module, PyObject *record)
+{
+    ModuleState *state = PyModule_GetState(module);
+    PyObject *packed = packed_from_record(state->packed_type, record);
+    if (packed == NULL && !PyErr_Occurred()) {
+        Py_RETURN_NONE;
+    }
+    return packed;
+}
+
+static PyObject *
+unpacked(PyObject *Py_UNUSED(module), PyObject *records)
+{
+    return packed_unpacked(records);
+}
+
 static PyMethodDef methods[] = {
+    {"pack_record", pack_record, METH_O,
+     "pack_record(record) -> Packed | None\n\n"
+     "The record packed as the C hand-off queues it, or None for a record of another\n"
+     "shape (record/packed.h)."},
+    {"unpacked", unpacked, METH_O,
+     "unpacked(records) -> list\n\n"
+     "The records, each Packed one as its Record (_core.CompiledFirst's fallback)."},
     {"format_apache", (PyCFunction)(void (*)(void))clf_format_apache, METH_FASTCALL,
      "format_apache(records, clock, names, environ_keys) -> bytes | None\n\n"
      "The common or combined lines of a batch, or None to leave it to the pure-Python\n"
@@ -98,14 +123,16 @@ module_exec(PyObject *module)
     state->wsgi_exchange_type =
         (PyTypeObject *)PyType_FromModuleAndSpec(module, &wsgi_exchange_spec, NULL);
     state->wsgi_body_type = (PyTypeObject *)PyType_FromModuleAndSpec(module, &wsgi_body_spec, NULL);
+    state->packed_type = (PyTypeObject *)PyType_FromModuleAndSpec(module, &packed_spec, NULL);
     if (state->handoff_type == NULL || state->middleware_type == NULL
         || state->exchange_type == NULL || state->capture_type == NULL
         || state->wsgi_middleware_type == NULL || state->wsgi_exchange_type == NULL
-        || state->wsgi_body_type == NULL) {
+        || state->wsgi_body_type == NULL || state->packed_type == NULL) {
         return -1;
     }
     if (environ_names(state->environ_names) < 0
         || PyModule_AddType(module, state->handoff_type) < 0
+        || PyModule_AddType(module, state->packed_type) < 0
         || PyModule_AddType(module, state->wsgi_middleware_type) < 0) {
         return -1;
     }
@@ -123,6 +150,7 @@ module_traverse(PyObject *module, visitproc visit, void *arg)
     Py_VISIT(state->wsgi_middleware_type);
     Py_VISIT(state->wsgi_exchange_type);
     Py_VISIT(state->wsgi_body_type);
+    Py_VISIT(state->packed_type);
     return 0;
 }
 
@@ -137,6 +165,7 @@ module_clear(PyObject *module)
     Py_CLEAR(state->wsgi_middleware_type);
     Py_CLEAR(state->wsgi_exchange_type);
     Py_CLEAR(state->wsgi_body_type);
+    Py_CLEAR(state->packed_type);
     for (int i = 0; i < ENVIRON_VARIABLES; i++) {
         Py_CLEAR(state->environ_names[i]);
     }

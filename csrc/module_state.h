@@ -22,6 +22,7 @@ typedef struct {
     PyTypeObject *wsgi_middleware_type; /* paths/wsgi.h's */
     PyTypeObject *wsgi_exchange_type;
     PyTypeObject *wsgi_body_type;
+    PyTypeObject *packed_type;          /* record/packed.h's */
     PyObject *environ_names[ENVIRON_VARIABLES];
 } ModuleState;
 

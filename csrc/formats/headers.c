@@ -5,6 +5,25 @@
 #include "common/text.h"
 #include "formats/escape.h"
 
+/* Whether the bytes of a field's name are `name` in any ASCII case. */
+static int
+bytes_match(const char *data, Py_ssize_t length, const char *name, Py_ssize_t size)
+{
+    if (length != size) {
+        return 0;
+    }
+    for (Py_ssize_t i = 0; i < size; i++) {
+        char c = data[i];
+        if (c >= 'A' && c <= 'Z') {
+            c = (char)(c + ('a' - 'A'));
+        }
+        if (c != name[i]) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
 /* Whether `candidate` (a pair's name, bytes or str) is `name` in any ASCII case, as
  * _headers compares: the name's bytes lower-cased by bytes.lower(). */
 static int
@@ -24,19 +43,7 @@ name_matches(PyObject *candidate, const char *name, Py_ssize_t size)
         data = (const char *)PyUnicode_DATA(candidate);
         length = PyUnicode_GET_LENGTH(candidate);
     }
-    if (length != size) {
-        return 0;
-    }
-    for (Py_ssize_t i = 0; i < size; i++) {
-        char c = data[i];
-        if (c >= 'A' && c <= 'Z') {
-            c = (char)(c + ('a' - 'A'));
-        }
-        if (c != name[i]) {
-            return 0;
-        }
-    }
-    return 1;
+    return bytes_match(data, length, name, size);
 }
 
 /* Hands a found value, bytes or str, to `write`. */
@@ -144,4 +151,27 @@ headers_write(Buffer *buffer, PyObject *headers, PyObject *name, PyObject *envir
 {
     int rc = headers_find(buffer, headers, name, environ_key, write_escaped);
     return rc == HEADERS_ABSENT ? BUFFER_LITERAL(buffer, "-") : rc;
+}
+
+int
+headers_write_packed(Buffer *buffer, Packed *packed, PyObject *name)
+{
+    const char *wanted = PyBytes_AS_STRING(name);
+    Py_ssize_t wanted_size = PyBytes_GET_SIZE(name);
+    PackedFields fields;
+    packed_fields(packed, &fields);
+    const char *field, *value;
+    Py_ssize_t field_size, value_size;
+    int found = 0;
+    while (packed_next_field(&fields, &field, &field_size, &value, &value_size)) {
+        if (bytes_match(field, field_size, wanted, wanted_size)) {
+            /* As write_from_pairs: a field sent more than once, its values joined. */
+            if ((found && BUFFER_LITERAL(buffer, ", ") < 0)
+                || write_escaped(buffer, value, value_size) < 0) {
+                return -1;
+            }
+            found = 1;
+        }
+    }
+    return found ? 0 : BUFFER_LITERAL(buffer, "-");
 }

@@ -4,6 +4,7 @@
 #define BOUNDLOG_HEADERS_H
 
 #include "common/buffer.h"
+#include "record/packed.h"
 
 /* What a lookup returns besides 0 (written) and -1 (an exception is set). */
 #define HEADERS_UNSUPPORTED 1
@@ -28,5 +29,8 @@ int headers_find(Buffer *buffer, PyObject *headers, PyObject *name, PyObject *en
 
 /* headers_find for a log line: the value escaped (escape.h), or "-" when absent. */
 int headers_write(Buffer *buffer, PyObject *headers, PyObject *name, PyObject *environ_key);
+
+/* headers_write for the request header fields of a Packed record. */
+int headers_write_packed(Buffer *buffer, Packed *packed, PyObject *name);
 
 #endif

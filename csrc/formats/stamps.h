@@ -31,4 +31,8 @@ void stamps_keep(Stamps *stamps, long long second, PyObject *value);
  * int, or one the clock raised for (the reference raises the same: let it). */
 int stamps_write_clock(Buffer *buffer, Stamps *stamps, PyObject *clock, PyObject *when);
 
+/* stamps_write_clock for a float time given as a double (a Packed record's): the float
+ * is made only when the clock must be asked. */
+int stamps_write_seconds(Buffer *buffer, Stamps *stamps, PyObject *clock, double when);
+
 #endif

@@ -97,7 +97,8 @@ extern PyType_Spec exchange_spec;
 extern PyType_Spec capture_spec;
 
 /* The record of `capture`'s exchange with status `status`; a new reference, or NULL
- * with an exception set (the reference's, for a scope it fails on). */
+ * with an exception set (the reference's, for a scope it fails on).  Made packed
+ * (record/packed.h) when the log's hand-off packs and the record has the shape. */
 PyObject *asgi_record(Capture *capture, PyObject *status, int completed);
 
 /* `record` with the notes `capture`'s request has now (_notes.snapshot): a new

@@ -148,6 +148,12 @@ current_trace(PyObject *const *parts)
                             : span_context_field(parts, span_context, 1, NAMED_SPAN_ID);
         if (span_id != NULL) {
             result = PyTuple_Pack(2, trace_id, span_id);
+            if (result != NULL && !PyObject_IS_GC(trace_id) && !PyObject_IS_GC(span_id)) {
+                /* Two ids that are no containers (ints) can be in no cycle: the
+                 * collector need not see the pair
+                 * (it would untrack it at its first pass, after walking it). */
+                PyObject_GC_UnTrack(result);
+            }
         }
         Py_XDECREF(trace_id);
         Py_XDECREF(span_id);
@@ -191,9 +197,21 @@ asgi_learn_extras(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t
     PyTypeObject *type = (PyTypeObject *)parts[PART_EXTRAS_TYPE];
     extras = type->tp_alloc(type, EXTRAS_FIELDS);
     if (extras != NULL) {
+        /* A queued record keeps its extras alive for a batch's time: one the collector
+         * need not see costs it no walk in each collection meanwhile (the record
+         * itself is untracked for the same reason, asgi_record.c). */
+        int atomic = 1;
         for (int i = 0; i < EXTRAS_FIELDS; i++) {
+            /* Untracked tuples stay so (immutable); a mutable untracked container
+             * may start holding anything. */
+            atomic = atomic && (!PyObject_IS_GC(fields[i])
+                                || (PyTuple_CheckExact(fields[i])
+                                    && !PyObject_GC_IsTracked(fields[i])));
             PyTuple_SET_ITEM(extras, i, fields[i]);
             fields[i] = NULL;
+        }
+        if (atomic) {
+            PyObject_GC_UnTrack(extras);
         }
     }
 done:

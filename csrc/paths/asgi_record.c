@@ -10,6 +10,7 @@
 #include "common/clock.h"
 #include "common/compat.h"
 #include "record/extras.h"
+#include "record/packed.h"
 #include "record/record.h"
 
 /* The reference's FIELD_OVERHEAD (record/_budget.py): what a header pair costs beyond its bytes. */
@@ -300,8 +301,7 @@ asgi_record(Capture *capture, PyObject *status, int completed)
     double duration = clock_seconds(CLOCK_PERF_COUNTER, middleware->perf_counter)
                       - capture->started;
     double now = clock_seconds(CLOCK_WALL, middleware->wall_clock);
-    if (PyErr_Occurred() || (fields[0] = PyFloat_FromDouble(now - duration)) == NULL
-        || (fields[1] = PyFloat_FromDouble(duration)) == NULL) {
+    if (PyErr_Occurred()) {
         goto done;
     }
     fields[7] = Py_NewRef(status);
@@ -312,6 +312,21 @@ asgi_record(Capture *capture, PyObject *status, int completed)
         goto done;
     }
     fields[EXTRAS] = Py_NewRef(extras);
+    PyTypeObject *packed_type = ((Handoff *)middleware->handoff)->packed_type;
+    if (packed_type != NULL && capture->notes == NULL) {
+        /* The record as its hand-off would pack it (handoff.h), without making it.  Not
+         * for a log that collects notes: its record is held until the application
+         * ends, and then given the notes it has (asgi_with_notes). */
+        record = packed_from_fields(packed_type, (PyTypeObject *)middleware->record_type,
+                                    now - duration, duration, fields);
+        if (record != NULL || PyErr_Occurred()) {
+            goto done;
+        }
+    }
+    if ((fields[0] = PyFloat_FromDouble(now - duration)) == NULL
+        || (fields[1] = PyFloat_FromDouble(duration)) == NULL) {
+        goto done;
+    }
     /* tuple.__new__(Record, fields), without the intermediate tuple. */
     record = ((PyTypeObject *)middleware->record_type)->tp_alloc((PyTypeObject *)middleware->record_type, FIELDS);
     if (record != NULL) {
@@ -336,6 +351,10 @@ done:
 PyObject *
 asgi_with_notes(Capture *capture, PyObject *record)
 {
+    if (packed_check(record)) {
+        /* A log that packs shows no notes (packs_for, engine/_writer.py). */
+        return Py_NewRef(record);
+    }
     PyTypeObject *type = Py_TYPE(record);
     if (PyTuple_GET_SIZE(record) != FIELDS) {
         PyErr_SetString(PyExc_SystemError, "asgi_with_notes(): not a record");

@@ -12,6 +12,8 @@
 #include <stddef.h>
 
 #include "common/compat.h"
+#include "module_state.h"
+#include "record/packed.h"
 
 static const char *const name_strings[HANDOFF_NAMES] = {
     [HANDOFF_PENDING] = "_pending",
@@ -149,6 +151,9 @@ text_size(PyObject *value)
 static int
 within_share(Handoff *handoff, PyObject *record)
 {
+    if (packed_check(record)) {
+        return ((Packed *)record)->cost <= handoff->share;
+    }
     if (!PyTuple_Check(record) || PyTuple_GET_SIZE(record) <= RECORD_NOTES) {
         return 0;
     }
@@ -225,8 +230,20 @@ handoff_offer(Handoff *handoff, PyObject *record)
 {
     /* Hot path, once per request: no formatting, no I/O, and no lock except on the
      * rare transitions (see engine/_admission.py's module docstring). */
+    PyObject *packed = NULL;
+    if (handoff->packed_type != NULL) {
+        /* Queued in its place; the caller's record is freed as soon as it lets go. */
+        packed = packed_from_record(handoff->packed_type, record);
+        if (packed == NULL && PyErr_Occurred()) {
+            return -1;
+        }
+        if (packed != NULL) {
+            record = packed;
+        }
+    }
     PyObject *pending = attribute(handoff, HANDOFF_PENDING);
     if (pending == NULL) {
+        Py_XDECREF(packed);
         return -1;
     }
     int rc = -1;
@@ -262,6 +279,7 @@ handoff_offer(Handoff *handoff, PyObject *record)
     }
 done:
     Py_DECREF(pending);
+    Py_XDECREF(packed);
     return rc;
 }
 
@@ -340,8 +358,10 @@ static PyObject *
 handoff_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
     PyObject *admission;
-    char *keywords[] = {"admission", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O:Handoff", keywords, &admission)) {
+    int packs = 0;
+    char *keywords[] = {"admission", "packs", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$p:Handoff", keywords, &admission,
+                                     &packs)) {
         return NULL;
     }
     PyObject *max = PyObject_GetAttrString(admission, "_max_queue");
@@ -368,6 +388,14 @@ handoff_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     }
     handoff->vectorcall = handoff_vectorcall;
     handoff->admission = Py_NewRef(admission);
+    if (packs) {
+        ModuleState *state = PyType_GetModuleState(type);
+        if (state == NULL) {
+            Py_DECREF(handoff);
+            return NULL;
+        }
+        handoff->packed_type = (PyTypeObject *)Py_NewRef(state->packed_type);
+    }
     handoff->max_queue = max_queue;
     handoff->share = share;
     /* Zeroed by tp_alloc: a failure here leaves NULLs for handoff_clear. */
@@ -393,6 +421,7 @@ handoff_traverse(PyObject *self, visitproc visit, void *arg)
     Py_VISIT(handoff->admission);
     Py_VISIT(handoff->queue_type);
     Py_VISIT(handoff->queue_append);
+    Py_VISIT(handoff->packed_type);
     for (int i = 0; i < HANDOFF_SLOTS; i++) {
         Py_VISIT(handoff->slot_descriptors[i]);
     }
@@ -413,6 +442,7 @@ handoff_clear(PyObject *self)
     }
     Py_CLEAR(handoff->queue_type);
     Py_CLEAR(handoff->queue_append);
+    Py_CLEAR(handoff->packed_type);
     return 0;
 }
 
@@ -434,8 +464,10 @@ static PyMemberDef handoff_members[] = {
 };
 
 static PyType_Slot handoff_slots[] = {
-    {Py_tp_doc, "Handoff(admission): a callable, handoff(record) -> bool, that does what\n"
-                "admission.offer(record) does (_admission.Admission.offer, the reference)."},
+    {Py_tp_doc, "Handoff(admission, *, packs=False): a callable, handoff(record) -> bool,\n"
+                "that does what admission.offer(record) does (_admission.Admission.offer,\n"
+                "the reference); with packs, a record of the usual shape is queued as a\n"
+                "Packed (record/packed.h)."},
     {Py_tp_new, handoff_new},
     {Py_tp_call, PyVectorcall_Call},
     {Py_tp_members, handoff_members},

@@ -38,12 +38,15 @@ typedef struct {
     PyMemberDef *slots[HANDOFF_SLOTS];
     PyObject *queue_type;
     PyObject *queue_append;
+    /* The Packed type (record/packed.h) when records are queued packed, or NULL. */
+    PyTypeObject *packed_type;
 } Handoff;
 
 extern PyType_Spec handoff_spec;
 
 /* Hands `record` to the queue as Admission.offer does: 1 accepted, 0 no room (not
- * counted), -1 on error. */
+ * counted), -1 on error.  A Handoff made with packs=True queues a record of the usual
+ * shape as a Packed (record/packed.h), for a writer that formats those in C. */
 int handoff_offer(Handoff *handoff, PyObject *record);
 
 #endif

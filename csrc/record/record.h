@@ -77,13 +77,18 @@ record_is_head(PyObject *method)
  * 204, 304 or 1xx response but 101 (a websocket session's frames), whatever the
  * application handed over. */
 static inline long long
-record_bytes_on_the_wire(PyObject *method, long long status, long long sent)
+bytes_on_the_wire(int head, long long status, long long sent)
 {
-    if (record_is_head(method) || status == 204 || status == 304
-        || (status >= 100 && status < 200 && status != 101)) {
+    if (head || status == 204 || status == 304 || (status >= 100 && status < 200 && status != 101)) {
         return 0;
     }
     return sent;
+}
+
+static inline long long
+record_bytes_on_the_wire(PyObject *method, long long status, long long sent)
+{
+    return bytes_on_the_wire(record_is_head(method), status, sent);
 }
 
 #endif

@@ -14,6 +14,7 @@
 
 #include "common/buffer.h"
 #include "common/compat.h"
+#include "record/packed.h"
 #include "record/record.h"
 
 /* Leave the batch to Python. */
@@ -197,6 +198,17 @@ select_joined_queries(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssi
     int first = 1;
     PyObject *record;
     for (Py_ssize_t i = 0; rc == 0 && (record = sequence_item_ref(batch, i)) != NULL; i++) {
+        if (packed_check(record)) {
+            Py_ssize_t size;
+            const char *query = packed_text((Packed *)record, PACKED_QUERY, &size);
+            if (size > 0 && ((!first && buffer_write(&buffer, "&", 1) < 0)
+                             || buffer_write(&buffer, query, size) < 0)) {
+                rc = -1;
+            }
+            first = first && size == 0;
+            Py_DECREF(record);
+            continue;
+        }
         PyObject *query = PyTuple_Check(record) && PyTuple_GET_SIZE(record) == FIELDS
                           ? PyTuple_GET_ITEM(record, QUERY) : NULL;
         if (query == NULL || !(query == Py_None || PyBytes_CheckExact(query))) {

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ._speedups import AsgiMiddleware, WsgiMiddleware
-    from .engine._admission import Admission
+    from ._speedups import Packed as PackedRecord
     from .record._record import Record
 
 #: The environment variable that forces the pure-Python core.
@@ -78,9 +78,15 @@ format_logfmt: Callable[..., bytes | None] | None = None
 format_template: (
     Callable[[Sequence[Record], tuple[tuple[int, int, object], ...], int], bytes | None] | None
 ) = None
-#: ``handoff(admission)``: a C callable doing what ``admission.offer`` does (csrc/paths/handoff.c),
-#: which ``AccessLog._offer`` is; else None.
-handoff: Callable[[Admission], Callable[[Record], bool]] | None = None
+#: ``handoff(admission, *, packs=False)``: a C callable doing what ``admission.offer`` does
+#: (csrc/paths/handoff.c), which ``AccessLog._offer`` is; else None.  With ``packs``, it queues
+#: records of the usual shape as ``Packed`` (csrc/record/packed.h), for a log whose writer
+#: formats those in C (``packs_for``).
+handoff: Callable[..., Callable[[Record], bool]] | None = None
+#: The type of a packed record (csrc/record/packed.h), else None.
+Packed: type[PackedRecord] | None = None
+#: ``unpacked(records)``: the records as a list, each ``Packed`` one as its Record; else None.
+unpacked: Callable[[Sequence[Any]], list[Record]] | None = None
 #: ``environ_record(Record, environ, ..., bound, limit, notes, extras)``: _environ.environ_record in C
 #: for the usual environ, None for the rest (csrc/paths/environ.c); else None.
 environ_record: Callable[..., Record | None] | None = None
@@ -139,6 +145,10 @@ class CompiledFirst:
             data = self.format_compiled(records)
             if data is not None:
                 return data
+            # The reference reads Records: a batch the C core left to it may hold
+            # records the C hand-off packed.
+            assert unpacked is not None
+            records = unpacked(records)
         return self.format_batch_python(records)
 
 
@@ -148,6 +158,8 @@ if speedups is not None:
     format_logfmt = speedups.format_logfmt
     format_template = speedups.format_template
     handoff = speedups.Handoff
+    Packed = speedups.Packed
+    unpacked = speedups.unpacked
     environ_record = speedups.environ_record
     asgi_middleware = speedups.AsgiMiddleware
     wsgi_middleware = speedups.WsgiMiddleware

@@ -271,10 +271,34 @@ def _c_formatter(name: str, *, utc: bool) -> Callable[[list[Record]], bytes | No
             json._trace_header, json._extras_fields,
         )  # fmt: skip
     apache = ApacheFormat(combined=True, utc=utc)
+    if name == "packed":
+        # The records as the C hand-off queues them (csrc/record/packed.c), packed,
+        # formatted and unpacked again (the pure-Python fallback's step).
+        assert _core.speedups is not None
+        pack, unpacked = _core.speedups.pack_record, _core.speedups.unpacked
+
+        def usual(record: Record) -> Record:
+            # What the request paths make: pairs of bytes, nothing else to carry.
+            headers = record.request_headers
+            pairs = [
+                (name, value)
+                for name, value in (headers if type(headers) in (list, tuple) else ())
+                if type(name) is bytes and type(value) is bytes
+            ]
+            return record._replace(
+                request_headers=pairs, response_headers=(), notes=None, extras=None
+            )
+
+        def packed_lines(records: list[Record]) -> bytes | None:
+            queued = [pack(usual(record)) or record for record in records]
+            unpacked(queued)
+            return c_lines(apache, queued)
+
+        return packed_lines
     return lambda records: c_lines(apache, records)
 
 
-C_FORMATS = ["combined", "json", "template"]
+C_FORMATS = ["combined", "json", "template", "packed"]
 
 
 def _rss_bytes() -> int:

@@ -15,6 +15,7 @@ import asyncio
 import functools
 import gc
 import inspect
+import itertools
 import sys
 import threading
 import types
@@ -40,6 +41,7 @@ from _servers import (
 from boundlog import AccessLog, Extras, JsonFormat, Record, _core, add_fields
 from boundlog.asgi import AccessLogMiddleware
 from boundlog.capture import _request_id
+from boundlog.engine import _log as engine_log
 
 # How long a test waits for the writer to write what it was given: a bound for a writer
 # that hangs, not a timing.  A free-threaded CPython on a loaded machine (CI's parallel
@@ -83,7 +85,9 @@ class Collecting:
             self.response_header_names: frozenset[bytes] = frozenset()
 
     def format_batch(self, records: Sequence[Record]) -> bytes:
-        self.records.extend(records)
+        # A log made to pack (see logs()) queues Packed records: compared as Records.
+        assert _core.unpacked is not None
+        self.records.extend(_core.unpacked(records))
         return b""
 
 
@@ -111,7 +115,23 @@ TRAILERS = st.fixed_dictionaries(
 )
 PATHSEND = st.fixed_dictionaries({"type": st.just("http.response.pathsend"), "path": PATHS})
 OTHER = st.sampled_from([{"type": "http.response.zerocopysend"}, {"no type": 1}])
-MESSAGE = st.one_of(START, BODY, BODY, TRAILERS, PATHSEND, OTHER)
+
+
+def _rekeyed(mapping: dict[Any, Any], keys: str) -> dict[Any, Any]:
+    """``mapping`` with keys that are not the interned strs servers write: equal new
+    ones, or one more key that is no str (the C path then looks each key up)."""
+    if keys == "equal, not interned":
+        return {"".join(list(key)) if isinstance(key, str) else key: value
+                for key, value in mapping.items()}  # fmt: skip
+    if keys == "and an int key":
+        return {**mapping, 0: "not a str"}
+    return mapping
+
+
+KEYS = st.sampled_from(["interned", "interned", "equal, not interned", "and an int key"])
+MESSAGE = st.tuples(st.one_of(START, BODY, BODY, TRAILERS, PATHSEND, OTHER), KEYS).map(
+    lambda message_keys: _rekeyed(*message_keys)
+)
 # What the application does, in order; a message may be given as a mapping proxy.
 ACTION = st.one_of(
     st.tuples(st.just("send"), MESSAGE, st.booleans()),
@@ -162,6 +182,7 @@ SCOPE = st.fixed_dictionaries(
         "method": st.sampled_from(["GET", "POST", "absent"]),
     }
 ).map(_scope_of)
+SCOPE = st.tuples(SCOPE, KEYS).map(lambda scope_keys: _rekeyed(*scope_keys))
 # How the server drives the request: to the end, or throwing CancelledError in (or
 # closing it, or dropping it) at its n-th suspension.
 DRIVER = st.one_of(
@@ -262,16 +283,22 @@ def _comparable(record: Record) -> tuple[Any, ...]:
     return (*record[2:9], list(record[9]), list(record[10]), record[11], record[12])
 
 
+Logs = dict[tuple[str, bool, bool, bool, bool], tuple[AccessLog, Collecting]]
+
+
 @pytest.fixture(scope="module")
-def logs() -> Iterator[dict[tuple[str, bool, bool, bool], tuple[AccessLog, Collecting]]]:
+def logs() -> Iterator[Logs]:
     made = {}
-    for path in ("python", "c"):
-        for reads_headers in (True, False):
-            for reads_notes in (True, False):
-                for reads_received in (True, False):
-                    fmt = Collecting(reads_headers, reads_notes, reads_received)
-                    log = AccessLog("/dev/null", fmt, flush_interval=0, max_record_bytes=4096)
-                    made[path, reads_headers, reads_notes, reads_received] = log, fmt
+    for path, reads_headers, reads_notes, reads_received, packs in itertools.product(
+        ("python", "c"), *[(True, False)] * 4
+    ):
+        fmt = Collecting(reads_headers, reads_notes, reads_received)
+        with pytest.MonkeyPatch.context() as patch:
+            # As a log whose writer takes packed records (the combined lines) does: the
+            # C hand-off, and the C path's record, pack what has the shape.
+            patch.setattr(engine_log, "packs_for", lambda fmt, select, packs=packs: packs)
+            log = AccessLog("/dev/null", fmt, flush_interval=0, max_record_bytes=4096)
+        made[path, reads_headers, reads_notes, reads_received, packs] = log, fmt
     yield made
     for log, _ in made.values():
         log.close()
@@ -297,23 +324,25 @@ def _middleware(log: AccessLog, request_id: str | None = None) -> AccessLogMiddl
     reads_headers=st.booleans(),
     reads_notes=st.booleans(),
     reads_received=st.booleans(),
+    packs=st.booleans(),
     request_id=st.sampled_from([None, "X-Request-ID", "User-Agent"]),
     request=REQUEST,
 )
 def test_c_and_python_give_the_same_exchange_records_and_counts(
-    logs: dict[tuple[str, bool, bool, bool], tuple[AccessLog, Collecting]],
+    logs: Logs,
     script: list[tuple[Any, ...]],
     scope: dict[str, Any],
     driver: tuple[Any, ...],
     reads_headers: bool,
     reads_notes: bool,
     reads_received: bool,
+    packs: bool,
     request_id: str | None,
     request: list[bytes | None],
 ) -> None:
     results = []
     for path in ("python", "c"):
-        log, fmt = logs[path, reads_headers, reads_notes, reads_received]
+        log, fmt = logs[path, reads_headers, reads_notes, reads_received, packs]
         middleware = _middleware(log, request_id)
         call = middleware.__call__ if path == "python" else middleware
         before = log.stats()
@@ -555,13 +584,11 @@ async def _huge_app(scope: Any, receive: Any, send: Any) -> None:
     [_generator_app, _plain_generator_app, _huge_app],
     ids=["types-coroutine", "plain-generator", "huge-bodies"],
 )
-def test_c_and_python_take_generators_and_huge_bodies_alike(
-    logs: dict[tuple[str, bool, bool, bool], tuple[AccessLog, Collecting]], app: Any
-) -> None:
+def test_c_and_python_take_generators_and_huge_bodies_alike(logs: Logs, app: Any) -> None:
     scope = _scope_of({"http_version": "1.1", "raw_path": b"/r", "headers": []})
     results = []
     for path in ("python", "c"):
-        log, fmt = logs[path, True, False, False]
+        log, fmt = logs[path, True, False, False, True]
         middleware = _middleware(log)
         call = (
             functools.partial(AccessLogMiddleware.__call__, middleware)
@@ -596,16 +623,14 @@ def test_c_and_python_take_generators_and_huge_bodies_alike(
 
 
 @pytest.mark.parametrize("thrown", [StopIteration, StopIteration("v"), ValueError])
-def test_throw_into_an_exchange_not_started_is_the_coroutines(
-    logs: dict[tuple[str, bool, bool, bool], tuple[AccessLog, Collecting]], thrown: Any
-) -> None:
+def test_throw_into_an_exchange_not_started_is_the_coroutines(logs: Logs, thrown: Any) -> None:
     """A coroutine not started raises what is thrown in: on 3.11 from its body, where
     StopIteration becomes RuntimeError (PEP 479); from 3.12 on unchanged.  The C
     exchange does what this Python's coroutines do."""
     scope = _scope_of({"http_version": "1.1"})
     raised = []
     for path in ("python", "c"):
-        middleware = _middleware(logs[path, False, False, False][0])
+        middleware = _middleware(logs[path, False, False, False, True][0])
         call = (
             functools.partial(AccessLogMiddleware.__call__, middleware)
             if path == "python"

@@ -44,9 +44,11 @@ import contextlib
 import threading
 from collections import deque
 from collections.abc import Iterator
+from itertools import repeat
 
+from .. import _core
 from .._options import DEFAULT_MAX_QUEUE_BYTES, Policy
-from ..record._budget import record_cost
+from ..record._budget import queued_cost, record_cost
 from ..record._record import Record
 
 _NEVER = 1 << 62
@@ -61,10 +63,30 @@ class Admission:
 
     # Slots: the C hand-off (csrc/paths/handoff.c) reads four of them per request.
     __slots__ = (
-        "_async_waiters", "_backlog", "_batch_size", "_charged", "_closed", "_count_lock",
-        "_excess", "_excess_room", "_hurry", "_lock", "_max_queue", "_pending",
-        "_refused_unlocked", "_room", "_room_waiters", "_share", "_wait_for_room", "_wake_at",
-        "_work", "peak", "refused", "taken", "writer_ident",
+        "_async_waiters",
+        "_backlog",
+        "_batch_size",
+        "_charged",
+        "_closed",
+        "_cost",
+        "_count_lock",
+        "_excess",
+        "_excess_room",
+        "_hurry",
+        "_lock",
+        "_max_queue",
+        "_pending",
+        "_refused_unlocked",
+        "_room",
+        "_room_waiters",
+        "_share",
+        "_wait_for_room",
+        "_wake_at",
+        "_work",
+        "peak",
+        "refused",
+        "taken",
+        "writer_ident",
     )  # fmt: skip
 
     def __init__(
@@ -82,6 +104,9 @@ class Admission:
         self._excess_room = max_queue_bytes - self._share * max_queue
         self._batch_size = min(batch_size, max_queue)
         self._wait_for_room = policy == "wait"
+        # What a record costs the budget: with the C core, the record may be one its
+        # hand-off packed (and refused: the policy then brings it here).
+        self._cost = record_cost if _core.Packed is None else queued_cost
         self._start_afresh()
 
     def _start_afresh(self) -> None:
@@ -156,7 +181,7 @@ class Admission:
         # rare transitions that wake the writer (see the module docstring).
         pending = self._pending
         if len(pending) < self._max_queue and not self._closed:
-            if record_cost(record) > self._share:
+            if self._cost(record) > self._share:
                 return self._offer_large(record)
             pending.append(record)
             return self._appended(record)
@@ -188,7 +213,7 @@ class Admission:
         pending = self._pending
         if len(pending) >= self._max_queue or self._closed:
             return False
-        excess = record_cost(record) - self._share
+        excess = self._cost(record) - self._share
         if excess > 0:
             # (Within its share, a record the C hand-off could not measure.)
             if not self._fits(excess):
@@ -207,7 +232,7 @@ class Admission:
         """Whether ``record`` would be refused now for want of room (records or bytes)."""
         if len(self._pending) >= self._max_queue:
             return True
-        excess = record_cost(record) - self._share
+        excess = self._cost(record) - self._share
         return excess > 0 and not self._fits(excess)
 
     def _release(self, record: Record) -> None:
@@ -230,7 +255,7 @@ class Admission:
         taken back unless the writer took it, as ``_withdraw`` does with the lock.
         """
         pending = self._pending
-        if record_cost(record) > self._share:
+        if self._cost(record) > self._share:
             self._offer_large_unlocked(record)
             return
         if len(pending) < self._max_queue and not self._closed:
@@ -417,7 +442,9 @@ class Admission:
         with self._count_lock:
             waiting = len(pending)
             count = min(waiting, self._batch_size)
-            batch = [pending.popleft() for _ in range(count)]
+            # map() calls popleft in C, each call atomic as in a loop: a Python loop
+            # costs the writer a frame's worth of bytecode per record.
+            batch = list(map(deque.popleft, repeat(pending, count)))
             if self._excess:
                 for record in batch:
                     self._release(record)

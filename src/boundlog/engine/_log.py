@@ -39,7 +39,7 @@ from ..selection._filters import Select, make_select
 from ..sinks._files import Sink, SinkSpec, open_sink
 from ._admission import Admission
 from ._signals import SignalShare, drain_on_sigterm, terminate_after
-from ._writer import Writer
+from ._writer import Writer, packs_for
 
 if TYPE_CHECKING:
     from opentelemetry.metrics import Meter
@@ -316,7 +316,9 @@ class AccessLog:
         self.submit = self._admission.submit
         self.submit_async = self._admission.submit_async
         self._offer = (
-            self._admission.offer if _core.handoff is None else _core.handoff(self._admission)
+            self._admission.offer
+            if _core.handoff is None
+            else _core.handoff(self._admission, packs=packs_for(fmt, select))
         )
 
     def _start(self) -> None:

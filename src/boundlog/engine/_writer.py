@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from .._errors import describe, report_on_stderr
-from ..formats._apache import Format
+from ..formats._apache import ApacheFormat, Format
 from ..record._record import Record
 from ..selection._filters import Select
 from ..sinks._files import Destination, Sink
@@ -29,6 +29,18 @@ from ._admission import Admission
 
 _REPORT_EVERY = 5.0
 _WATCH_EVERY = 1.0
+
+
+def packs_for(fmt: Format, select: Select | None) -> bool:
+    """Whether the C hand-off may queue this log's records packed (``_core.Packed``).
+
+    Only for a writer that hands each batch to a format whose C core reads packed
+    records (the common and combined lines), with at most the query redaction in
+    between (``Select.takes_packed``): a filter, a keep predicate or a format in
+    Python reads Records.  Any batch the C core leaves to Python is unpacked first
+    (``_core.CompiledFirst``).
+    """
+    return type(fmt) is ApacheFormat and (select is None or select.takes_packed)
 
 
 class Writer:

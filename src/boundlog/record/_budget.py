@@ -41,6 +41,7 @@ from collections.abc import Iterable, Mapping, Sized
 from contextlib import suppress
 from typing import Any
 
+from .. import _core
 from ._headers import _as_bytes, environ_key
 from ._notes import note_text
 
@@ -244,6 +245,14 @@ class RecordBudget:
 
 # The header containers record_cost measures.
 _MEASURED = (list, tuple, dict)
+
+
+def queued_cost(record: Any) -> int:
+    """:func:`record_cost` of a queued record, which the C hand-off may have packed
+    (``_core.Packed``, which knows its cost)."""
+    if type(record) is _core.Packed:
+        return record.cost
+    return record_cost(record)
 
 
 def record_cost(record: Any) -> int:

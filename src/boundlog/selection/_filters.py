@@ -89,6 +89,19 @@ class Select:
         """The request header fields the rewrites read; None if ``keep`` may read any."""
         return None if self._keep is not None else self._header_names
 
+    @property
+    def takes_packed(self) -> bool:
+        """Whether its batches may hold records the C hand-off packed: only when all
+        it does is redact queries, which reads packed queries in C and unpacks the
+        rare batch it rewrites."""
+        return (
+            not (self._exact_paths or self._path_prefixes or self._skip_status)
+            and not self._min_duration
+            and self._sample >= 1.0
+            and self._keep is None
+            and all(isinstance(rewrite, QueryRedaction) for rewrite in self._rewrites)
+        )
+
     def reseed(self) -> None:
         """In a forked child: draw other numbers than the parent and its other children."""
         self._random.seed()

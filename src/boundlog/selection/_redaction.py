@@ -22,6 +22,7 @@ from operator import itemgetter
 from urllib.parse import unquote_to_bytes
 
 from .._core import joined_queries as _joined_queries
+from .._core import unpacked as _unpacked
 from .._errors import ConfigurationError
 from ..record._headers import REDACTED
 from ..record._record import QUERY, Record, new_record
@@ -77,6 +78,10 @@ class QueryRedaction:
             b"%" in queries and _ESCAPED_NAME.search(queries)
         ):
             return
+        if _unpacked is not None:
+            # Records the C hand-off packed (its bytes were searched above): only a
+            # batch that may need redacting is unpacked, to be rewritten as Records.
+            batch[:] = _unpacked(batch)
         search = self._candidate.search
         for index, record in enumerate(batch):
             query = record[QUERY]

@@ -1,0 +1,378 @@
+/* Packing a Record into one block of bytes, and back (see packed.h). */
+#include "record/packed.h"
+
+#include <stdint.h>
+#include <string.h>
+
+#include "common/compat.h"
+#include "common/text.h"
+#include "record/record.h"
+
+/* The reference's FIELD_OVERHEAD (record/_budget.py): what a header field costs beyond its bytes. */
+#define FIELD_OVERHEAD 160
+
+/* The texts of a record of the packed shape, found by packable(). */
+typedef struct {
+    TextBytes texts[PACKED_TEXTS];
+    unsigned int flags;
+} Texts;
+
+static void
+texts_release(Texts *texts, int count)
+{
+    for (int i = 0; i < count; i++) {
+        text_release(&texts->texts[i]);
+    }
+}
+
+/* A str as packed: its UTF-8 with surrogatepass (text_utf8), which the formats
+ * escape as they escape the str itself.  1, 0 for no exact str, -1 on error. */
+static int
+packed_str(PyObject *value, TextBytes *text)
+{
+    if (!PyUnicode_CheckExact(value)) {
+        return 0;
+    }
+    return text_utf8(value, text) < 0 ? -1 : 1;
+}
+
+/* Whether a record of `fields` (indexed as a Record's: TIME and DURATION are not
+ * read) has the shape packed: 1 with its texts in *texts (released by the caller),
+ * 0 if not, -1 on error.  The shape: client None or a str; method and protocol str;
+ * path and query bytes; status and bytes sent ints of 64 bits; request headers a
+ * list or tuple (of (bytes, bytes) pairs, which packed_from_fields checks as it
+ * copies them); no response headers (an empty tuple), no notes, no extras.  Exact
+ * types only, so that unpacking gives back what was packed and the formats read it
+ * as they read the record. */
+static int
+packable(PyObject *const *fields, Texts *texts, long long *status, long long *sent)
+{
+    PyObject *client = fields[CLIENT];
+    PyObject *headers = fields[REQUEST_HEADERS];
+    PyObject *response = fields[RESPONSE_HEADERS];
+    if (!PyBytes_CheckExact(fields[PATH]) || !PyBytes_CheckExact(fields[QUERY])
+        || !PyTuple_CheckExact(response) || PyTuple_GET_SIZE(response) != 0
+        || fields[NOTES] != Py_None || fields[EXTRAS] != Py_None
+        || (!PyList_CheckExact(headers) && !PyTuple_CheckExact(headers))
+        || record_integer(fields[STATUS], status) != 0
+        || record_integer(fields[BYTES_SENT], sent) != 0) {
+        return 0;
+    }
+    texts->flags = PyTuple_CheckExact(headers) ? PACKED_HEADER_TUPLE : 0;
+    text_of_bytes(fields[PATH], &texts->texts[PACKED_PATH]);
+    text_of_bytes(fields[QUERY], &texts->texts[PACKED_QUERY]);
+    int rc;
+    if (client == Py_None) {
+        texts->flags |= PACKED_NO_CLIENT;
+        texts->texts[PACKED_CLIENT] = (TextBytes){"", 0, NULL};
+        rc = 1;
+    }
+    else {
+        rc = packed_str(client, &texts->texts[PACKED_CLIENT]);
+    }
+    if (rc == 1) {
+        rc = packed_str(fields[METHOD], &texts->texts[PACKED_METHOD]);
+        if (rc == 1) {
+            rc = packed_str(fields[PROTOCOL], &texts->texts[PACKED_PROTOCOL]);
+            if (rc != 1) {
+                text_release(&texts->texts[PACKED_METHOD]);
+            }
+        }
+        if (rc != 1) {
+            text_release(&texts->texts[PACKED_CLIENT]);
+        }
+    }
+    return rc;
+}
+
+/* The bytes the header fields take in data[] (their sizes and their bytes), and what
+ * they cost the record's budget, of a list or tuple of (bytes, bytes) pairs: 1, or 0
+ * for another shape (or a field past 4 GiB).  Called inside a critical section on the
+ * list, which the same section copies from. */
+static int
+measure_headers(PyObject *headers, Py_ssize_t *size, Py_ssize_t *cost)
+{
+    Py_ssize_t count = PySequence_Fast_GET_SIZE(headers);
+    PyObject **items = PySequence_Fast_ITEMS(headers);
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *pair = items[i];
+        if (!PyTuple_CheckExact(pair) || PyTuple_GET_SIZE(pair) != 2
+            || !PyBytes_CheckExact(PyTuple_GET_ITEM(pair, 0))
+            || !PyBytes_CheckExact(PyTuple_GET_ITEM(pair, 1))) {
+            return 0;
+        }
+        Py_ssize_t name = PyBytes_GET_SIZE(PyTuple_GET_ITEM(pair, 0));
+        Py_ssize_t value = PyBytes_GET_SIZE(PyTuple_GET_ITEM(pair, 1));
+        if ((size_t)name > UINT32_MAX || (size_t)value > UINT32_MAX) {
+            return 0;
+        }
+        *size += 2 * (Py_ssize_t)sizeof(uint32_t) + name + value;
+        *cost += FIELD_OVERHEAD + name + value;
+    }
+    return 1;
+}
+
+static char *
+put_field(char *out, PyObject *pair)
+{
+    PyObject *name = PyTuple_GET_ITEM(pair, 0);
+    PyObject *value = PyTuple_GET_ITEM(pair, 1);
+    uint32_t sizes[2] = {(uint32_t)PyBytes_GET_SIZE(name), (uint32_t)PyBytes_GET_SIZE(value)};
+    memcpy(out, sizes, sizeof(sizes));
+    out += sizeof(sizes);
+    memcpy(out, PyBytes_AS_STRING(name), sizes[0]);
+    out += sizes[0];
+    memcpy(out, PyBytes_AS_STRING(value), sizes[1]);
+    return out + sizes[1];
+}
+
+PyObject *
+packed_from_fields(PyTypeObject *type, PyTypeObject *record_type, double time, double duration,
+                   PyObject *const *fields)
+{
+    Texts texts;
+    long long status, sent;
+    int rc = packable(fields, &texts, &status, &sent);
+    if (rc <= 0) {
+        return NULL;
+    }
+    Py_ssize_t size = 0;
+    for (int i = 0; i < PACKED_TEXTS; i++) {
+        size += texts.texts[i].size;
+    }
+    PyObject *headers = fields[REQUEST_HEADERS];
+    Packed *packed = NULL;
+    /* A list the server made may be changed by another thread without the GIL: it is
+     * measured and copied in one critical section. */
+    Py_BEGIN_CRITICAL_SECTION(headers);
+    Py_ssize_t cost = texts.texts[PACKED_PATH].size + texts.texts[PACKED_QUERY].size;
+    if (measure_headers(headers, &size, &cost)) {
+        /* Not tp_alloc, which zeroes what is written over at once below. */
+        packed = PyObject_Malloc(offsetof(Packed, data) + (size_t)size);
+        if (packed == NULL) {
+            PyErr_NoMemory();
+        }
+    }
+    if (packed != NULL) {
+        PyObject_InitVar((PyVarObject *)packed, type, size); /* holds the (heap) type */
+        char *out = packed->data;
+        for (int i = 0; i < PACKED_TEXTS; i++) {
+            packed->sizes[i] = texts.texts[i].size;
+            memcpy(out, texts.texts[i].data, (size_t)texts.texts[i].size);
+            out += texts.texts[i].size;
+        }
+        Py_ssize_t count = PySequence_Fast_GET_SIZE(headers);
+        PyObject **items = PySequence_Fast_ITEMS(headers);
+        for (Py_ssize_t i = 0; i < count; i++) {
+            out = put_field(out, items[i]);
+        }
+        packed->header_count = count;
+        packed->cost = cost;
+    }
+    Py_END_CRITICAL_SECTION();
+    texts_release(&texts, PACKED_TEXTS);
+    if (packed == NULL) {
+        return NULL; /* another shape (no exception), or no memory */
+    }
+    packed->record_type = (PyTypeObject *)Py_NewRef(record_type);
+    packed->time = time;
+    packed->duration = duration;
+    packed->status = status;
+    packed->sent = sent;
+    packed->flags = texts.flags;
+    return (PyObject *)packed;
+}
+
+PyObject *
+packed_from_record(PyTypeObject *type, PyObject *record)
+{
+    if (!PyTuple_Check(record) || PyTuple_GET_SIZE(record) != FIELDS
+        || !PyFloat_CheckExact(PyTuple_GET_ITEM(record, TIME))
+        || !PyFloat_CheckExact(PyTuple_GET_ITEM(record, DURATION))) {
+        return NULL;
+    }
+    return packed_from_fields(type, Py_TYPE(record),
+                              PyFloat_AS_DOUBLE(PyTuple_GET_ITEM(record, TIME)),
+                              PyFloat_AS_DOUBLE(PyTuple_GET_ITEM(record, DURATION)),
+                              &PyTuple_GET_ITEM(record, 0));
+}
+
+void
+packed_fields(Packed *packed, PackedFields *fields)
+{
+    Py_ssize_t texts = 0;
+    for (int i = 0; i < PACKED_TEXTS; i++) {
+        texts += packed->sizes[i];
+    }
+    fields->at = packed->data + texts;
+    fields->left = packed->header_count;
+}
+
+int
+packed_next_field(PackedFields *fields, const char **name, Py_ssize_t *name_size,
+                  const char **value, Py_ssize_t *value_size)
+{
+    if (fields->left == 0) {
+        return 0;
+    }
+    uint32_t sizes[2];
+    memcpy(sizes, fields->at, sizeof(sizes));
+    *name = fields->at + sizeof(sizes);
+    *name_size = sizes[0];
+    *value = *name + sizes[0];
+    *value_size = sizes[1];
+    fields->at = *value + sizes[1];
+    fields->left--;
+    return 1;
+}
+
+static PyObject *
+unpacked_str(Packed *packed, int which)
+{
+    Py_ssize_t size;
+    const char *data = packed_text(packed, which, &size);
+    return PyUnicode_DecodeUTF8(data, size, "surrogatepass");
+}
+
+static PyObject *
+unpacked_bytes(Packed *packed, int which)
+{
+    Py_ssize_t size;
+    const char *data = packed_text(packed, which, &size);
+    return PyBytes_FromStringAndSize(data, size);
+}
+
+static PyObject *
+unpacked_headers(Packed *packed)
+{
+    int tuple = (packed->flags & PACKED_HEADER_TUPLE) != 0;
+    PyObject *headers = tuple ? PyTuple_New(packed->header_count)
+                              : PyList_New(packed->header_count);
+    if (headers == NULL) {
+        return NULL;
+    }
+    PackedFields fields;
+    packed_fields(packed, &fields);
+    const char *name, *value;
+    Py_ssize_t name_size, value_size;
+    for (Py_ssize_t i = 0; packed_next_field(&fields, &name, &name_size, &value, &value_size); i++) {
+        PyObject *pair = Py_BuildValue("(y#y#)", name, name_size, value, value_size);
+        if (pair == NULL) {
+            Py_DECREF(headers);
+            return NULL;
+        }
+        if (tuple) {
+            PyTuple_SET_ITEM(headers, i, pair);
+        }
+        else {
+            PyList_SET_ITEM(headers, i, pair);
+        }
+    }
+    return headers;
+}
+
+PyObject *
+packed_record(PyObject *self)
+{
+    Packed *packed = (Packed *)self;
+    PyObject *fields[FIELDS] = {NULL};
+    fields[TIME] = PyFloat_FromDouble(packed->time);
+    fields[DURATION] = PyFloat_FromDouble(packed->duration);
+    fields[CLIENT] = packed->flags & PACKED_NO_CLIENT ? Py_NewRef(Py_None)
+                                                      : unpacked_str(packed, PACKED_CLIENT);
+    fields[METHOD] = unpacked_str(packed, PACKED_METHOD);
+    fields[PATH] = unpacked_bytes(packed, PACKED_PATH);
+    fields[QUERY] = unpacked_bytes(packed, PACKED_QUERY);
+    fields[PROTOCOL] = unpacked_str(packed, PACKED_PROTOCOL);
+    fields[STATUS] = PyLong_FromLongLong(packed->status);
+    fields[BYTES_SENT] = PyLong_FromLongLong(packed->sent);
+    fields[REQUEST_HEADERS] = unpacked_headers(packed);
+    fields[RESPONSE_HEADERS] = PyTuple_New(0);
+    fields[NOTES] = Py_NewRef(Py_None);
+    fields[EXTRAS] = Py_NewRef(Py_None);
+    PyObject *record = NULL;
+    int complete = 1;
+    for (int i = 0; i < FIELDS; i++) {
+        complete = complete && fields[i] != NULL;
+    }
+    if (complete) {
+        /* tuple.__new__(Record, fields), as the request paths make records. */
+        record = packed->record_type->tp_alloc(packed->record_type, FIELDS);
+    }
+    if (record == NULL) {
+        for (int i = 0; i < FIELDS; i++) {
+            Py_XDECREF(fields[i]);
+        }
+        return NULL;
+    }
+    for (int i = 0; i < FIELDS; i++) {
+        PyTuple_SET_ITEM(record, i, fields[i]); /* stolen */
+    }
+    return record;
+}
+
+PyObject *
+packed_unpacked(PyObject *records)
+{
+    PyObject *list = PySequence_List(records);
+    if (list == NULL) {
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(list); i++) {
+        PyObject *item = PyList_GET_ITEM(list, i);
+        if (packed_check(item)) {
+            PyObject *record = packed_record(item);
+            if (record == NULL) {
+                Py_DECREF(list);
+                return NULL;
+            }
+            PyList_SetItem(list, i, record); /* the list is ours alone */
+        }
+    }
+    return list;
+}
+
+void
+packed_dealloc(PyObject *self)
+{
+    PyTypeObject *type = Py_TYPE(self);
+    Py_XDECREF(((Packed *)self)->record_type);
+    type->tp_free(self);
+    Py_DECREF(type);
+}
+
+static PyObject *
+packed_get_record(PyObject *self, PyObject *Py_UNUSED(ignored))
+{
+    return packed_record(self);
+}
+
+static PyMethodDef packed_methods[] = {
+    {"record", packed_get_record, METH_NOARGS, "record() -> Record: the record packed."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMemberDef packed_members[] = {
+    {"cost", Py_T_PYSSIZET, offsetof(Packed, cost), Py_READONLY,
+     "What the record keeps of the client's bytes, by _budget.record_cost."},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyType_Slot packed_slots[] = {
+    {Py_tp_doc, "A Record packed into one block of bytes while it is queued (made by the\n"
+                "C hand-off; record() gives the Record back)."},
+    {Py_tp_dealloc, packed_dealloc},
+    {Py_tp_methods, packed_methods},
+    {Py_tp_members, packed_members},
+    {0, NULL},
+};
+
+PyType_Spec packed_spec = {
+    .name = "boundlog._speedups.Packed",
+    .basicsize = (int)offsetof(Packed, data),
+    .itemsize = 1,
+    /* Not a GC type (nothing it holds can be in a cycle: bytes, numbers and the
+     * record's class), and not a base: packed_check relies on the exact type. */
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    .slots = packed_slots,
+};

@@ -1,0 +1,99 @@
+/* A Record packed into one block of bytes while it waits in the queue: Packed.
+ *
+ * Why: a queued Record keeps Python objects alive for the writer's window (its tuple,
+ * and the server's header list and pairs it refers to).  They are allocated on the
+ * request path, counted by the garbage collector until the writer frees them, and
+ * walked by every collection meanwhile: behind uvicorn that made the collector run a
+ * hundred times as often, and the writer spend a fifth of its time freeing.  A Packed
+ * is one allocation the collector does not count (not a GC type), holding the bytes
+ * of the fields a line reads; the Record it came from is freed on the request path,
+ * where its memory is warm and reused at once.
+ *
+ * Only records of the shape the request paths make are packed (packed_from_record
+ * says which); the C hand-off packs them for a log whose writer formats them in C
+ * (the common and combined lines, clf.c).  Anything else that needs the Record gets
+ * it back, equal to the one packed, with packed_record(): the pure-Python fallback of
+ * a batch (_core.CompiledFirst), and the tests that prove the two equal. */
+#ifndef BOUNDLOG_PACKED_H
+#define BOUNDLOG_PACKED_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+/* The texts a Packed holds, in order in its data[]; a str is kept as its UTF-8 with
+ * surrogatepass, which the formats escape as they escape the str (text.h). */
+enum { PACKED_CLIENT, PACKED_METHOD, PACKED_PATH, PACKED_QUERY, PACKED_PROTOCOL, PACKED_TEXTS };
+
+/* flags */
+#define PACKED_NO_CLIENT 1u       /* the client address was None */
+#define PACKED_HEADER_TUPLE 2u    /* the request headers were a tuple, not a list */
+
+typedef struct {
+    PyObject_VAR_HEAD          /* ob_size: the bytes in data[] */
+    PyTypeObject *record_type; /* the Record's own class, a strong reference */
+    double time;
+    double duration;
+    long long status;
+    long long sent;
+    Py_ssize_t cost;           /* _budget.record_cost of the record */
+    Py_ssize_t header_count;
+    Py_ssize_t sizes[PACKED_TEXTS];
+    unsigned int flags;
+    /* The texts, one after the other, then each request header field as the two
+     * sizes of its name and value (uint32_t, unaligned) followed by their bytes. */
+    char data[];
+} Packed;
+
+extern PyType_Spec packed_spec;
+
+/* The type's tp_dealloc, by which a Packed is recognised without the module's state
+ * (the type cannot be subclassed). */
+void packed_dealloc(PyObject *self);
+
+static inline int
+packed_check(PyObject *object)
+{
+    return Py_TYPE(object)->tp_dealloc == packed_dealloc;
+}
+
+/* A new Packed of `record`, made with `type` (the module's Packed type); NULL with no
+ * exception set when the record has another shape than the one packed (it is then
+ * queued as it is), NULL with an exception on error. */
+PyObject *packed_from_record(PyTypeObject *type, PyObject *record);
+
+/* packed_from_record for a record of `record_type` not made yet: its times, and its
+ * other fields in `fields`, indexed as a Record's (TIME and DURATION not read). */
+PyObject *packed_from_fields(PyTypeObject *type, PyTypeObject *record_type, double time,
+                             double duration, PyObject *const *fields);
+
+/* The Record `packed` holds, equal to the one it was made of: a new reference. */
+PyObject *packed_record(PyObject *packed);
+
+/* The bytes of one of the texts. */
+static inline const char *
+packed_text(Packed *packed, int which, Py_ssize_t *size)
+{
+    Py_ssize_t offset = 0;
+    for (int i = 0; i < which; i++) {
+        offset += packed->sizes[i];
+    }
+    *size = packed->sizes[which];
+    return packed->data + offset;
+}
+
+/* Walking the request header fields: start with packed_fields(), then
+ * packed_next_field() gives each name and value until it returns 0. */
+typedef struct {
+    const char *at;
+    Py_ssize_t left;
+} PackedFields;
+
+void packed_fields(Packed *packed, PackedFields *fields);
+int packed_next_field(PackedFields *fields, const char **name, Py_ssize_t *name_size,
+                      const char **value, Py_ssize_t *value_size);
+
+/* `records` (a sequence) as a new list in which each Packed is replaced by its Record
+ * (_core.CompiledFirst's fallback to the pure-Python core). */
+PyObject *packed_unpacked(PyObject *records);
+
+#endif

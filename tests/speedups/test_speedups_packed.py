@@ -1,0 +1,218 @@
+"""Records packed while queued (csrc/record/packed.c): a record of the usual shape packs,
+unpacks equal to itself, costs the queue's byte budget what the record costs, and is
+written by the C core in the very line the pure-Python reference writes for the record;
+any other record is queued as it is.  The C hand-off packs only for a log whose writer
+formats in C (the common and combined lines, no filter)."""
+
+from __future__ import annotations
+
+import gc
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from _examples import examples
+from _strategies import NUMBERS, RAW, TEXT, TIMES
+from boundlog import Extras, JsonFormat, Record, _core
+from boundlog.engine._admission import Admission
+from boundlog.engine._writer import packs_for
+from boundlog.formats._apache import ApacheFormat
+from boundlog.record._budget import queued_cost, record_cost
+from boundlog.selection._filters import make_select
+
+pytestmark = pytest.mark.skipif(
+    _core.speedups is None, reason=f"the C core is not in use ({_core.description})"
+)
+
+NAMES = st.sampled_from([b"referer", b"Referer", b"REFERER", b"user-agent", b"User-Agent",
+                         b"host", b"referer\x00", b""])  # fmt: skip
+# Pairs of bytes (the shape packed), and others that are not.
+PAIRS = st.lists(st.tuples(NAMES, RAW), max_size=5)
+ODD_PAIRS = st.lists(st.tuples(st.sampled_from([b"referer", "referer"]), TEXT), min_size=1)
+RECORDS = st.builds(
+    Record,
+    time=st.one_of(TIMES, st.integers(0, 2**40)),
+    duration=st.one_of(st.floats(min_value=0, max_value=10), st.just(1)),
+    client=st.one_of(st.none(), st.sampled_from(["", "127.0.0.1", "::1"]), TEXT, st.just(b"x")),
+    method=st.one_of(st.sampled_from(["GET", "HEAD", "head", "POST"]), TEXT),
+    path=st.one_of(RAW, st.just("/text")),
+    query=st.one_of(st.just(b""), RAW),
+    protocol=st.one_of(st.sampled_from(["HTTP/1.1", "HTTP/2"]), TEXT),
+    status=st.one_of(NUMBERS, st.just(True), st.just(2**64)),
+    bytes_sent=st.one_of(NUMBERS, st.just(2**70)),
+    request_headers=st.one_of(PAIRS, PAIRS.map(tuple), ODD_PAIRS, st.just({"HTTP_REFERER": "x"})),
+    response_headers=st.one_of(st.just(()), st.just([]), st.just(((b"server", b"x"),))),
+    notes=st.one_of(st.none(), st.just({"user": "u"})),
+    extras=st.one_of(st.none(), st.just(Extras(route="/r"))),
+)
+
+
+def _usual_shape(record: Record) -> bool:
+    """The shape packed_from_record packs (csrc/record/packed.c, packable)."""
+    headers = record.request_headers
+    return (
+        type(record.time) is float
+        and type(record.duration) is float
+        and (record.client is None or type(record.client) is str)
+        and type(record.method) is str
+        and type(record.protocol) is str
+        and type(record.path) is bytes
+        and type(record.query) is bytes
+        and all(
+            type(n) is int and -(2**63) <= n < 2**63 for n in (record.status, record.bytes_sent)
+        )
+        and type(headers) in (list, tuple)
+        and all(type(name) is bytes and type(value) is bytes for name, value in headers)
+        and record.response_headers == ()
+        and type(record.response_headers) is tuple
+        and record.notes is None
+        and record.extras is None
+    )
+
+
+@settings(max_examples=examples(500), suppress_health_check=[HealthCheck.too_slow])
+@given(RECORDS)
+def test_a_record_of_the_usual_shape_packs_and_unpacks_equal(record: Record) -> None:
+    assert _core.speedups is not None
+    packed = _core.speedups.pack_record(record)
+    assert (packed is not None) == _usual_shape(record)
+    if packed is None:
+        return
+    unpacked = packed.record()
+    assert type(unpacked) is Record
+    # Equal, field by field and type by type (floats by their bits: NaN too).
+    assert repr(unpacked) == repr(record)
+    assert [type(field) for field in unpacked] == [type(field) for field in record]
+    assert type(unpacked.request_headers) is type(record.request_headers)
+    assert packed.cost == record_cost(record) == queued_cost(packed)
+    # What it is for: one object the garbage collector neither tracks nor counts.
+    assert not gc.is_tracked(packed)
+    assert not type(packed).__flags__ & (1 << 14)  # Py_TPFLAGS_HAVE_GC
+
+
+def _lines(fmt: ApacheFormat, batch: list[Any]) -> Any:
+    try:
+        return fmt.format_batch(batch)
+    except Exception as error:  # the same exception is the promise
+        return type(error), str(error)
+
+
+@settings(max_examples=examples(300), suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(RECORDS, st.booleans()), max_size=8), st.booleans(), st.booleans())
+def test_packed_records_are_written_as_the_reference_writes_the_records(
+    batch: list[tuple[Record, bool]], combined: bool, utc: bool
+) -> None:
+    """Any mix of packed and unpacked records, in C, or given back to Python whole."""
+    assert _core.speedups is not None
+    fmt = ApacheFormat(combined=combined, utc=utc)
+    records = [record for record, _ in batch]
+    queued = [
+        (_core.speedups.pack_record(record) if pack else None) or record for record, pack in batch
+    ]
+    try:
+        expected: Any = fmt.format_batch_python(records)
+    except Exception as error:
+        expected = type(error), str(error)
+    assert _lines(fmt, queued) == expected
+
+
+def test_a_batch_the_c_core_leaves_to_python_is_unpacked_first() -> None:
+    assert _core.speedups is not None
+    fmt = ApacheFormat(combined=True, utc=True)
+    plain = Record(1.7e9, 0.1, "h", "GET", b"/", b"", "HTTP/1.1", 200, 5, [], (), None, None)
+    packed = _core.speedups.pack_record(plain)
+    # A time past what C's stamp cache reads: C asks the clock, which raises for it, and
+    # leaves the batch to the reference (which raises the same).
+    far = _core.speedups.pack_record(plain._replace(time=1e300))
+    assert packed is not None
+    assert far is not None
+    assert _core.format_apache is not None
+    assert _core.format_apache([far], fmt._clock, fmt._names, fmt._environ_keys) is None
+    with pytest.raises(OverflowError):
+        fmt.format_batch([packed, far])
+    assert fmt.format_batch([packed, plain]) == fmt.format_batch_python([plain, plain])
+
+
+def test_the_hand_off_packs_and_the_queue_counts_the_packed_cost() -> None:
+    assert _core.speedups is not None
+    admission = Admission(max_queue=4, batch_size=4, policy="drop", max_queue_bytes=8000)
+    offer = _core.speedups.Handoff(admission, packs=True)
+    small = Record(1.7e9, 0.1, "h", "GET", b"/", b"", "HTTP/1.1", 200, 5,
+                   [(b"host", b"x")], (), None, None)  # fmt: skip
+    large = small._replace(request_headers=[(b"referer", b"r" * 2000)])
+    odd = small._replace(notes={"user": "u"})
+    assert offer(small)
+    assert offer(large)
+    assert offer(odd)
+    queued = list(admission._pending)
+    assert [type(item).__name__ for item in queued] == ["Packed", "Packed", "Record"]
+    # The large one's cost over its share (8000 // 8) is charged until it is taken.
+    assert admission._charged == record_cost(large) - 1000 > 0
+    taken = admission.take()
+    assert taken == queued
+    assert admission._charged == 0
+    assert [item.record() if type(item) is _core.Packed else item for item in taken] == [
+        small,
+        large,
+        odd,
+    ]
+    # A hand-off made without packs queues records as they are.
+    plain = _core.speedups.Handoff(admission)
+    assert plain(small)
+    assert admission.take() == [small]
+
+
+def test_only_a_writer_formatting_in_c_takes_packed_records() -> None:
+    combined = ApacheFormat(combined=True, utc=False)
+    assert packs_for(combined, None)
+    assert not packs_for(combined, make_select(skip_paths=["/health"]))
+    assert not packs_for(JsonFormat(), None)
+
+    class Mine(ApacheFormat):
+        __slots__ = ()
+
+    assert not packs_for(Mine(combined=True, utc=False), None)
+
+
+@settings(max_examples=examples(200), suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from([b"", b"a=1", b"token=s3cret&x=1", b"pass%77ord=x", b"q=token"]),
+            st.booleans(),
+        ),
+        max_size=6,
+    )
+)
+def test_the_default_query_redaction_reads_packed_records(batch: list[tuple[bytes, bool]]) -> None:
+    """The default log (combined, queries redacted) queues packed records: the redaction
+    joins their queries in C, and rewrites the rare batch that needs it as Records."""
+    assert _core.speedups is not None
+    assert _core.joined_queries is not None
+    select = make_select()
+    assert select is not None
+    assert select.takes_packed
+    fmt = ApacheFormat(combined=True, utc=True)
+    assert packs_for(fmt, select)
+    base = Record(1.7e9, 0.1, "h", "GET", b"/", b"", "HTTP/1.1", 200, 5, [], (), None, None)
+    records = [base._replace(query=query) for query, _ in batch]
+    queued = [
+        (_core.speedups.pack_record(record) if pack else None) or record
+        for record, (_, pack) in zip(records, batch, strict=True)
+    ]
+    assert _core.joined_queries(queued) == b"&".join(filter(None, (q for q, _ in batch)))
+    expected = fmt.format_batch_python(select(list(records), print))
+    assert fmt.format_batch(select(queued, print)) == expected
+    if any(b"s3cret" in query or b"=x" in query for query, _ in batch):
+        assert b"[redacted]" in expected
+
+
+def test_filters_other_than_the_redaction_read_records() -> None:
+    for options in ({"skip_paths": ["/health"]}, {"min_duration": 0.5}, {"sample": 0.5},
+                    {"keep": lambda record: True}, {"trusted_proxies": ["10.0.0.0/8"]},
+                    {"skip_status": [404]}):  # fmt: skip
+        select = make_select(**options)
+        assert select is not None
+        assert not select.takes_packed, options
