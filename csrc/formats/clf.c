@@ -142,7 +142,8 @@ write_line(Buffer *buffer, Line *line, Stamps *stamps, PyObject *clock, PyObject
             return -1;
         }
         rc = line->packed != NULL
-                 ? headers_write_packed(buffer, line->packed, PyTuple_GET_ITEM(names, i))
+                 ? headers_write_packed(buffer, line->packed, PyTuple_GET_ITEM(names, i),
+                                        PyTuple_GET_ITEM(environ_keys, i))
                  : headers_write(buffer, line->headers, PyTuple_GET_ITEM(names, i),
                                  PyTuple_GET_ITEM(environ_keys, i));
         if (rc != 0) {

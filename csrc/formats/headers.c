@@ -154,17 +154,30 @@ headers_write(Buffer *buffer, PyObject *headers, PyObject *name, PyObject *envir
 }
 
 int
-headers_write_packed(Buffer *buffer, Packed *packed, PyObject *name)
+headers_write_packed(Buffer *buffer, Packed *packed, PyObject *name, PyObject *environ_key)
 {
+    /* As headers_find: pairs are matched by name in any case, and their values joined;
+     * an environ's fields by their exact key (a dict has each once). */
+    int environ = (packed->flags & PACKED_HEADER_ENVIRON) != 0;
     const char *wanted = PyBytes_AS_STRING(name);
     Py_ssize_t wanted_size = PyBytes_GET_SIZE(name);
+    if (environ) {
+        if (!PyUnicode_IS_ASCII(environ_key)) {
+            return BUFFER_LITERAL(buffer, "-"); /* packed keys are ASCII */
+        }
+        wanted = (const char *)PyUnicode_DATA(environ_key);
+        wanted_size = PyUnicode_GET_LENGTH(environ_key);
+    }
     PackedFields fields;
     packed_fields(packed, &fields);
     const char *field, *value;
     Py_ssize_t field_size, value_size;
     int found = 0;
     while (packed_next_field(&fields, &field, &field_size, &value, &value_size)) {
-        if (bytes_match(field, field_size, wanted, wanted_size)) {
+        int matches = environ ? field_size == wanted_size
+                                    && memcmp(field, wanted, (size_t)wanted_size) == 0
+                              : bytes_match(field, field_size, wanted, wanted_size);
+        if (matches) {
             /* As write_from_pairs: a field sent more than once, its values joined. */
             if ((found && BUFFER_LITERAL(buffer, ", ") < 0)
                 || write_escaped(buffer, value, value_size) < 0) {

@@ -31,6 +31,6 @@ int headers_find(Buffer *buffer, PyObject *headers, PyObject *name, PyObject *en
 int headers_write(Buffer *buffer, PyObject *headers, PyObject *name, PyObject *environ_key);
 
 /* headers_write for the request header fields of a Packed record. */
-int headers_write_packed(Buffer *buffer, Packed *packed, PyObject *name);
+int headers_write_packed(Buffer *buffer, Packed *packed, PyObject *name, PyObject *environ_key);
 
 #endif

@@ -40,8 +40,10 @@ packed_str(PyObject *value, TextBytes *text)
  * read) has the shape packed: 1 with its texts in *texts (released by the caller),
  * 0 if not, -1 on error.  The shape: client None or a str; method and protocol str;
  * path and query bytes; status and bytes sent ints of 64 bits; request headers a
- * list or tuple (of (bytes, bytes) pairs, which packed_from_fields checks as it
- * copies them); no response headers (an empty tuple), no notes, no extras.  Exact
+ * list or tuple of (bytes, bytes) pairs (ASGI), or a dict of the environ's picked
+ * fields, ASCII str keys to str values of one byte a character (WSGI), which
+ * packed_from_fields checks as it copies them; no response headers (an empty tuple),
+ * no notes, no extras.  Exact
  * types only, so that unpacking gives back what was packed and the formats read it
  * as they read the record. */
 static int
@@ -53,12 +55,15 @@ packable(PyObject *const *fields, Texts *texts, long long *status, long long *se
     if (!PyBytes_CheckExact(fields[PATH]) || !PyBytes_CheckExact(fields[QUERY])
         || !PyTuple_CheckExact(response) || PyTuple_GET_SIZE(response) != 0
         || fields[NOTES] != Py_None || fields[EXTRAS] != Py_None
-        || (!PyList_CheckExact(headers) && !PyTuple_CheckExact(headers))
+        || (!PyList_CheckExact(headers) && !PyTuple_CheckExact(headers)
+            && !PyDict_CheckExact(headers))
         || record_integer(fields[STATUS], status) != 0
         || record_integer(fields[BYTES_SENT], sent) != 0) {
         return 0;
     }
-    texts->flags = PyTuple_CheckExact(headers) ? PACKED_HEADER_TUPLE : 0;
+    texts->flags = PyTuple_CheckExact(headers)  ? PACKED_HEADER_TUPLE
+                   : PyDict_CheckExact(headers) ? PACKED_HEADER_ENVIRON
+                                                : 0;
     text_of_bytes(fields[PATH], &texts->texts[PACKED_PATH]);
     text_of_bytes(fields[QUERY], &texts->texts[PACKED_QUERY]);
     int rc;
@@ -85,45 +90,83 @@ packable(PyObject *const *fields, Texts *texts, long long *status, long long *se
     return rc;
 }
 
-/* The bytes the header fields take in data[] (their sizes and their bytes), and what
- * they cost the record's budget, of a list or tuple of (bytes, bytes) pairs: 1, or 0
- * for another shape (or a field past 4 GiB).  Called inside a critical section on the
- * list, which the same section copies from. */
+/* A header field's name and value as packed: bytes as they are; an environ's str key
+ * (ASCII) and str value of one byte a character, which are those bytes (latin-1, as
+ * the formats write such a value: text.h).  0 for anything else. */
 static int
-measure_headers(PyObject *headers, Py_ssize_t *size, Py_ssize_t *cost)
+field_bytes(PyObject *name, PyObject *value, const char **name_data, Py_ssize_t *name_size,
+            const char **value_data, Py_ssize_t *value_size)
 {
-    Py_ssize_t count = PySequence_Fast_GET_SIZE(headers);
-    PyObject **items = PySequence_Fast_ITEMS(headers);
-    for (Py_ssize_t i = 0; i < count; i++) {
-        PyObject *pair = items[i];
-        if (!PyTuple_CheckExact(pair) || PyTuple_GET_SIZE(pair) != 2
-            || !PyBytes_CheckExact(PyTuple_GET_ITEM(pair, 0))
-            || !PyBytes_CheckExact(PyTuple_GET_ITEM(pair, 1))) {
-            return 0;
-        }
-        Py_ssize_t name = PyBytes_GET_SIZE(PyTuple_GET_ITEM(pair, 0));
-        Py_ssize_t value = PyBytes_GET_SIZE(PyTuple_GET_ITEM(pair, 1));
-        if ((size_t)name > UINT32_MAX || (size_t)value > UINT32_MAX) {
-            return 0;
-        }
-        *size += 2 * (Py_ssize_t)sizeof(uint32_t) + name + value;
-        *cost += FIELD_OVERHEAD + name + value;
+    if (PyBytes_CheckExact(name) && PyBytes_CheckExact(value)) {
+        *name_data = PyBytes_AS_STRING(name);
+        *name_size = PyBytes_GET_SIZE(name);
+        *value_data = PyBytes_AS_STRING(value);
+        *value_size = PyBytes_GET_SIZE(value);
+        return 1;
     }
-    return 1;
+    if (PyUnicode_CheckExact(name) && PyUnicode_IS_ASCII(name) && PyUnicode_CheckExact(value)
+        && PyUnicode_KIND(value) == PyUnicode_1BYTE_KIND) {
+        *name_data = (const char *)PyUnicode_DATA(name);
+        *name_size = PyUnicode_GET_LENGTH(name);
+        *value_data = (const char *)PyUnicode_DATA(value);
+        *value_size = PyUnicode_GET_LENGTH(value);
+        return 1;
+    }
+    return 0;
 }
 
-static char *
-put_field(char *out, PyObject *pair)
+/* Visits each header field of `headers` (pairs, or a dict when `environ`): 1, or 0 as
+ * soon as one has another shape (or is past 4 GiB).  With `out`, copies each (its
+ * two sizes, uint32_t, then its bytes) and advances *out; else adds what they take to
+ * *size and what they cost the record's budget (_budget._headers_size) to *cost.
+ * Called inside a critical section on `headers`. */
+static int
+visit_headers(PyObject *headers, int environ, char **out, Py_ssize_t *size, Py_ssize_t *cost)
 {
-    PyObject *name = PyTuple_GET_ITEM(pair, 0);
-    PyObject *value = PyTuple_GET_ITEM(pair, 1);
-    uint32_t sizes[2] = {(uint32_t)PyBytes_GET_SIZE(name), (uint32_t)PyBytes_GET_SIZE(value)};
-    memcpy(out, sizes, sizeof(sizes));
-    out += sizeof(sizes);
-    memcpy(out, PyBytes_AS_STRING(name), sizes[0]);
-    out += sizes[0];
-    memcpy(out, PyBytes_AS_STRING(value), sizes[1]);
-    return out + sizes[1];
+    Py_ssize_t position = 0, i = 0;
+    PyObject *name, *value;
+    Py_ssize_t count = environ ? 0 : PySequence_Fast_GET_SIZE(headers);
+    for (;;) {
+        if (environ) {
+            if (!PyDict_Next(headers, &position, &name, &value)) {
+                return 1;
+            }
+            if (!PyUnicode_CheckExact(name)) {
+                return 0; /* not bytes either: a dict's keys are str */
+            }
+        }
+        else {
+            if (i == count) {
+                return 1;
+            }
+            PyObject *pair = PySequence_Fast_ITEMS(headers)[i++];
+            if (!PyTuple_CheckExact(pair) || PyTuple_GET_SIZE(pair) != 2
+                || !PyBytes_CheckExact(PyTuple_GET_ITEM(pair, 0))) {
+                return 0;
+            }
+            name = PyTuple_GET_ITEM(pair, 0);
+            value = PyTuple_GET_ITEM(pair, 1);
+        }
+        const char *name_data, *value_data;
+        Py_ssize_t name_size, value_size;
+        if (!field_bytes(name, value, &name_data, &name_size, &value_data, &value_size)
+            || (size_t)name_size > UINT32_MAX || (size_t)value_size > UINT32_MAX) {
+            return 0;
+        }
+        if (out == NULL) {
+            *size += 2 * (Py_ssize_t)sizeof(uint32_t) + name_size + value_size;
+            /* An environ's field costs its value's characters, a pair its bytes. */
+            *cost += FIELD_OVERHEAD + value_size + (environ ? 0 : name_size);
+            continue;
+        }
+        uint32_t sizes[2] = {(uint32_t)name_size, (uint32_t)value_size};
+        memcpy(*out, sizes, sizeof(sizes));
+        *out += sizeof(sizes);
+        memcpy(*out, name_data, (size_t)name_size);
+        *out += name_size;
+        memcpy(*out, value_data, (size_t)value_size);
+        *out += value_size;
+    }
 }
 
 PyObject *
@@ -146,7 +189,8 @@ packed_from_fields(PyTypeObject *type, PyTypeObject *record_type, double time, d
      * measured and copied in one critical section. */
     Py_BEGIN_CRITICAL_SECTION(headers);
     Py_ssize_t cost = texts.texts[PACKED_PATH].size + texts.texts[PACKED_QUERY].size;
-    if (measure_headers(headers, &size, &cost)) {
+    int environ = (texts.flags & PACKED_HEADER_ENVIRON) != 0;
+    if (visit_headers(headers, environ, NULL, &size, &cost)) {
         /* Not tp_alloc, which zeroes what is written over at once below. */
         packed = PyObject_Malloc(offsetof(Packed, data) + (size_t)size);
         if (packed == NULL) {
@@ -161,12 +205,9 @@ packed_from_fields(PyTypeObject *type, PyTypeObject *record_type, double time, d
             memcpy(out, texts.texts[i].data, (size_t)texts.texts[i].size);
             out += texts.texts[i].size;
         }
-        Py_ssize_t count = PySequence_Fast_GET_SIZE(headers);
-        PyObject **items = PySequence_Fast_ITEMS(headers);
-        for (Py_ssize_t i = 0; i < count; i++) {
-            out = put_field(out, items[i]);
-        }
-        packed->header_count = count;
+        visit_headers(headers, environ, &out, NULL, NULL);
+        packed->header_count = environ ? PyDict_GET_SIZE(headers)
+                                       : PySequence_Fast_GET_SIZE(headers);
         packed->cost = cost;
     }
     Py_END_CRITICAL_SECTION();
@@ -242,9 +283,38 @@ unpacked_bytes(Packed *packed, int which)
     return PyBytes_FromStringAndSize(data, size);
 }
 
+/* The picked environ fields of a Packed record from WSGI, as a dict. */
+static PyObject *
+unpacked_environ(Packed *packed)
+{
+    PyObject *environ = PyDict_New();
+    if (environ == NULL) {
+        return NULL;
+    }
+    PackedFields fields;
+    packed_fields(packed, &fields);
+    const char *name, *value;
+    Py_ssize_t name_size, value_size;
+    while (packed_next_field(&fields, &name, &name_size, &value, &value_size)) {
+        PyObject *key = PyUnicode_DecodeASCII(name, name_size, NULL);
+        PyObject *text = key == NULL ? NULL : PyUnicode_DecodeLatin1(value, value_size, NULL);
+        int rc = text == NULL ? -1 : PyDict_SetItem(environ, key, text);
+        Py_XDECREF(key);
+        Py_XDECREF(text);
+        if (rc < 0) {
+            Py_DECREF(environ);
+            return NULL;
+        }
+    }
+    return environ;
+}
+
 static PyObject *
 unpacked_headers(Packed *packed)
 {
+    if (packed->flags & PACKED_HEADER_ENVIRON) {
+        return unpacked_environ(packed);
+    }
     int tuple = (packed->flags & PACKED_HEADER_TUPLE) != 0;
     PyObject *headers = tuple ? PyTuple_New(packed->header_count)
                               : PyList_New(packed->header_count);

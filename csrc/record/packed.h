@@ -27,6 +27,7 @@ enum { PACKED_CLIENT, PACKED_METHOD, PACKED_PATH, PACKED_QUERY, PACKED_PROTOCOL,
 /* flags */
 #define PACKED_NO_CLIENT 1u       /* the client address was None */
 #define PACKED_HEADER_TUPLE 2u    /* the request headers were a tuple, not a list */
+#define PACKED_HEADER_ENVIRON 4u  /* the request headers were a dict of environ keys to str */
 
 typedef struct {
     PyObject_VAR_HEAD          /* ob_size: the bytes in data[] */
@@ -40,7 +41,8 @@ typedef struct {
     Py_ssize_t sizes[PACKED_TEXTS];
     unsigned int flags;
     /* The texts, one after the other, then each request header field as the two
-     * sizes of its name and value (uint32_t, unaligned) followed by their bytes. */
+     * sizes of its name and value (uint32_t, unaligned) followed by their bytes: a
+     * pair's bytes, or an environ's key and the latin-1 of its value. */
     char data[];
 } Packed;
 

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from _examples import examples
-from _strategies import NUMBERS, RAW, TEXT, TIMES
+from _strategies import LATIN1, NUMBERS, RAW, TEXT, TIMES
 from boundlog import Extras, JsonFormat, Record, _core
 from boundlog.engine._admission import Admission
 from boundlog.engine._writer import packs_for
@@ -31,6 +31,13 @@ NAMES = st.sampled_from([b"referer", b"Referer", b"REFERER", b"user-agent", b"Us
 # Pairs of bytes (the shape packed), and others that are not.
 PAIRS = st.lists(st.tuples(NAMES, RAW), max_size=5)
 ODD_PAIRS = st.lists(st.tuples(st.sampled_from([b"referer", "referer"]), TEXT), min_size=1)
+# What the WSGI paths pick of the environ (str values, of one byte a character when
+# packed), and others.
+ENVIRONS = st.dictionaries(
+    st.sampled_from(["HTTP_REFERER", "HTTP_USER_AGENT", "HTTP_HOST", "HTTP_\xe9"]),
+    st.one_of(LATIN1, TEXT, st.none(), st.just(b"bytes")),
+    max_size=3,
+)
 RECORDS = st.builds(
     Record,
     time=st.one_of(TIMES, st.integers(0, 2**40)),
@@ -42,7 +49,7 @@ RECORDS = st.builds(
     protocol=st.one_of(st.sampled_from(["HTTP/1.1", "HTTP/2"]), TEXT),
     status=st.one_of(NUMBERS, st.just(True), st.just(2**64)),
     bytes_sent=st.one_of(NUMBERS, st.just(2**70)),
-    request_headers=st.one_of(PAIRS, PAIRS.map(tuple), ODD_PAIRS, st.just({"HTTP_REFERER": "x"})),
+    request_headers=st.one_of(PAIRS, PAIRS.map(tuple), ODD_PAIRS, ENVIRONS),
     response_headers=st.one_of(st.just(()), st.just([]), st.just(((b"server", b"x"),))),
     notes=st.one_of(st.none(), st.just({"user": "u"})),
     extras=st.one_of(st.none(), st.just(Extras(route="/r"))),
@@ -63,8 +70,19 @@ def _usual_shape(record: Record) -> bool:
         and all(
             type(n) is int and -(2**63) <= n < 2**63 for n in (record.status, record.bytes_sent)
         )
-        and type(headers) in (list, tuple)
-        and all(type(name) is bytes and type(value) is bytes for name, value in headers)
+        and (
+            (
+                type(headers) in (list, tuple)
+                and all(type(name) is bytes and type(value) is bytes for name, value in headers)
+            )
+            or (
+                type(headers) is dict
+                and all(
+                    name.isascii() and type(value) is str and all(ord(c) < 256 for c in value)
+                    for name, value in headers.items()
+                )
+            )
+        )
         and record.response_headers == ()
         and type(record.response_headers) is tuple
         and record.notes is None
@@ -216,3 +234,22 @@ def test_filters_other_than_the_redaction_read_records() -> None:
         select = make_select(**options)
         assert select is not None
         assert not select.takes_packed, options
+
+
+def test_the_record_of_a_wsgi_request_packs() -> None:
+    """The WSGI paths pick the environ's header fields into a dict of their own: such a
+    record packs, and its line is the reference's."""
+    assert _core.speedups is not None
+    assert _core.environ_record is not None
+    environ = {"RAW_URI": "/p?q=1", "REQUEST_METHOD": "GET", "REMOTE_ADDR": "10.0.0.1"}
+    picked = {"HTTP_REFERER": "https://r.test/\xe9", "HTTP_USER_AGENT": 'agent "x"'}
+    record = _core.environ_record(
+        Record, environ, 1.7e9, 0.25, 200, 10, picked, (), None, 1000, None, None
+    )
+    packed = _core.speedups.pack_record(record)
+    assert packed is not None
+    assert packed.record() == record
+    assert packed.cost == record_cost(record)
+    fmt = ApacheFormat(combined=True, utc=True)
+    assert fmt.format_batch([packed]) == fmt.format_batch_python([record])
+    assert b'"https://r.test/\\xe9" "agent \\x22x\\x22"' in fmt.format_batch([packed])
