@@ -405,6 +405,10 @@ class Admission:
             self._wake_at = _NEVER
             self._hurry = False
 
+    def waiting(self) -> bool:
+        """Whether records wait to be taken (a glance, without the lock)."""
+        return bool(self._pending)
+
     def take(self) -> list[Record]:
         """Remove and return at most ``batch_size`` of the waiting records (``[]`` if none).
 

@@ -129,12 +129,22 @@ class _FakeSocket:
         self.sent += bytes(data)
         return len(data)
 
-    def recv(self, size: int) -> bytes:
+    def recv(self, size: int, flags: int = 0) -> bytes:
+        if flags & socket.MSG_DONTWAIT and not self._answers:
+            raise BlockingIOError
         chunk, self._answers = self._answers[:size], self._answers[size:]
         return chunk
 
     def gettimeout(self) -> float | None:
         return None
+
+
+def _exchange(
+    session: RelpSession, messages: list[bytes], acknowledged: Callable[[int], None]
+) -> None:
+    """Put ``messages`` in flight and wait for every answer."""
+    session.send(messages, acknowledged)
+    session.drain(acknowledged)
 
 
 @pytest.mark.parametrize(
@@ -156,7 +166,7 @@ def test_a_wrong_answer_breaks_the_session(answers: bytes, message: str) -> None
     fake = _FakeSocket(answers)
     session = RelpSession(fake, lambda: False)  # type: ignore[arg-type]
     with pytest.raises(RelpError, match=message):
-        session.send([b"one", b"two"], lambda count: None)
+        _exchange(session, [b"one", b"two"], lambda count: None)
 
 
 def test_frames_are_as_librelp_writes_them() -> None:
@@ -165,7 +175,7 @@ def test_frames_are_as_librelp_writes_them() -> None:
     session = RelpSession(fake, lambda: False)  # type: ignore[arg-type]
     session.open()
     acknowledged: list[int] = []
-    session.send([b"<190>1 - h a 1 - - hello"], acknowledged.append)
+    _exchange(session, [b"<190>1 - h a 1 - - hello"], acknowledged.append)
     session.close()
     assert fake.sent == (
         b"1 open 53 relp_version=0\nrelp_software=boundlog\ncommands=syslog\n"
@@ -179,14 +189,12 @@ def test_an_answer_split_across_reads_and_a_padded_length_are_read() -> None:
     """Frames arrive in any pieces; a length written with a leading zero still counts."""
 
     class Trickle(_FakeSocket):
-        def recv(self, size: int) -> bytes:
-            return super().recv(1)
+        def recv(self, size: int, flags: int = 0) -> bytes:
+            return super().recv(1, flags)
 
     fake = Trickle(b"1 rsp 06 200 OK\n2 rsp 6 200 OK\n")
     acknowledged: list[int] = []
-    RelpSession(fake, lambda: False).send(  # type: ignore[arg-type]
-        [b"one", b"two"], acknowledged.append
-    )
+    _exchange(RelpSession(fake, lambda: False), [b"one", b"two"], acknowledged.append)  # type: ignore[arg-type]
     assert acknowledged == [1, 1]
 
 
@@ -201,8 +209,10 @@ def test_runs_of_plain_answers_and_answers_in_other_forms_are_all_counted() -> N
     )
     fake = _FakeSocket(answers)
     acknowledged: list[int] = []
-    RelpSession(fake, lambda: False).send(  # type: ignore[arg-type]
-        [b"message %d" % number for number in range(400)], acknowledged.append
+    _exchange(
+        RelpSession(fake, lambda: False),  # type: ignore[arg-type]
+        [b"message %d" % number for number in range(400)],
+        acknowledged.append,
     )
     assert sum(acknowledged) == 400
     assert 1 in acknowledged  # the two answers in another form, one at a time
@@ -229,16 +239,16 @@ def test_answers_in_any_pieces_across_the_number_wrap_are_each_counted_once(
     ends = sorted({min(cut, len(answers)) for cut in cuts} | {len(answers)})
 
     class Pieces(_FakeSocket):
-        def recv(self, size: int) -> bytes:
+        def recv(self, size: int, flags: int = 0) -> bytes:
             taken = len(answers) - len(self._answers)
-            end = next(end for end in ends if end > taken)
-            return super().recv(end - taken)
+            end = next((end for end in ends if end > taken), taken)
+            return super().recv(min(size, end - taken), flags)
 
     fake = Pieces(answers)
     session = RelpSession(fake, lambda: False)  # type: ignore[arg-type]
     session._txnr = start
     acknowledged: list[int] = []
-    session.send([b"m%d" % index for index in range(count)], acknowledged.append)
+    _exchange(session, [b"m%d" % index for index in range(count)], acknowledged.append)
     assert sum(acknowledged) == count
     assert all(run > 0 for run in acknowledged)
     assert [int(frame.split()[0]) for frame in fake.sent.splitlines()] == numbers
@@ -261,14 +271,16 @@ def test_a_session_waiting_on_the_server_stops_when_told() -> None:
             raise TimeoutError
 
     with pytest.raises(Stopped):
-        RelpSession(Stuck(b""), lambda: True).send([b"one"], lambda count: None)  # type: ignore[arg-type]
+        _exchange(RelpSession(Stuck(b""), lambda: True), [b"one"], lambda count: None)  # type: ignore[arg-type]
 
     class Silent(_FakeSocket):
-        def recv(self, size: int) -> bytes:
+        def recv(self, size: int, flags: int = 0) -> bytes:
+            if flags & socket.MSG_DONTWAIT:
+                raise BlockingIOError
             raise TimeoutError
 
     with pytest.raises(Stopped):
-        RelpSession(Silent(b""), lambda: True).send([b"one"], lambda count: None)  # type: ignore[arg-type]
+        _exchange(RelpSession(Silent(b""), lambda: True), [b"one"], lambda count: None)  # type: ignore[arg-type]
     with pytest.raises(TimeoutError):
         RelpSession(Silent(b""), lambda: True).open()  # type: ignore[arg-type]
 
