@@ -3,6 +3,7 @@ unacknowledged ones are sent again after a reconnect."""
 
 from __future__ import annotations
 
+import itertools
 import re
 import socket
 import threading
@@ -14,7 +15,7 @@ from hypothesis import strategies as st
 
 from _collectors import submit_paths
 from boundlog import AccessLog, NetworkSink, Stats
-from boundlog.sinks._relp import _MAX_TXNR, RelpError, RelpSession, Stopped
+from boundlog.sinks._relp import _MAX_TXNR, RelpError, RelpSession, Stopped, _plain_length
 
 FAST = {"retry_initial": 0.01, "retry_max": 0.1}
 _FRAME = re.compile(rb"(\d+) (\w+) (\d+)[ \n]")
@@ -22,10 +23,13 @@ _FRAME = re.compile(rb"(\d+) (\w+) (\d+)[ \n]")
 
 class ScriptedRelpServer:
     """A RELP server that answers every ``open``, and each ``syslog`` as ``decide`` says:
-    ``"ack"``, ``"drop"`` (close the connection without answering) or ``"silent"``."""
+    ``"ack"``, ``"drop"`` (close the connection without answering), ``"silent"`` or
+    ``"late"`` (answered once ``release`` is set; the frames after it wait meanwhile)
+    or ``"late drop"`` (dropped once ``release`` is set)."""
 
     def __init__(self, decide: Callable[[int, bytes], str]) -> None:
         self._decide = decide
+        self.release = threading.Event()
         self.messages: list[bytes] = []
         self.sessions = 0
         self._lock = threading.Lock()
@@ -73,6 +77,9 @@ class ScriptedRelpServer:
                     self.messages.append(data)
                     count = len(self.messages)
                 decision = self._decide(count, data)
+                if decision.startswith("late"):
+                    self.release.wait()
+                    decision = decision[5:] or "ack"
                 if decision == "drop":
                     return
                 if decision == "ack":
@@ -86,10 +93,16 @@ class ScriptedRelpServer:
         self._listener.close()
 
 
-def _send_and_close(server: ScriptedRelpServer, prefix: str, count: int, timeout: float) -> Stats:
-    """One batch of ``count`` records to the server, then close(timeout)."""
+def _send_and_close(
+    server: ScriptedRelpServer, prefix: str, count: int, timeout: float, batch_size: int = 512
+) -> Stats:
+    """``count`` records to the server in batches of ``batch_size``, then close(timeout)."""
     try:
-        log = AccessLog(NetworkSink(f"relp://127.0.0.1:{server.port}", **FAST), flush_interval=3600)
+        log = AccessLog(
+            NetworkSink(f"relp://127.0.0.1:{server.port}", **FAST),
+            flush_interval=3600,
+            batch_size=batch_size,
+        )
         submit_paths(log, prefix, count)
         return log.close(timeout=timeout)
     finally:
@@ -110,14 +123,86 @@ def test_unacknowledged_records_are_sent_again_after_a_reconnect() -> None:
     assert paths[30:] == [b"/r/%d" % i for i in range(29, 50)]
 
 
-def test_only_acknowledged_records_count_as_written() -> None:
+def test_frames_of_several_batches_in_flight_are_sent_again_after_a_reconnect() -> None:
+    """In batches of 10, several are in flight when the server drops the connection:
+    each record is counted written once, though some go twice."""
+    server = ScriptedRelpServer(lambda count, _: "drop" if count == 30 else "ack")
+    stats = _send_and_close(server, "b", 50, timeout=30, batch_size=10)
+    assert (stats.written, stats.failed, stats.queued) == (50, 0, 0)
+    assert server.sessions == 2
+    paths = server.paths()
+    assert paths[:30] == [b"/b/%d" % i for i in range(30)]
+    # The next session starts with the oldest message not acknowledged: the 30th, or
+    # earlier if the reset took answers the client had not read yet.
+    again = paths[30:]
+    first = int(again[0].rsplit(b"/", 1)[1])
+    assert first <= 29
+    assert again == [b"/b/%d" % i for i in range(first, 50)]
+
+
+@pytest.mark.parametrize("batch_size", [512, 5])
+def test_only_acknowledged_records_count_as_written(batch_size: int) -> None:
     """A server that stops answering after 10: close gives up, the 10 are written, the
-    rest failed, though the server received them."""
+    rest failed, though the server received them, whether in one batch or in five
+    batches in flight at once: each record counted once."""
     server = ScriptedRelpServer(lambda count, _: "ack" if count <= 10 else "silent")
-    stats = _send_and_close(server, "s", 25, timeout=1)
+    stats = _send_and_close(server, "s", 25, timeout=1, batch_size=batch_size)
     assert stats.written == 10
     assert stats.failed == 15
+    assert stats.submitted == stats.written + stats.failed
     assert len(server.paths()) == 25
+
+
+def test_flush_waits_for_the_answers() -> None:
+    """write() returns before the answers, but flush() waits for them: until the server
+    answers, nothing counts as written, nor as failed."""
+    server = ScriptedRelpServer(lambda count, _: "late")
+    try:
+        log = AccessLog(
+            NetworkSink(f"relp://127.0.0.1:{server.port}", **FAST),
+            flush_interval=3600,
+            batch_size=4,
+        )
+        submit_paths(log, "f", 10)
+        assert not log.flush(timeout=0.5)
+        held = log.stats()
+        assert (held.written, held.failed, held.queued) == (0, 0, 0)
+        server.release.set()
+        assert log.flush(timeout=30)
+        assert log.stats().written == 10
+        stats = log.close(timeout=30)
+        assert (stats.written, stats.failed) == (10, 0)
+    finally:
+        server.release.set()
+        server.close()
+
+
+def _lines(prefix: str, numbers: range) -> bytes:
+    return b"".join(b'x "GET /%s/%d HTTP/1.1" 200\n' % (prefix.encode(), i) for i in numbers)
+
+
+def test_the_sink_hands_batches_over_before_their_answers_and_sends_them_again() -> None:
+    """Two batches go out with no answer yet; the session breaks on the twentieth:
+    settle() sends all twenty again on a new session, and only then are they confirmed."""
+    server = ScriptedRelpServer(
+        lambda count, _: "late drop" if count == 20 else "silent" if count < 20 else "ack"
+    )
+    sink = NetworkSink(f"relp://127.0.0.1:{server.port}", **FAST)
+    try:
+        assert sink.confirms_later
+        assert sink.write(_lines("t", range(10))) == (len(_lines("t", range(10))), None)
+        assert sink.write(_lines("t", range(10, 20)))[1] is None
+        assert sink.confirmed == 0
+        server.release.set()
+        sink.settle()
+        assert sink.confirmed == 20
+        assert server.sessions == 2
+        assert server.paths() == [b"/t/%d" % i for i in range(20)] * 2
+        assert sink.retries == 1
+    finally:
+        server.release.set()
+        sink.close()
+        server.close()
 
 
 class _FakeSocket:
@@ -254,6 +339,69 @@ def test_answers_in_any_pieces_across_the_number_wrap_are_each_counted_once(
     assert [int(frame.split()[0]) for frame in fake.sent.splitlines()] == numbers
     # Nothing read beyond the batch's answers, nothing left over.
     assert fake._answers == b""
+
+
+@given(
+    window=st.integers(1, 8),
+    batches=st.lists(st.integers(1, 20), min_size=1, max_size=6),
+    before_wrap=st.integers(0, 30),
+    pieces=st.lists(st.integers(1, 40), min_size=1, max_size=8),
+)
+def test_a_window_holds_at_most_its_frames_and_counts_each_answer_once_across_the_wrap(
+    window: int, batches: list[int], before_wrap: int, pieces: list[int]
+) -> None:
+    """Batches of any sizes through a window of any size: never more frames in flight
+    than the window, each answered message acknowledged once, in order, numbers wrapping
+    from 999,999,999 to 1, and nothing read beyond the answers."""
+    sizes = itertools.cycle(pieces)
+
+    class Answering(_FakeSocket):
+        """Answers each frame once it is sent, handed out in pieces of ``pieces``."""
+
+        frames = 0
+        answers_read = 0
+
+        def send(self, data: bytes | memoryview) -> int:
+            sent = super().send(data)
+            for frame in bytes(data).splitlines():
+                self._answers += b"%s rsp 6 200 OK\n" % frame.split()[0]
+                self.frames += 1
+            assert self.frames - self.answers_read <= window
+            return sent
+
+        def recv(self, size: int, flags: int = 0) -> bytes:
+            assert self._answers or flags & socket.MSG_DONTWAIT, "a wait for no answer"
+            chunk = super().recv(min(size, next(sizes)), flags)
+            self.answers_read += chunk.count(b"\n")
+            return chunk
+
+    fake = Answering(b"")
+    session = RelpSession(fake, lambda: False, window=window)  # type: ignore[arg-type]
+    start = _MAX_TXNR - before_wrap
+    session._txnr = start
+    acknowledged: list[int] = []
+    for index, size in enumerate(batches):
+        session.send([b"b%d m%d" % (index, m) for m in range(size)], acknowledged.append)
+        assert session.outstanding <= window
+    session.drain(acknowledged.append)
+    total = sum(batches)
+    assert sum(acknowledged) == total
+    assert all(run > 0 for run in acknowledged)
+    numbers = [(start + offset) % _MAX_TXNR + 1 for offset in range(total)]
+    assert [int(frame.split()[0]) for frame in fake.sent.splitlines()] == numbers
+    assert fake._answers == b""
+
+
+@given(first=st.one_of(st.integers(1, _MAX_TXNR), st.sampled_from([9, 99, 999_999_990])),
+       count=st.integers(0, 3000))  # fmt: skip
+def test_the_length_of_the_plain_answers_awaited_is_theirs(first: int, count: int) -> None:
+    """What the C core awaits for ``count`` answers is as long as those answers, across
+    the lengths of the numbers and their wrap."""
+    answers = b"".join(
+        b"%d rsp 6 200 OK\n" % ((number - 1) % _MAX_TXNR + 1)
+        for number in range(first, first + count)
+    )
+    assert _plain_length(first, count) == len(answers)
 
 
 def test_the_open_answer_must_be_the_open_one() -> None:
