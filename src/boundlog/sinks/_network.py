@@ -245,7 +245,8 @@ class NetworkSink(Pathless):
         """Send ``data`` whole, reconnecting as often as it takes, until sent or stopped.
 
         Never returns an error: a failure is retried, and the writer learns only of the
-        end, or, through ``delivered``, how far it got when close() gave up.
+        end, or, through ``delivered``, how far it got when close() gave up.  Over RELP
+        "sent" is "in flight": the writer learns of the answers through ``confirmed``.
         """
         if os.getpid() != self._pid:
             self.after_fork()
