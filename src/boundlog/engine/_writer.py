@@ -11,8 +11,9 @@ again, so logging resumes by itself when the disk has room or the reader comes b
 A sink may confirm lines after its ``write`` returned (``Destination.confirms_later``:
 RELP's acknowledgements).  Its lines are then ``unconfirmed``: neither written nor
 failed, nor settled for flush(), until the sink's running total ``confirmed`` moves, which
-the writer folds into ``written`` after each write; when nothing waits in the queue it
-asks the sink to ``settle()``, so that flush() and close() wait for the confirmations.
+the writer folds into ``written`` after each write; when no record came within
+``flush_interval`` (or flush() or close() hurried it), it asks the sink to ``settle()``,
+waiting for the confirmations.
 close() giving up counts the unconfirmed lines as failed, once.
 
 Lost records are reported by the monitor (``_health``), which says how many and names
@@ -75,6 +76,8 @@ class Writer:
         # far into the sink's running total ``confirmed`` the counters went.
         self.unconfirmed = 0
         self._confirmed_seen = 0
+        # Whether flush() or close() hurried the last gather (see _serve).
+        self._hurried = False
         self.written = 0
         self.failed = 0
         self.filtered = 0
@@ -130,15 +133,17 @@ class Writer:
             if not sink.open_when_read():
                 return  # close() gave up waiting, and counted what the queue held
         while True:
-            if self.unconfirmed and not admission.waiting():
-                # Nothing to send whose frames would go along with the confirmations:
-                # wait for them here, before a wait for records.
-                self._settle()
             # Read before the take: a take that found nothing after the queue closed is
             # the last one.  Closed after the take, the queue may have got records
             # (accepted before close) between the two, which the next take writes.
             closed = admission.closed
-            admission.gather(self._window)
+            if not (self._hurried and self.unconfirmed):
+                # With lines awaiting confirmation, a record that comes within the
+                # window takes them along (the confirmations are read after its write);
+                # if none comes, they are waited for (below).  Once flush() or close()
+                # hurried the writer, it gathers nothing more until they are confirmed.
+                idle = self._window if self.unconfirmed else None
+                self._hurried = admission.gather(self._window, idle=idle)
             with self._accounting:
                 if self.abandoned:
                     return
@@ -166,6 +171,9 @@ class Writer:
                 if self.abandoned:
                     return
             if not batch:
+                if self.unconfirmed:
+                    self._settle()
+                self._hurried = False
                 if closed:
                     self._give_up_unconfirmed()
                     return

@@ -14,6 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from _collectors import submit_paths
+from _helpers import wait_until
 from boundlog import AccessLog, NetworkSink, Stats
 from boundlog.sinks._relp import _MAX_TXNR, RelpError, RelpSession, Stopped, _plain_length
 
@@ -174,6 +175,20 @@ def test_flush_waits_for_the_answers() -> None:
         assert (stats.written, stats.failed) == (10, 0)
     finally:
         server.release.set()
+        server.close()
+
+
+def test_an_idle_writer_counts_the_answers_without_a_flush() -> None:
+    """No record follows the last batch: the writer waits for its answers by itself,
+    and the counters show it written without a flush()."""
+    server = ScriptedRelpServer(lambda count, _: "ack")
+    try:
+        log = AccessLog(NetworkSink(f"relp://127.0.0.1:{server.port}", **FAST))
+        submit_paths(log, "i", 10)
+        wait_until(lambda: log.stats().written == 10, timeout=30)
+        stats = log.close(timeout=30)
+        assert (stats.written, stats.failed) == (10, 0)
+    finally:
         server.close()
 
 
