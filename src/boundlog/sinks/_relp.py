@@ -125,12 +125,14 @@ class RelpSession:
             if self.outstanding + count > self._window:
                 self._wait(self._window - count, acknowledged)
             first = self._txnr % _MAX_TXNR + 1
-            frames = []
-            for message in messages[start : start + count]:
-                self._txnr = self._txnr % _MAX_TXNR + 1
-                frames.append(b"%d syslog %d %s\n" % (self._txnr, len(message), message))
-            self._expect(first, count)
-            self._send_all(b"".join(frames))
+            numbers = _numbers(first, count)
+            self._txnr = numbers[-1]
+            frames = b"".join([
+                b"%d syslog %d %s\n" % (number, len(message), message)
+                for number, message in zip(numbers, messages[start : start + count], strict=True)
+            ])  # fmt: skip
+            self._expect(numbers)
+            self._send_all(frames)
             start += count
         self._poll(acknowledged)
 
@@ -138,28 +140,21 @@ class RelpSession:
         """Wait for the answers to every message in flight (see ``send``)."""
         self._wait(0, acknowledged)
 
-    def _expect(self, first: int, count: int) -> None:
-        """Note ``count`` messages numbered from ``first`` on put in flight."""
+    def _expect(self, numbers: Sequence[int]) -> None:
+        """Note the messages ``numbers`` put in flight."""
         if not self.outstanding:
-            self._next_answer = first
-        plain = b"".join([
-            b"%d rsp 6 200 OK\n" % ((number - 1) % _MAX_TXNR + 1)
-            for number in range(first, first + count)
-        ])  # fmt: skip
+            self._next_answer = numbers[0]
+        plain = _plain_for(numbers)
         self._plain = (
             self._plain[self._plain_at :] + plain if self._plain_at < len(self._plain) else plain
         )
         self._plain_at = 0
-        self.outstanding += count
+        self.outstanding += len(numbers)
 
     def _resync(self) -> None:
         """The plain answers of the messages still in flight, after an answer in
         another form: the offsets of the ones noted no longer hold."""
-        first = self._next_answer
-        self._plain = b"".join([
-            b"%d rsp 6 200 OK\n" % ((number - 1) % _MAX_TXNR + 1)
-            for number in range(first, first + self.outstanding)
-        ])  # fmt: skip
+        self._plain = _plain_for(_numbers(self._next_answer, self.outstanding))
         self._plain_at = 0
 
     def _poll(self, acknowledged: Callable[[int], None]) -> None:
@@ -372,6 +367,18 @@ class RelpSession:
         data = bytes(buffer[start:end])
         del buffer[: end + 1]
         return number, parts[1], data
+
+
+def _numbers(first: int, count: int) -> Sequence[int]:
+    """``count`` transaction numbers from ``first`` on, wrapping after 999,999,999."""
+    if first + count - 1 <= _MAX_TXNR:
+        return range(first, first + count)
+    return [(number - 1) % _MAX_TXNR + 1 for number in range(first, first + count)]
+
+
+def _plain_for(numbers: Sequence[int]) -> bytes:
+    """The plain answers to the messages ``numbers``, in order."""
+    return b"".join([b"%d rsp 6 200 OK\n" % number for number in numbers])
 
 
 def _plain_length(first: int, count: int) -> int:
