@@ -4,6 +4,7 @@ unacknowledged ones are sent again after a reconnect."""
 from __future__ import annotations
 
 import itertools
+import os
 import re
 import socket
 import threading
@@ -84,7 +85,10 @@ class ScriptedRelpServer:
                 if decision == "drop":
                     return
                 if decision == "ack":
-                    conn.sendall(b"%s rsp 6 200 OK\n" % number)
+                    try:
+                        conn.sendall(b"%s rsp 6 200 OK\n" % number)
+                    except OSError:
+                        return  # the client left while a late answer was held
 
     def paths(self) -> list[bytes]:
         with self._lock:
@@ -192,6 +196,78 @@ def test_an_idle_writer_counts_the_answers_without_a_flush() -> None:
         server.close()
 
 
+def test_a_forked_child_neither_resends_nor_counts_the_parents_messages_in_flight() -> None:
+    """Forked while the parent's messages await their answers, the child opens its own
+    session with only its own records; the parent's are answered and counted in the
+    parent, once."""
+    server = ScriptedRelpServer(lambda _, data: "ack" if b"/child/" in data else "late")
+    try:
+        log = AccessLog(NetworkSink(f"relp://127.0.0.1:{server.port}", **FAST))
+        submit_paths(log, "parent", 3)
+        assert not log.flush(timeout=0.5)  # in flight, unanswered
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child reports by exit status
+            ok = False
+            try:
+                submit_paths(log, "child", 1)
+                stats = log.close(timeout=30)
+                ok = (stats.submitted, stats.written, stats.failed) == (1, 1, 0)
+            finally:
+                os._exit(0 if ok else 1)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        server.release.set()
+        stats = log.close(timeout=30)
+        assert (stats.submitted, stats.written, stats.failed) == (3, 3, 0)
+        assert sorted(server.paths()) == [b"/child/0", b"/parent/0", b"/parent/1", b"/parent/2"]
+    finally:
+        server.release.set()
+        server.close()
+
+
+def test_a_sink_that_fails_to_settle_loses_nothing_uncounted(
+    monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A defect in waiting for the answers is reported and tried again; one that never
+    ends leaves the unanswered records failed when the writer ends, each counted once."""
+    server = ScriptedRelpServer(lambda count, _: "ack")
+    original = NetworkSink.settle
+    calls = 0
+
+    def settle_once_broken(sink: NetworkSink) -> None:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise RuntimeError("a defect")
+        original(sink)
+
+    monkeypatch.setattr(NetworkSink, "settle", settle_once_broken)
+    try:
+        log = AccessLog(NetworkSink(f"relp://127.0.0.1:{server.port}", **FAST))
+        submit_paths(log, "d", 5)
+        assert log.flush(timeout=30)
+        stats = log.close(timeout=30)
+        assert (stats.written, stats.failed) == (5, 0)
+    finally:
+        server.close()
+    assert "unexpected error waiting for relp://" in capfd.readouterr().err
+
+    held = ScriptedRelpServer(lambda count, _: "late")
+
+    def broken(sink: NetworkSink) -> None:
+        raise RuntimeError("a defect")
+
+    monkeypatch.setattr(NetworkSink, "settle", broken)
+    try:
+        log = AccessLog(NetworkSink(f"relp://127.0.0.1:{held.port}", **FAST))
+        submit_paths(log, "n", 5)
+        stats = log.close(timeout=30)
+        assert (stats.submitted, stats.written, stats.failed) == (5, 0, 5)
+    finally:
+        held.release.set()
+        held.close()
+
+
 def _lines(prefix: str, numbers: range) -> bytes:
     return b"".join(b'x "GET /%s/%d HTTP/1.1" 200\n' % (prefix.encode(), i) for i in numbers)
 
@@ -253,6 +329,7 @@ def _exchange(
         (b"1 rsp 6 200 OK\n2 rsp 9 500 error\n", "the server refused: 500 error"),
         (b"1 rsp 6 200 OK\n0 serverclose 0\n", "the server closed the session"),
         (b"1 rsp 6 200 OK\n3 rsp 6 200 OK\n", "answer 3 where 2 was awaited"),
+        (b"1 rsp 6 200 OK\n3 rsp 06 200 OK\n", "answer 3 where 2 was awaited"),
         (b"1 rsp 6 200 OK\n", "the server closed the connection"),
         (b"1 rsp 6 200 OKX", "without its trailer"),
         (b"HTTP/1.1 400 Bad Request\r\n" * 4, "not a RELP answer"),
@@ -267,6 +344,13 @@ def test_a_wrong_answer_breaks_the_session(answers: bytes, message: str) -> None
     session = RelpSession(fake, lambda: False)  # type: ignore[arg-type]
     with pytest.raises(RelpError, match=message):
         _exchange(session, [b"one", b"two"], lambda count: None)
+
+
+def test_an_answer_to_nothing_in_flight_breaks_the_session() -> None:
+    """An answer when no message awaits one is not RELP as a server speaks it."""
+    session = RelpSession(_FakeSocket(b"5 rsp 6 200 OK\n"), lambda: False)  # type: ignore[arg-type]
+    with pytest.raises(RelpError, match="answer 5 where none was awaited"):
+        session.send([], lambda count: None)
 
 
 def test_frames_are_as_librelp_writes_them() -> None:
