@@ -35,11 +35,14 @@ static WaitEnd
 wait_for(int fd, const char *expected, char *buffer, Py_ssize_t size, Py_ssize_t *got,
          int timeout_ms, int *error)
 {
-#ifdef TCP_QUICKACK
-    int one = 1;
-    (void)setsockopt(fd, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof(one)); /* not TCP: no matter */
-#endif
     while (*got < size) {
+#ifdef TCP_QUICKACK
+        /* Before every read, not once: the kernel leaves quick acknowledgements as soon
+         * as we send (a window's next frames may be on their way), and an answer held
+         * by the server's Nagle for a delayed acknowledgement costs 40 ms. */
+        int one = 1;
+        (void)setsockopt(fd, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof(one)); /* not TCP: no matter */
+#endif
         struct pollfd ready = {.fd = fd, .events = POLLIN};
         int polled = poll(&ready, 1, timeout_ms);
         if (polled == 0) {

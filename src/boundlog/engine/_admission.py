@@ -405,10 +405,13 @@ class Admission:
 
     # -- writer side -------------------------------------------------------------------
 
-    def gather(self, window: float) -> None:
+    def gather(self, window: float, *, idle: float | None = None) -> bool:
         """Wait for records to take: for the first, then up to ``window`` seconds more
         (or until ``batch_size`` records wait) so that one write carries many lines.
-        A backlog left by the last take is taken at once."""
+        A backlog left by the last take is taken at once.  ``idle``: wait at most this
+        long for the first, and return if none came (the writer has lines whose
+        confirmation it waits for when no record comes).  Whether flush() or close()
+        hurried it."""
         pending = self._pending
         with self._lock:
             if not pending and not self._closed and not self._hurry:
@@ -416,9 +419,10 @@ class Admission:
                 # One wait, not a loop: the writer also has work that comes without a
                 # record (a reopen asked for by a signal handler, which cannot take
                 # a lock), so it looks around at least once per backstop period.
-                self._work.wait(_BACKSTOP_SECONDS)
+                self._work.wait(_BACKSTOP_SECONDS if idle is None else min(idle, _BACKSTOP_SECONDS))
             if (
                 window > 0
+                and (pending or idle is None)
                 and len(pending) < self._batch_size
                 and not self._closed
                 and not self._hurry
@@ -428,7 +432,9 @@ class Admission:
                 if len(pending) < self._batch_size:
                     self._work.wait(window)
             self._wake_at = _NEVER
+            hurried = self._hurry or self._closed
             self._hurry = False
+        return hurried
 
     def take(self) -> list[Record]:
         """Remove and return at most ``batch_size`` of the waiting records (``[]`` if none).

@@ -8,6 +8,14 @@ the affected records are counted (failed, or logged as they came for a predicate
 failed write loses its batch (counted as ``failed``), and the next batch tries the sink
 again, so logging resumes by itself when the disk has room or the reader comes back.
 
+A sink may confirm lines after its ``write`` returned (``Destination.confirms_later``:
+RELP's acknowledgements).  Its lines are then ``unconfirmed``: neither written nor
+failed, nor settled for flush(), until the sink's running total ``confirmed`` moves, which
+the writer folds into ``written`` after each write; when no record came within
+``flush_interval`` (or flush() or close() hurried it), it asks the sink to ``settle()``,
+waiting for the confirmations.
+close() giving up counts the unconfirmed lines as failed, once.
+
 Lost records are reported by the monitor (``_health``), which says how many and names
 ``last_failure``, the cause the writer saw last: the writer itself reports on stderr
 (at most once per ``_REPORT_EVERY`` seconds) only what loses nothing, such as a filter
@@ -76,6 +84,12 @@ class Writer:
         # no longer counted, because the final counts were already reported.
         self.abandoned = False
         self.in_flight = 0
+        # Lines handed to a sink that confirms them later, not yet confirmed; and how
+        # far into the sink's running total ``confirmed`` the counters went.
+        self.unconfirmed = 0
+        self._confirmed_seen = 0
+        # Whether flush() or close() hurried the last gather (see _serve).
+        self._hurried = False
         self.written = 0
         self.failed = 0
         self.filtered = 0
@@ -135,7 +149,13 @@ class Writer:
             # the last one.  Closed after the take, the queue may have got records
             # (accepted before close) between the two, which the next take writes.
             closed = admission.closed
-            admission.gather(self._window)
+            if not (self._hurried and self.unconfirmed):
+                # With lines awaiting confirmation, a record that comes within the
+                # window takes them along (the confirmations are read after its write);
+                # if none comes, they are waited for (below).  Once flush() or close()
+                # hurried the writer, it gathers nothing more until they are confirmed.
+                idle = self._window if self.unconfirmed else None
+                self._hurried = admission.gather(self._window, idle=idle)
             with self._accounting:
                 if self.abandoned:
                     return
@@ -151,9 +171,10 @@ class Writer:
                 self._between_batches(batch)
             except BaseException as error:
                 self._report(f"unexpected error between two batches: {describe(error)}")
+            unconfirmed = 0
             if batch:
                 try:
-                    self._write_batch(batch)
+                    unconfirmed = self._write_batch(batch)
                 except BaseException as error:
                     self._count_lost(error)
             with self._accounting:
@@ -162,12 +183,56 @@ class Writer:
                 if self.abandoned:
                     return
             if not batch:
+                if self.unconfirmed:
+                    self._settle()
+                self._hurried = False
                 if closed:
+                    self._give_up_unconfirmed()
                     return
                 continue
+            # A batch's unconfirmed lines settle as they are confirmed (_fold).
+            self._add_settled(len(batch) - unconfirmed)
+            self._fold()
+
+    def _add_settled(self, count: int) -> None:
+        if count:
             with self._settled_changed:
-                self.settled += len(batch)
+                self.settled += count
                 self._settled_changed.notify_all()
+
+    def _settle(self) -> None:
+        """Wait for the sink to confirm the lines handed over, and count them."""
+        self.write_started = time.monotonic()
+        try:
+            self._sink.settle()
+        except BaseException as error:
+            # A defect: the lines stay unconfirmed, counted at close if never confirmed.
+            self._report(f"unexpected error waiting for {self._sink.name}: {describe(error)}")
+        finally:
+            self.write_started = None
+        self._fold()
+
+    def _fold(self) -> None:
+        """Count the lines the sink confirmed since the last look as written."""
+        with self._accounting:
+            if self.abandoned:
+                return
+            confirmed = self._sink.confirmed
+            fresh = min(max(confirmed - self._confirmed_seen, 0), self.unconfirmed)
+            self._confirmed_seen = confirmed
+            self.unconfirmed -= fresh
+            self.written += fresh
+        self._add_settled(fresh)
+
+    def _give_up_unconfirmed(self) -> None:
+        """The writer ends with lines the sink never confirmed (it raised): failed."""
+        with self._accounting:
+            if self.abandoned or not self.unconfirmed:
+                return
+            lost, self.unconfirmed = self.unconfirmed, 0
+            self.failed += lost
+        self.last_failure = f"{self._sink.name} never confirmed {lost} record(s)"
+        self._add_settled(lost)
 
     def _between_batches(self, batch: list[Record]) -> None:
         # The next batch goes to the reopened file, none after it to the old one.
@@ -193,8 +258,8 @@ class Writer:
         left = admission.abandon()
         with self._accounting:
             if not self.abandoned:
-                left += self.in_flight
-                self.in_flight = 0
+                left += self.in_flight + self.unconfirmed
+                self.in_flight = self.unconfirmed = 0
                 self.failed += left
         with self._settled_changed:
             self.settled += left
@@ -214,6 +279,12 @@ class Writer:
         with self._accounting:
             self.abandoned = True
             self._sink.stopped = True
+            if self._sink.confirms_later:
+                # What the sink confirmed and the writer did not count yet is written
+                # (a line of the batch under way too); all else in flight is lost.
+                pending = self.in_flight + self.unconfirmed
+                fresh = min(max(self._sink.confirmed - self._confirmed_seen, 0), pending)
+                return fresh, pending - fresh
             if self._in_flight_data is None:
                 return 0, self.in_flight
             data, prefix = self._in_flight_data
@@ -268,7 +339,8 @@ class Writer:
         if self._watch and self._sink.replaced():
             self._reopen(self.reopens_requested)
 
-    def _write_batch(self, batch: list[Record]) -> None:
+    def _write_batch(self, batch: list[Record]) -> int:
+        """Write ``batch``; return how many of its lines the sink confirms later."""
         filtered = 0
         if self._select is not None:
             kept = self._select(batch, self._report)
@@ -281,14 +353,14 @@ class Writer:
             data = b"\n" + data
         with self._accounting:
             if self.abandoned:
-                return
+                return 0
             self.filtered += filtered
             self.failed += unformattable
             self.in_flight = lines
             self._sink.delivered = 0
             self._in_flight_data = (data, prefix)
         if not lines:
-            return
+            return 0
         self.write_started = time.monotonic()
         try:
             written, error = self._sink.write(data)
@@ -296,14 +368,17 @@ class Writer:
             self.write_started = None
         with self._accounting:
             if self.abandoned:
-                return
+                return 0
             self.in_flight = 0
             self.bytes_written += written
             if error is None:
                 self._fragment_open = False
-                self.written += lines
                 self.batches += 1
-                return
+                if self._sink.confirms_later:
+                    self.unconfirmed += lines
+                    return lines
+                self.written += lines
+                return 0
             complete = data.count(b"\n", prefix, written)
             if written:
                 self._fragment_open = data[written - 1] != 0x0A
@@ -316,6 +391,7 @@ class Writer:
             self.failed += lines - complete
             self.write_errors += 1
         self.last_failure = f"cannot write to {self._sink.name}: {error.strerror or error}"
+        return 0
 
     def _format_batch(self, batch: Sequence[Record]) -> tuple[bytes, int]:
         # BaseException too: a format is user code, and a SystemExit raised in it would

@@ -49,13 +49,29 @@ class Destination(Protocol):
     #: down): close() then lets the writer thread end before it counts the totals.
     #: A write blocked on a file or pipe cannot be woken.
     wakes_when_stopped: bool
+    #: Whether ``write`` returns before the collector confirmed the lines (RELP's
+    #: acknowledgements): its lines are then neither written nor failed until the sink
+    #: counts them in ``confirmed``.  False: ``write``'s result is final.
+    confirms_later: bool
+    #: Lines of earlier writes confirmed so far, in order: a running total that only
+    #: the writer thread moves (inside ``write`` and ``settle``) and that only grows,
+    #: read by close() giving up.  Always 0 unless ``confirms_later``.
+    confirmed: int
 
     @property
     def retries(self) -> int:
         """Attempts that failed and were retried inside ``write``."""
 
     def write(self, data: bytes) -> tuple[int, OSError | None]:
-        """Write the batch; return the bytes written and the error that stopped it."""
+        """Write the batch; return the bytes written and the error that stopped it.
+
+        A sink that ``confirms_later`` returns once the batch is handed over: its lines
+        are confirmed later, and one that cannot deliver them retries until ``stopped``.
+        """
+
+    def settle(self) -> None:
+        """Wait until every line handed over is confirmed, or ``stopped``: the writer asks
+        when nothing is left to write (flush, close, an idle moment)."""
 
     def isatty(self) -> bool:
         """Whether the lines go to a terminal."""
@@ -102,6 +118,13 @@ class Sink:
     # A write that fails returns its error to the writer, which counts it: none is
     # retried here.
     retries = 0
+
+    #: A write's result is final: nothing is confirmed later.
+    confirms_later = False
+    confirmed = 0
+
+    def settle(self) -> None:
+        """Nothing is confirmed later."""
 
     def __init__(self, fd: int, name: str, *, owns_fd: bool, path: str | None = None) -> None:
         self.fd = fd

@@ -15,13 +15,21 @@ the peer dies: docs/shipping.md gives the bound).  A line the kernel took before
 connection failed is counted as written; the line cut short by the failure is sent again,
 whole, on the next connection.  Over RELP (``_relp``) "sent" means acknowledged by the
 server, and what it did not acknowledge is sent again on the next session.
+
+Over RELP ``write`` returns once the batch is in flight, before its answers: up to
+``_relp.WINDOW`` messages wait for theirs while the next batches go out.  The sink
+``confirms_later``: it counts the acknowledged messages in ``confirmed``, which the writer
+folds into its counters, and ``settle()`` waits for the rest (flush, close, an idle
+writer).  What was in flight when a session broke is sent again on the next one.
 """
 
 from __future__ import annotations
 
 import _socket
 import bisect
+import collections
 import contextlib
+import itertools
 import os
 import random
 import select
@@ -131,6 +139,9 @@ class NetworkSink(Pathless):
         self._max_datagram = max_datagram or _DATAGRAM_LIMITS.get(address.transport, 0)
         self._datagram = datagram
         self._waiting: Callable[[], int] = lambda: 0
+        #: RELP's messages are written once the server acknowledges them, after
+        #: ``write`` returned (see sinks._files.Destination).
+        self.confirms_later = address.framing == "relp"
         self._start_afresh()
 
     def _start_afresh(self) -> None:
@@ -159,6 +170,12 @@ class NetworkSink(Pathless):
         self._delay = 0.0
         self._reports = OutageReports(self.name)
         self._unreported_cuts = 0
+        # RELP: the messages handed over by write() and not yet acknowledged, oldest
+        # first (the session has the first ``outstanding`` of them in flight; a new
+        # session sends them all again), and how many were acknowledged in all.
+        self._unacknowledged: collections.deque[bytes] = collections.deque()
+        #: Lines acknowledged so far (RELP): a running total the writer thread moves.
+        self.confirmed = 0
 
     # The attributes and methods the writer uses (see sinks._files.Destination).
 
@@ -228,25 +245,19 @@ class NetworkSink(Pathless):
         """Send ``data`` whole, reconnecting as often as it takes, until sent or stopped.
 
         Never returns an error: a failure is retried, and the writer learns only of the
-        end, or, through ``delivered``, how far it got when close() gave up.
+        end, or, through ``delivered``, how far it got when close() gave up.  Over RELP
+        "sent" is "in flight": the writer learns of the answers through ``confirmed``.
         """
         if os.getpid() != self._pid:
             self.after_fork()
         framing = self.address.framing
         header = self._syslog.header() if framing != "lines" else b""
         if framing == "relp":
-            messages, self._data_ends, _ = datagrams(header, data, None)
-            self._frame_ends = list(range(1, len(messages) + 1))
-
-            def acknowledged(count: int) -> None:
-                self._sent += count
-
-            def exchange(sock: socket.socket) -> int:
-                assert self._relp is not None
-                self._relp.send(messages[self._sent :], acknowledged)
-                return 0
-
-            return self._deliver(data, len(messages), exchange)
+            messages, _, _ = datagrams(header, data, None)
+            # Nothing of the batch counts as delivered until confirmed (``confirmed``).
+            self._frame_ends = self._data_ends = []
+            self._unacknowledged.extend(messages)
+            return self._deliver(data, 1, self._put_in_flight)
         if self._datagram:
             messages, self._data_ends, cut = datagrams(header, data, self._max_datagram)
             self._frame_ends = list(range(1, len(messages) + 1))
@@ -272,6 +283,36 @@ class NetworkSink(Pathless):
 
         return self._deliver(data, len(buffer), send)
 
+    def settle(self) -> None:
+        """Wait until the server acknowledged every message handed over (RELP), through
+        as many sessions as it takes, or until close() gives up (``stopped``)."""
+        if not self._unacknowledged:
+            return
+
+        def drain(sock: socket.socket) -> int:
+            self._put_in_flight(sock)
+            assert self._relp is not None
+            self._relp.drain(self._acknowledged)
+            return 1
+
+        self._frame_ends = self._data_ends = []
+        self._deliver(b"", 1, drain)
+
+    def _put_in_flight(self, sock: socket.socket) -> int:
+        """Send the messages handed over that this session has not sent yet: all of
+        them on a new session."""
+        relp = self._relp
+        assert relp is not None
+        unsent = list(itertools.islice(self._unacknowledged, relp.outstanding, None))
+        relp.send(unsent, self._acknowledged)
+        return 1
+
+    def _acknowledged(self, count: int) -> None:
+        popleft = self._unacknowledged.popleft
+        for _ in range(count):
+            popleft()
+        self.confirmed += count
+
     def _deliver(
         self, data: bytes, total: int, step: Callable[[socket.socket], int]
     ) -> tuple[int, OSError | None]:
@@ -287,10 +328,7 @@ class NetworkSink(Pathless):
             if sock is None:
                 continue
             try:
-                # Not `self._sent += step(sock)`: a RELP step counts acknowledgements
-                # into _sent itself while it runs.
-                progress = step(sock)
-                self._sent += progress
+                self._sent += step(sock)
             except (TimeoutError, Stopped):
                 continue  # blocked by a slow reader: look at stopped, then go on
             except OSError as error:
@@ -423,7 +461,10 @@ class NetworkSink(Pathless):
         first = self._reports.failures == 0
         self._delay = self._retry_initial if first else min(self._delay * 2, self._retry_max)
         wait = self._delay * random.uniform(0.5, 1.0)
-        unsent = len(self._frame_ends) - bisect.bisect_right(self._frame_ends, self._sent)
+        if self.confirms_later:
+            unsent = len(self._unacknowledged)
+        else:
+            unsent = len(self._frame_ends) - bisect.bisect_right(self._frame_ends, self._sent)
         self._reports.failed(
             f"{what} {self.name}: {cause_of(error)}", wait, self._waiting() + unsent
         )

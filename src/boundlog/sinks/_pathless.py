@@ -14,6 +14,12 @@ class Pathless:
     path: str | None = None
     #: A logger's handlers cannot be woken; a network sink says otherwise.
     wakes_when_stopped = False
+    #: A logger's or an OTLP collector's write is final; RELP's says otherwise.
+    confirms_later = False
+    confirmed = 0
+
+    def settle(self) -> None:
+        """Nothing is confirmed later (RELP's sink says otherwise)."""
 
     def isatty(self) -> bool:
         """No terminal: colours stay off."""
