@@ -63,30 +63,10 @@ class Admission:
 
     # Slots: the C hand-off (csrc/paths/handoff.c) reads four of them per request.
     __slots__ = (
-        "_async_waiters",
-        "_backlog",
-        "_batch_size",
-        "_charged",
-        "_closed",
-        "_cost",
-        "_count_lock",
-        "_excess",
-        "_excess_room",
-        "_hurry",
-        "_lock",
-        "_max_queue",
-        "_pending",
-        "_refused_unlocked",
-        "_room",
-        "_room_waiters",
-        "_share",
-        "_wait_for_room",
-        "_wake_at",
-        "_work",
-        "peak",
-        "refused",
-        "taken",
-        "writer_ident",
+        "_async_waiters", "_backlog", "_batch_size", "_charged", "_closed", "_cost",
+        "_count_lock", "_excess", "_excess_room", "_hurry", "_lock", "_max_queue", "_pending",
+        "_refused_unlocked", "_room", "_room_waiters", "_share", "_wait_for_room", "_wake_at",
+        "_work", "peak", "refused", "taken", "writer_ident",
     )  # fmt: skip
 
     def __init__(
