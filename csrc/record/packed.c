@@ -1,6 +1,7 @@
 /* Packing a Record into one block of bytes, and back (see packed.h). */
 #include "record/packed.h"
 
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
