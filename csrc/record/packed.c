@@ -284,41 +284,16 @@ unpacked_bytes(Packed *packed, int which)
     return PyBytes_FromStringAndSize(data, size);
 }
 
-/* The picked environ fields of a Packed record from WSGI, as a dict. */
-static PyObject *
-unpacked_environ(Packed *packed)
-{
-    PyObject *environ = PyDict_New();
-    if (environ == NULL) {
-        return NULL;
-    }
-    PackedFields fields;
-    packed_fields(packed, &fields);
-    const char *name, *value;
-    Py_ssize_t name_size, value_size;
-    while (packed_next_field(&fields, &name, &name_size, &value, &value_size)) {
-        PyObject *key = PyUnicode_DecodeASCII(name, name_size, NULL);
-        PyObject *text = key == NULL ? NULL : PyUnicode_DecodeLatin1(value, value_size, NULL);
-        int rc = text == NULL ? -1 : PyDict_SetItem(environ, key, text);
-        Py_XDECREF(key);
-        Py_XDECREF(text);
-        if (rc < 0) {
-            Py_DECREF(environ);
-            return NULL;
-        }
-    }
-    return environ;
-}
-
+/* The request header fields as the record held them: a list or tuple of (bytes,
+ * bytes) pairs, or the picked environ fields of a WSGI record as a dict of str. */
 static PyObject *
 unpacked_headers(Packed *packed)
 {
-    if (packed->flags & PACKED_HEADER_ENVIRON) {
-        return unpacked_environ(packed);
-    }
+    int environ = (packed->flags & PACKED_HEADER_ENVIRON) != 0;
     int tuple = (packed->flags & PACKED_HEADER_TUPLE) != 0;
-    PyObject *headers = tuple ? PyTuple_New(packed->header_count)
-                              : PyList_New(packed->header_count);
+    PyObject *headers = environ ? PyDict_New()
+                        : tuple ? PyTuple_New(packed->header_count)
+                                : PyList_New(packed->header_count);
     if (headers == NULL) {
         return NULL;
     }
@@ -327,16 +302,29 @@ unpacked_headers(Packed *packed)
     const char *name, *value;
     Py_ssize_t name_size, value_size;
     for (Py_ssize_t i = 0; packed_next_field(&fields, &name, &name_size, &value, &value_size); i++) {
-        PyObject *pair = Py_BuildValue("(y#y#)", name, name_size, value, value_size);
-        if (pair == NULL) {
+        PyObject *key = environ ? PyUnicode_DecodeASCII(name, name_size, NULL)
+                                : PyBytes_FromStringAndSize(name, name_size);
+        PyObject *text = key == NULL ? NULL
+                         : environ   ? PyUnicode_DecodeLatin1(value, value_size, NULL)
+                                     : PyBytes_FromStringAndSize(value, value_size);
+        PyObject *pair = environ || text == NULL ? NULL : PyTuple_Pack(2, key, text);
+        int rc = text == NULL ? -1
+                 : environ    ? PyDict_SetItem(headers, key, text)
+                 : pair == NULL ? -1
+                                : 0;
+        if (pair != NULL) {
+            if (tuple) {
+                PyTuple_SET_ITEM(headers, i, pair); /* stolen */
+            }
+            else {
+                PyList_SET_ITEM(headers, i, pair);
+            }
+        }
+        Py_XDECREF(key);
+        Py_XDECREF(text);
+        if (rc < 0) {
             Py_DECREF(headers);
             return NULL;
-        }
-        if (tuple) {
-            PyTuple_SET_ITEM(headers, i, pair);
-        }
-        else {
-            PyList_SET_ITEM(headers, i, pair);
         }
     }
     return headers;
