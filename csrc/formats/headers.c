@@ -154,16 +154,18 @@ headers_write(Buffer *buffer, PyObject *headers, PyObject *name, PyObject *envir
 }
 
 int
-headers_write_packed(Buffer *buffer, Packed *packed, PyObject *name, PyObject *environ_key)
+headers_find_packed(Buffer *buffer, Packed *packed, PyObject *name, PyObject *environ_key,
+                    HeaderValueWriter write)
 {
-    /* As headers_find: pairs are matched by name in any case, and their values joined;
-     * an environ's fields by their exact key (a dict has each once). */
+    /* As headers_find: pairs (of bytes or of str) are matched by name in any case, and
+     * their values joined; an environ's fields by their exact key (a dict has each
+     * once). */
     int environ = (packed->flags & PACKED_HEADER_ENVIRON) != 0;
     const char *wanted = PyBytes_AS_STRING(name);
     Py_ssize_t wanted_size = PyBytes_GET_SIZE(name);
     if (environ) {
         if (!PyUnicode_IS_ASCII(environ_key)) {
-            return BUFFER_LITERAL(buffer, "-"); /* packed keys are ASCII */
+            return HEADERS_ABSENT; /* packed keys are ASCII */
         }
         wanted = (const char *)PyUnicode_DATA(environ_key);
         wanted_size = PyUnicode_GET_LENGTH(environ_key);
@@ -179,12 +181,18 @@ headers_write_packed(Buffer *buffer, Packed *packed, PyObject *name, PyObject *e
                               : bytes_match(field, field_size, wanted, wanted_size);
         if (matches) {
             /* As write_from_pairs: a field sent more than once, its values joined. */
-            if ((found && BUFFER_LITERAL(buffer, ", ") < 0)
-                || write_escaped(buffer, value, value_size) < 0) {
+            if ((found && BUFFER_LITERAL(buffer, ", ") < 0) || write(buffer, value, value_size) < 0) {
                 return -1;
             }
             found = 1;
         }
     }
-    return found ? 0 : BUFFER_LITERAL(buffer, "-");
+    return found ? 0 : HEADERS_ABSENT;
+}
+
+int
+headers_write_packed(Buffer *buffer, Packed *packed, PyObject *name, PyObject *environ_key)
+{
+    int rc = headers_find_packed(buffer, packed, name, environ_key, write_escaped);
+    return rc == HEADERS_ABSENT ? BUFFER_LITERAL(buffer, "-") : rc;
 }

@@ -30,6 +30,11 @@ int headers_find(Buffer *buffer, PyObject *headers, PyObject *name, PyObject *en
 /* headers_find for a log line: the value escaped (escape.h), or "-" when absent. */
 int headers_write(Buffer *buffer, PyObject *headers, PyObject *name, PyObject *environ_key);
 
+/* headers_find for the request header fields of a Packed record (which are always of
+ * a shape it reads: never HEADERS_UNSUPPORTED). */
+int headers_find_packed(Buffer *buffer, Packed *packed, PyObject *name, PyObject *environ_key,
+                        HeaderValueWriter write);
+
 /* headers_write for the request header fields of a Packed record. */
 int headers_write_packed(Buffer *buffer, Packed *packed, PyObject *name, PyObject *environ_key);
 

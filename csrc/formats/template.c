@@ -18,6 +18,7 @@
 #include "formats/stamps.h"
 #include "formats/trace.h"
 #include "record/extras.h"
+#include "record/packed.h"
 #include "record/record.h"
 
 /* The ops: their codes (the order of _templates._C_OPS), and their number and object
@@ -130,16 +131,12 @@ read_op(PyObject *item, Op *op)
     }
 }
 
-/* The record's duration in microseconds as Template's _Batch.microseconds gives it:
+/* A duration in microseconds as Template's _Batch.microseconds gives it:
  * int(duration * 1e6 + 0.5), or *present 0 ("-") when it is not in [0, inf).  0, or
  * UNSUPPORTED where Python raises (int() of an infinity) or the number passes 64 bits. */
 static int
-read_microseconds(PyObject *field, long long *microseconds, int *present)
+microseconds_of(double duration, long long *microseconds, int *present)
 {
-    double duration;
-    if (record_double(field, &duration) != 0) {
-        return UNSUPPORTED;
-    }
     *present = duration >= 0 && duration < INFINITY; /* NaN fails */
     if (!*present) {
         return 0;
@@ -181,12 +178,8 @@ write_padded(Buffer *buffer, long long number, int width)
 /* Apache's %{sec}t and its kin (_templates._epoch_fields): floor(time * units), or
  * for a fraction that modulo the units, zero-padded to their digits. */
 static int
-write_epoch(Buffer *buffer, PyObject *when, long long units, int fraction)
+write_epoch(Buffer *buffer, double t, long long units, int fraction)
 {
-    double t;
-    if (record_double(when, &t) != 0) {
-        return UNSUPPORTED;
-    }
     double scaled = t * (double)units;
     /* math.floor raises for NaN and the infinities; past 64 bits is left to Python. */
     if (!(fabs(scaled) < 9.2e18)) {
@@ -243,13 +236,12 @@ is_basic(const char *value, Py_ssize_t size)
 }
 
 /* The user name of Basic credentials (%u): "-" without them; with them, what the
- * reference's _user gives (called: base64 is decoded as Python decodes it). */
+ * reference's _user gives (called: base64 is decoded as Python decodes it).  `rc` is
+ * the Authorization field's lookup (headers.h), its value in the line's scratch. */
 static int
-write_user(Buffer *buffer, Line *line, const Op *op, PyObject *headers)
+write_user(Buffer *buffer, Line *line, const Op *op, int rc)
 {
     Buffer *scratch = &line->scratch;
-    scratch->length = 0;
-    int rc = headers_find(scratch, headers, op->name, op->environ_key, buffer_write);
     if (rc == HEADERS_ABSENT || (rc == 0 && !is_basic(scratch->data, scratch->length))) {
         return BUFFER_LITERAL(buffer, "-");
     }
@@ -273,6 +265,32 @@ write_user(Buffer *buffer, Line *line, const Op *op, PyObject *headers)
     return rc;
 }
 
+/* A field's value looked up into the line's scratch: what headers_find returns. */
+static int
+find_field(Line *line, const Op *op, PyObject *headers)
+{
+    line->scratch.length = 0;
+    return headers_find(&line->scratch, headers, op->name, op->environ_key, buffer_write);
+}
+
+/* find_field in a Packed record's request header fields. */
+static int
+find_packed_field(Line *line, const Op *op, Packed *packed)
+{
+    line->scratch.length = 0;
+    return headers_find_packed(&line->scratch, packed, op->name, op->environ_key, buffer_write);
+}
+
+/* A redacted header field: "-" when absent, else the redaction (`rc`: its lookup). */
+static int
+write_redacted(Buffer *buffer, int rc)
+{
+    if (rc == HEADERS_ABSENT) {
+        return BUFFER_LITERAL(buffer, "-");
+    }
+    return rc != 0 ? rc : BUFFER_LITERAL(buffer, REDACTED);
+}
+
 /* A request or response header field: escaped, "-" when absent, or the redaction. */
 static int
 write_header(Buffer *buffer, Line *line, const Op *op, PyObject *record)
@@ -282,12 +300,7 @@ write_header(Buffer *buffer, Line *line, const Op *op, PyObject *record)
     if (!(op->number & HEADER_REDACT)) {
         return headers_write(buffer, headers, op->name, op->environ_key);
     }
-    line->scratch.length = 0;
-    int rc = headers_find(&line->scratch, headers, op->name, op->environ_key, buffer_write);
-    if (rc == HEADERS_ABSENT) {
-        return BUFFER_LITERAL(buffer, "-");
-    }
-    return rc != 0 ? rc : BUFFER_LITERAL(buffer, REDACTED);
+    return write_redacted(buffer, find_field(line, op, headers));
 }
 
 /* A str field (method, protocol), escaped. */
@@ -342,11 +355,11 @@ write_sent(Buffer *buffer, PyObject *record, int dash)
 
 /* A duration in whole units of `divisor` microseconds, or as seconds.microseconds. */
 static int
-write_duration(Buffer *buffer, PyObject *record, long long divisor, int seconds_fraction)
+write_duration(Buffer *buffer, double duration, long long divisor, int seconds_fraction)
 {
     long long microseconds = 0;
     int present = 0;
-    int rc = read_microseconds(PyTuple_GET_ITEM(record, DURATION), &microseconds, &present);
+    int rc = microseconds_of(duration, &microseconds, &present);
     if (rc != 0) {
         return rc;
     }
@@ -375,6 +388,17 @@ write_extra(Buffer *buffer, PyObject *record, int index)
     return scalar_write_text(buffer, value);
 }
 
+/* The trace or span id of `ids` (op->number 0 or 1), "-" for NULL. */
+static int
+write_trace_ids(Buffer *buffer, const Op *op, const TraceIds *ids)
+{
+    if (ids == NULL) {
+        return BUFFER_LITERAL(buffer, "-");
+    }
+    return op->number == 0 ? buffer_write(buffer, ids->trace_id, 32)
+                           : buffer_write(buffer, ids->span_id, 16);
+}
+
 /* %{trace_id}x or %{span_id}x (_templates._trace_column): the span's, else the
  * traceparent field's, "-" for none.  The field is looked up even when the span gives
  * the ids, as the reference reads it for every record: headers it would fail on are
@@ -397,11 +421,7 @@ write_trace(Buffer *buffer, Line *line, const Op *op, PyObject *record)
         ids = span;
         found = 1;
     }
-    if (!found) {
-        return BUFFER_LITERAL(buffer, "-");
-    }
-    return op->number == 0 ? buffer_write(buffer, ids.trace_id, 32)
-                           : buffer_write(buffer, ids.span_id, 16);
+    return write_trace_ids(buffer, op, found ? &ids : NULL);
 }
 
 /* What str.strip() strips of text decoded as latin-1: the Unicode whitespace below
@@ -527,6 +547,7 @@ static int
 write_op(Buffer *buffer, Line *line, Op *op, PyObject *record)
 {
     long long status;
+    double number;
     PyObject *query;
     switch (op->code) {
     case OP_TEXT:
@@ -558,19 +579,25 @@ write_op(Buffer *buffer, Line *line, Op *op, PyObject *record)
         return stamps_write_clock(buffer, &op->stamps, op->object, PyTuple_GET_ITEM(record, TIME));
     case OP_EPOCH:
     case OP_EPOCH_FRACTION:
-        return write_epoch(buffer, PyTuple_GET_ITEM(record, TIME), op->number,
-                           op->code == OP_EPOCH_FRACTION);
+        if (record_double(PyTuple_GET_ITEM(record, TIME), &number) != 0) {
+            return UNSUPPORTED;
+        }
+        return write_epoch(buffer, number, op->number, op->code == OP_EPOCH_FRACTION);
     case OP_BYTES:
     case OP_BYTES_OR_DASH:
         return write_sent(buffer, record, op->code == OP_BYTES_OR_DASH);
     case OP_DURATION:
-        return write_duration(buffer, record, op->number, 0);
     case OP_SECONDS_FRACTION:
-        return write_duration(buffer, record, 1, 1);
+        if (record_double(PyTuple_GET_ITEM(record, DURATION), &number) != 0) {
+            return UNSUPPORTED;
+        }
+        return op->code == OP_DURATION ? write_duration(buffer, number, op->number, 0)
+                                       : write_duration(buffer, number, 1, 1);
     case OP_HEADER:
         return write_header(buffer, line, op, record);
     case OP_USER:
-        return write_user(buffer, line, op, PyTuple_GET_ITEM(record, REQUEST_HEADERS));
+        return write_user(buffer, line, op,
+                          find_field(line, op, PyTuple_GET_ITEM(record, REQUEST_HEADERS)));
     case OP_EXTRA:
         return write_extra(buffer, record, (int)op->number);
     case OP_TRACE:
@@ -585,9 +612,108 @@ write_op(Buffer *buffer, Line *line, Op *op, PyObject *record)
     }
 }
 
+/* An escaped text of a Packed record (its UTF-8 is escaped as its str is). */
+static int
+write_packed_text(Buffer *buffer, Packed *packed, int which, int how)
+{
+    Py_ssize_t size;
+    const char *text = packed_text(packed, which, &size);
+    return escape_write(buffer, text, size, how);
+}
+
+/* write_op for a Packed record.  It has the shape packed_from_record packs (packed.h):
+ * texts of the types the ops read, a float time and duration, request header fields
+ * of a shape headers.h reads, and no response header fields, notes or extras: those
+ * ops write what they write for None, without asking the record anything. */
+static int
+write_packed_op(Buffer *buffer, Line *line, Op *op, Packed *packed)
+{
+    Py_ssize_t size;
+    const char *text;
+    TraceIds ids;
+    switch (op->code) {
+    case OP_TEXT:
+        return buffer_write(buffer, PyBytes_AS_STRING(op->object), PyBytes_GET_SIZE(op->object));
+    case OP_CLIENT:
+        /* None and "" are "-" (both pack as no bytes). */
+        text = packed_text(packed, PACKED_CLIENT, &size);
+        return size == 0 ? BUFFER_LITERAL(buffer, "-")
+                         : escape_write(buffer, text, size, ESCAPE_UNQUOTED);
+    case OP_PATH:
+        return write_packed_text(buffer, packed, PACKED_PATH, ESCAPE_QUOTED);
+    case OP_QUERY:
+        return write_packed_text(buffer, packed, PACKED_QUERY, ESCAPE_QUOTED);
+    case OP_QUERY_MARK:
+        packed_text(packed, PACKED_QUERY, &size);
+        return size > 0 ? BUFFER_LITERAL(buffer, "?") : 0;
+    case OP_METHOD:
+        return write_packed_text(buffer, packed, PACKED_METHOD, ESCAPE_QUOTED);
+    case OP_PROTOCOL:
+        return write_packed_text(buffer, packed, PACKED_PROTOCOL, ESCAPE_QUOTED);
+    case OP_STATUS:
+        return buffer_write_decimal(buffer, packed->status);
+    case OP_PID:
+        return buffer_write_decimal(buffer, line->pid);
+    case OP_TIME:
+        return stamps_write_seconds(buffer, &op->stamps, op->object, packed->time);
+    case OP_EPOCH:
+    case OP_EPOCH_FRACTION:
+        return write_epoch(buffer, packed->time, op->number, op->code == OP_EPOCH_FRACTION);
+    case OP_BYTES:
+    case OP_BYTES_OR_DASH: {
+        text = packed_text(packed, PACKED_METHOD, &size);
+        int head = size == 4 && memcmp(text, "HEAD", 4) == 0;
+        long long sent = bytes_on_the_wire(head, packed->status, packed->sent);
+        if (op->code == OP_BYTES_OR_DASH && sent == 0) {
+            return BUFFER_LITERAL(buffer, "-");
+        }
+        return buffer_write_decimal(buffer, sent);
+    }
+    case OP_DURATION:
+        return write_duration(buffer, packed->duration, op->number, 0);
+    case OP_SECONDS_FRACTION:
+        return write_duration(buffer, packed->duration, 1, 1);
+    case OP_HEADER:
+        if (op->number & HEADER_RESPONSE) {
+            return BUFFER_LITERAL(buffer, "-"); /* none */
+        }
+        if (!(op->number & HEADER_REDACT)) {
+            return headers_write_packed(buffer, packed, op->name, op->environ_key);
+        }
+        return write_redacted(buffer, find_packed_field(line, op, packed));
+    case OP_USER:
+        return write_user(buffer, line, op, find_packed_field(line, op, packed));
+    case OP_TRACE: {
+        /* No span: the traceparent field's, if it gives them. */
+        int rc = find_packed_field(line, op, packed);
+        if (rc < 0) {
+            return rc;
+        }
+        int found = rc == 0 && trace_ids_from_header(line->scratch.data, line->scratch.length, &ids);
+        return write_trace_ids(buffer, op, found ? &ids : NULL);
+    }
+    case OP_EXTRA:               /* no extras */
+    case OP_CONNECTION_STATUS:   /* completion unknown */
+    case OP_ENVIRON:             /* no server variables */
+    case OP_NOTE:                /* no notes */
+        return BUFFER_LITERAL(buffer, "-");
+    default:
+        return UNSUPPORTED; /* read_op admits no other code */
+    }
+}
+
 static int
 write_line(Buffer *buffer, Line *line, PyObject *record)
 {
+    if (packed_check(record)) {
+        for (Py_ssize_t i = 0; i < line->count; i++) {
+            int rc = write_packed_op(buffer, line, &line->ops[i], (Packed *)record);
+            if (rc != 0) {
+                return rc;
+            }
+        }
+        return 0;
+    }
     if (!PyTuple_Check(record) || PyTuple_GET_SIZE(record) != FIELDS) {
         return UNSUPPORTED;
     }

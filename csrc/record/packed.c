@@ -41,7 +41,8 @@ packed_str(PyObject *value, TextBytes *text)
  * read) has the shape packed: 1 with its texts in *texts (released by the caller),
  * 0 if not, -1 on error.  The shape: client None or a str; method and protocol str;
  * path and query bytes; status and bytes sent ints of 64 bits; request headers a
- * list or tuple of (bytes, bytes) pairs (ASGI), or a dict of the environ's picked
+ * list or tuple of (bytes, bytes) pairs (ASGI) or of (str, str) pairs (gunicorn's:
+ * ASCII names, values of one byte a character), or a dict of the environ's picked
  * fields, ASCII str keys to str values of one byte a character (WSGI), which
  * packed_from_fields checks as it copies them; no response headers (an empty tuple),
  * no notes, no extras.  Exact
@@ -91,9 +92,12 @@ packable(PyObject *const *fields, Texts *texts, long long *status, long long *se
     return rc;
 }
 
-/* A header field's name and value as packed: bytes as they are; an environ's str key
- * (ASCII) and str value of one byte a character, which are those bytes (latin-1, as
- * the formats write such a value: text.h).  0 for anything else. */
+/* A header field's name and value as packed: bytes as they are (FIELD_BYTES); a str
+ * name (ASCII) and a str value of one byte a character, which are those bytes
+ * (latin-1, as the formats write such a value: text.h) (FIELD_STR).  0 for anything
+ * else, a mix of the two included. */
+enum { FIELD_BYTES = 1, FIELD_STR = 2 };
+
 static int
 field_bytes(PyObject *name, PyObject *value, const char **name_data, Py_ssize_t *name_size,
             const char **value_data, Py_ssize_t *value_size)
@@ -103,7 +107,7 @@ field_bytes(PyObject *name, PyObject *value, const char **name_data, Py_ssize_t 
         *name_size = PyBytes_GET_SIZE(name);
         *value_data = PyBytes_AS_STRING(value);
         *value_size = PyBytes_GET_SIZE(value);
-        return 1;
+        return FIELD_BYTES;
     }
     if (PyUnicode_CheckExact(name) && PyUnicode_IS_ASCII(name) && PyUnicode_CheckExact(value)
         && PyUnicode_KIND(value) == PyUnicode_1BYTE_KIND) {
@@ -111,18 +115,21 @@ field_bytes(PyObject *name, PyObject *value, const char **name_data, Py_ssize_t 
         *name_size = PyUnicode_GET_LENGTH(name);
         *value_data = (const char *)PyUnicode_DATA(value);
         *value_size = PyUnicode_GET_LENGTH(value);
-        return 1;
+        return FIELD_STR;
     }
     return 0;
 }
 
 /* Visits each header field of `headers` (pairs, or a dict when `environ`): 1, or 0 as
- * soon as one has another shape (or is past 4 GiB).  With `out`, copies each (its
- * two sizes, uint32_t, then its bytes) and advances *out; else adds what they take to
- * *size and what they cost the record's budget (_budget._headers_size) to *cost.
- * Called inside a critical section on `headers`. */
+ * soon as one has another shape (or is past 4 GiB).  Every field must be of one kind
+ * (field_bytes), which is left in *kind (FIELD_STR for an environ's; unchanged for no
+ * pairs): unpacking makes them all of it.  With `out`, copies each (its two sizes,
+ * uint32_t, then its bytes) and advances *out; else adds what they take to *size and
+ * what they cost the record's budget (_budget._headers_size) to *cost.  Called inside
+ * a critical section on `headers`. */
 static int
-visit_headers(PyObject *headers, int environ, char **out, Py_ssize_t *size, Py_ssize_t *cost)
+visit_headers(PyObject *headers, int environ, int *kind, char **out, Py_ssize_t *size,
+              Py_ssize_t *cost)
 {
     Py_ssize_t position = 0, i = 0;
     PyObject *name, *value;
@@ -132,17 +139,13 @@ visit_headers(PyObject *headers, int environ, char **out, Py_ssize_t *size, Py_s
             if (!PyDict_Next(headers, &position, &name, &value)) {
                 return 1;
             }
-            if (!PyUnicode_CheckExact(name)) {
-                return 0; /* not bytes either: a dict's keys are str */
-            }
         }
         else {
             if (i == count) {
                 return 1;
             }
             PyObject *pair = PySequence_Fast_ITEMS(headers)[i++];
-            if (!PyTuple_CheckExact(pair) || PyTuple_GET_SIZE(pair) != 2
-                || !PyBytes_CheckExact(PyTuple_GET_ITEM(pair, 0))) {
+            if (!PyTuple_CheckExact(pair) || PyTuple_GET_SIZE(pair) != 2) {
                 return 0;
             }
             name = PyTuple_GET_ITEM(pair, 0);
@@ -150,13 +153,15 @@ visit_headers(PyObject *headers, int environ, char **out, Py_ssize_t *size, Py_s
         }
         const char *name_data, *value_data;
         Py_ssize_t name_size, value_size;
-        if (!field_bytes(name, value, &name_data, &name_size, &value_data, &value_size)
-            || (size_t)name_size > UINT32_MAX || (size_t)value_size > UINT32_MAX) {
+        int field = field_bytes(name, value, &name_data, &name_size, &value_data, &value_size);
+        if (field == 0 || (*kind != 0 && field != *kind) || (size_t)name_size > UINT32_MAX
+            || (size_t)value_size > UINT32_MAX) {
             return 0;
         }
+        *kind = field;
         if (out == NULL) {
             *size += 2 * (Py_ssize_t)sizeof(uint32_t) + name_size + value_size;
-            /* An environ's field costs its value's characters, a pair its bytes. */
+            /* An environ's field costs its value's characters, a pair its two. */
             *cost += FIELD_OVERHEAD + value_size + (environ ? 0 : name_size);
             continue;
         }
@@ -191,7 +196,8 @@ packed_from_fields(PyTypeObject *type, PyTypeObject *record_type, double time, d
     Py_BEGIN_CRITICAL_SECTION(headers);
     Py_ssize_t cost = texts.texts[PACKED_PATH].size + texts.texts[PACKED_QUERY].size;
     int environ = (texts.flags & PACKED_HEADER_ENVIRON) != 0;
-    if (visit_headers(headers, environ, NULL, &size, &cost)) {
+    int kind = environ ? FIELD_STR : 0;
+    if (visit_headers(headers, environ, &kind, NULL, &size, &cost)) {
         /* Not tp_alloc, which zeroes what is written over at once below. */
         packed = PyObject_Malloc(offsetof(Packed, data) + (size_t)size);
         if (packed == NULL) {
@@ -206,7 +212,10 @@ packed_from_fields(PyTypeObject *type, PyTypeObject *record_type, double time, d
             memcpy(out, texts.texts[i].data, (size_t)texts.texts[i].size);
             out += texts.texts[i].size;
         }
-        visit_headers(headers, environ, &out, NULL, NULL);
+        visit_headers(headers, environ, &kind, &out, NULL, NULL);
+        if (kind == FIELD_STR && !environ) {
+            texts.flags |= PACKED_HEADER_STR;
+        }
         packed->header_count = environ ? PyDict_GET_SIZE(headers)
                                        : PySequence_Fast_GET_SIZE(headers);
         packed->cost = cost;
@@ -285,12 +294,14 @@ unpacked_bytes(Packed *packed, int which)
 }
 
 /* The request header fields as the record held them: a list or tuple of (bytes,
- * bytes) pairs, or the picked environ fields of a WSGI record as a dict of str. */
+ * bytes) or (str, str) pairs, or the picked environ fields of a WSGI record as a dict
+ * of str. */
 static PyObject *
 unpacked_headers(Packed *packed)
 {
     int environ = (packed->flags & PACKED_HEADER_ENVIRON) != 0;
     int tuple = (packed->flags & PACKED_HEADER_TUPLE) != 0;
+    int str = environ || (packed->flags & PACKED_HEADER_STR) != 0;
     PyObject *headers = environ ? PyDict_New()
                         : tuple ? PyTuple_New(packed->header_count)
                                 : PyList_New(packed->header_count);
@@ -302,10 +313,10 @@ unpacked_headers(Packed *packed)
     const char *name, *value;
     Py_ssize_t name_size, value_size;
     for (Py_ssize_t i = 0; packed_next_field(&fields, &name, &name_size, &value, &value_size); i++) {
-        PyObject *key = environ ? PyUnicode_DecodeASCII(name, name_size, NULL)
-                                : PyBytes_FromStringAndSize(name, name_size);
+        PyObject *key = str ? PyUnicode_DecodeASCII(name, name_size, NULL)
+                            : PyBytes_FromStringAndSize(name, name_size);
         PyObject *text = key == NULL ? NULL
-                         : environ   ? PyUnicode_DecodeLatin1(value, value_size, NULL)
+                         : str       ? PyUnicode_DecodeLatin1(value, value_size, NULL)
                                      : PyBytes_FromStringAndSize(value, value_size);
         PyObject *pair = environ || text == NULL ? NULL : PyTuple_Pack(2, key, text);
         int rc = text == NULL ? -1

@@ -28,6 +28,7 @@ enum { PACKED_CLIENT, PACKED_METHOD, PACKED_PATH, PACKED_QUERY, PACKED_PROTOCOL,
 #define PACKED_NO_CLIENT 1u       /* the client address was None */
 #define PACKED_HEADER_TUPLE 2u    /* the request headers were a tuple, not a list */
 #define PACKED_HEADER_ENVIRON 4u  /* the request headers were a dict of environ keys to str */
+#define PACKED_HEADER_STR 8u      /* the request headers were pairs of str (gunicorn's) */
 
 typedef struct {
     PyObject_VAR_HEAD          /* ob_size: the bytes in data[] */
@@ -42,7 +43,8 @@ typedef struct {
     unsigned int flags;
     /* The texts, one after the other, then each request header field as the two
      * sizes of its name and value (uint32_t, unaligned) followed by their bytes: a
-     * pair's bytes, or an environ's key and the latin-1 of its value. */
+     * pair's bytes, or the ASCII of a str pair's name or an environ's key and the
+     * latin-1 of its value. */
     char data[];
 } Packed;
 

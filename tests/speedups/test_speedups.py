@@ -247,7 +247,11 @@ def _c_formatter(name: str, *, utc: bool) -> Callable[[list[Record]], bytes | No
     """The C core's function for the format ``name`` (combined, json or template), its
     other arguments bound; the JSON format and the template with added, redacted and
     response header fields, the JSON format with the optional fields and variables, the
-    template with every kind of field."""
+    template with every kind of field.  ``packed-combined`` and ``packed-template``:
+    the records as the C hand-off queues them (csrc/record/packed.c), packed, formatted
+    and unpacked again (the pure-Python fallback's step)."""
+    if name.startswith("packed-"):
+        return _packed(_c_formatter(name.removeprefix("packed-"), utc=utc))
     if name == "template":
         template = Template(
             '%h %l %u %t "%r" %>s %b %B %D %T %Tf %(M)s %P %(p)s %{sec}t %{msec_frac}t '
@@ -271,34 +275,46 @@ def _c_formatter(name: str, *, utc: bool) -> Callable[[list[Record]], bytes | No
             json._trace_header, json._extras_fields,
         )  # fmt: skip
     apache = ApacheFormat(combined=True, utc=utc)
-    if name == "packed":
-        # The records as the C hand-off queues them (csrc/record/packed.c), packed,
-        # formatted and unpacked again (the pure-Python fallback's step).
-        assert _core.speedups is not None
-        pack, unpacked = _core.speedups.pack_record, _core.speedups.unpacked
-
-        def usual(record: Record) -> Record:
-            # What the request paths make: pairs of bytes, nothing else to carry.
-            headers = record.request_headers
-            pairs = [
-                (name, value)
-                for name, value in (headers if type(headers) in (list, tuple) else ())
-                if type(name) is bytes and type(value) is bytes
-            ]
-            return record._replace(
-                request_headers=pairs, response_headers=(), notes=None, extras=None
-            )
-
-        def packed_lines(records: list[Record]) -> bytes | None:
-            queued = [pack(usual(record)) or record for record in records]
-            unpacked(queued)
-            return c_lines(apache, queued)
-
-        return packed_lines
     return lambda records: c_lines(apache, records)
 
 
-C_FORMATS = ["combined", "json", "template", "packed"]
+def _packed(
+    c_format: Callable[[list[Record]], bytes | None],
+) -> Callable[[list[Record]], bytes | None]:
+    """``c_format`` of the records packed as the C hand-off packs them."""
+    assert _core.speedups is not None
+    pack, unpacked = _core.speedups.pack_record, _core.speedups.unpacked
+
+    def usual(record: Record) -> Record:
+        # What the request paths make: pairs of bytes (ASGI) or of str (gunicorn's),
+        # nothing else to carry.
+        headers = record.request_headers
+        pairs = [
+            (name, value)
+            for name, value in (headers if type(headers) in (list, tuple) else ())
+            if type(name) is bytes and type(value) is bytes
+        ]
+        text = [
+            (name, value)
+            for name, value in (headers if type(headers) in (list, tuple) else ())
+            if type(name) is str and type(value) is str and max(map(ord, value), default=0) < 256
+        ]
+        return record._replace(
+            request_headers=text if text and record.query else pairs,
+            response_headers=(),
+            notes=None,
+            extras=None,
+        )
+
+    def packed_lines(records: list[Record]) -> bytes | None:
+        queued = [pack(usual(record)) or record for record in records]
+        unpacked(queued)
+        return c_format(queued)
+
+    return packed_lines
+
+
+C_FORMATS = ["combined", "json", "template", "packed-combined", "packed-template"]
 
 
 def _rss_bytes() -> int:

@@ -2,7 +2,8 @@
 unpacks equal to itself, costs the queue's byte budget what the record costs, and is
 written by the C core in the very line the pure-Python reference writes for the record;
 any other record is queued as it is.  The C hand-off packs only for a log whose writer
-formats in C (the common and combined lines, no filter)."""
+formats in C (the common and combined lines, templates, no filter); templates' packed
+lines are proven in tests/speedups/test_speedups_templates.py."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from hypothesis import strategies as st
 
 from _examples import examples
 from _strategies import LATIN1, NUMBERS, RAW, TEXT, TIMES
-from boundlog import Extras, JsonFormat, Record, _core
+from boundlog import Extras, JsonFormat, Record, Template, _core
 from boundlog.engine._admission import Admission
 from boundlog.engine._writer import packs_for
 from boundlog.formats._apache import ApacheFormat
@@ -28,8 +29,13 @@ pytestmark = pytest.mark.skipif(
 
 NAMES = st.sampled_from([b"referer", b"Referer", b"REFERER", b"user-agent", b"User-Agent",
                          b"host", b"referer\x00", b""])  # fmt: skip
-# Pairs of bytes (the shape packed), and others that are not.
+# Pairs of bytes and gunicorn's pairs of str (the shapes packed), and others that are
+# not: a mix of the two, text beyond latin-1, a non-ASCII name.
 PAIRS = st.lists(st.tuples(NAMES, RAW), max_size=5)
+STR_PAIRS = st.lists(
+    st.tuples(st.sampled_from(["HOST", "REFERER", "User-Agent", "r\xe9ferer"]), LATIN1),
+    max_size=5,
+)
 ODD_PAIRS = st.lists(st.tuples(st.sampled_from([b"referer", "referer"]), TEXT), min_size=1)
 # What the WSGI paths pick of the environ (str values, of one byte a character when
 # packed), and others.
@@ -49,7 +55,7 @@ RECORDS = st.builds(
     protocol=st.one_of(st.sampled_from(["HTTP/1.1", "HTTP/2"]), TEXT),
     status=st.one_of(NUMBERS, st.just(True), st.just(2**64)),
     bytes_sent=st.one_of(NUMBERS, st.just(2**70)),
-    request_headers=st.one_of(PAIRS, PAIRS.map(tuple), ODD_PAIRS, ENVIRONS),
+    request_headers=st.one_of(PAIRS, PAIRS.map(tuple), STR_PAIRS, ODD_PAIRS, ENVIRONS),
     response_headers=st.one_of(st.just(()), st.just([]), st.just(((b"server", b"x"),))),
     notes=st.one_of(st.none(), st.just({"user": "u"})),
     extras=st.one_of(st.none(), st.just(Extras(route="/r"))),
@@ -73,7 +79,16 @@ def _usual_shape(record: Record) -> bool:
         and (
             (
                 type(headers) in (list, tuple)
-                and all(type(name) is bytes and type(value) is bytes for name, value in headers)
+                and (
+                    all(type(name) is bytes and type(value) is bytes for name, value in headers)
+                    or all(
+                        type(name) is str
+                        and name.isascii()
+                        and type(value) is str
+                        and all(ord(c) < 256 for c in value)
+                        for name, value in headers
+                    )
+                )
             )
             or (
                 type(headers) is dict
@@ -187,6 +202,7 @@ def test_only_a_writer_formatting_in_c_takes_packed_records() -> None:
     assert packs_for(combined, None)
     assert not packs_for(combined, make_select(skip_paths=["/health"]))
     assert not packs_for(JsonFormat(), None)
+    assert packs_for(Template("%h %{route}x"), None)
 
     class Mine(ApacheFormat):
         __slots__ = ()

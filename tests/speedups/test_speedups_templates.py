@@ -25,10 +25,13 @@ from _strategies import (
     DURATIONS,
     ENVIRON_NAMES,
     JSON_TIMES,
+    LATIN1,
+    NUMBERS,
     ORDINARY_EXTRAS,
     ORDINARY_VALUES,
     RAW,
     TEXT,
+    TRACEPARENTS,
     VALUES,
     compared,
     hostile_records,
@@ -543,3 +546,98 @@ def test_the_traceparent_field_is_read_even_with_a_span() -> None:
     assert c_lines(fmt, [record]) is None
     assert outcome(fmt.format_batch, [record]) == outcome(fmt.format_batch_python, [record])
     assert fmt.format_batch([record._replace(request_headers=[])]) == b"%032x\n" % 1
+
+
+# Records of the shape the C hand-off packs (csrc/record/packed.c): hostile texts and
+# bytes, every float time and duration, request header fields as bytes pairs (ASGI),
+# str pairs (gunicorn's: names in any case) or the environ fields the WSGI paths pick.
+PACKABLE_BYTES = st.sampled_from(
+    [b"x-request-id", b"X-Request-ID", b"referer", b"user-agent", b"cookie", b"host",
+     b"traceparent", b"Traceparent", b"connection", b"authorization", b"Authorization", b""]
+)  # fmt: skip
+BYTES_VALUES = st.one_of(
+    RAW, CREDENTIALS, TRACEPARENTS.map(lambda value: value.encode()),
+    CONNECTION_TEXT.map(lambda text: text.encode("latin-1", "replace")),
+)  # fmt: skip
+LATIN1_VALUES = st.one_of(
+    LATIN1, CREDENTIALS.map(lambda value: value.decode("latin-1")), TRACEPARENTS,
+    CONNECTION_TEXT.filter(lambda text: max(map(ord, text), default=0) < 256),
+)  # fmt: skip
+PACKABLE_HEADERS = st.one_of(
+    st.lists(st.tuples(PACKABLE_BYTES, BYTES_VALUES), max_size=6),
+    st.lists(
+        st.tuples(PACKABLE_BYTES.map(lambda name: name.decode().upper()), LATIN1_VALUES),
+        max_size=6,
+    ).map(tuple),
+    st.dictionaries(
+        st.sampled_from(
+            ["HTTP_X_REQUEST_ID", "HTTP_REFERER", "HTTP_AUTHORIZATION", "HTTP_TRACEPARENT",
+             "HTTP_CONNECTION", "HTTP_USER_AGENT"]
+        ),
+        LATIN1_VALUES,
+    ),
+)  # fmt: skip
+PACKABLE_RECORDS = st.builds(
+    Record,
+    time=JSON_TIMES.filter(lambda when: type(when) is float),
+    duration=DURATIONS.filter(lambda duration: type(duration) is float),
+    client=st.one_of(st.none(), st.sampled_from(["", "127.0.0.1", "/a b.sock"]), TEXT),
+    method=st.one_of(st.sampled_from(["GET", "HEAD", "head"]), TEXT),
+    path=RAW,
+    query=st.one_of(st.just(b""), RAW),
+    protocol=st.one_of(st.sampled_from(["HTTP/1.0", "HTTP/1.1"]), TEXT),
+    status=NUMBERS,
+    bytes_sent=NUMBERS,
+    request_headers=PACKABLE_HEADERS,
+    response_headers=st.just(()),
+    notes=st.none(),
+    extras=st.none(),
+)
+
+
+@needs_c
+@settings(max_examples=examples(500), suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.one_of(st.sampled_from(DOCUMENTED + EXTRAS_TEMPLATES), TEMPLATES),
+    st.lists(st.tuples(PACKABLE_RECORDS, st.booleans()), max_size=8),
+    OPTIONS,
+)
+def test_packed_records_give_the_reference_lines(
+    text: str, batch: list[tuple[Record, bool]], options: dict[str, Any]
+) -> None:
+    """The C hand-off queues a template's records packed: any mix of packed and unpacked
+    records gives the reference's lines of the records, every directive included (the
+    ones reading what a packed record never holds write what they write for None)."""
+    assert _core.speedups is not None
+    fmt = template(text, options)
+    records = [record for record, _ in batch]
+    packed = [_core.speedups.pack_record(record) for record, _ in batch]
+    assert all(item is not None for item in packed)  # the strategy's promise
+    queued = [item if pack else record for (record, pack), item in zip(batch, packed, strict=True)]
+    assert outcome(fmt.format_batch, queued) == outcome(fmt.format_batch_python, records)
+    # Packed, every usual record is formatted in C, never handed back.
+    ordinary = all(
+        0 <= record.time < 4102444800.0 and not (1e12 <= record.duration < float("inf"))
+        for record in records
+    )
+    if ordinary and text in DOCUMENTED:
+        assert c_lines(fmt, packed) == outcome(fmt.format_batch_python, records)  # type: ignore[arg-type]
+
+
+@needs_c
+def test_gunicorns_default_line_of_its_own_headers_packs() -> None:
+    """gunicorn hands over its request's header fields as pairs of str, names in upper
+    case: such a record packs, and its line (the default template) is the reference's."""
+    assert _core.speedups is not None
+    record = make_record(
+        request_headers=[("HOST", "example.test"), ("REFERER", "https://r.test/\xe9"),
+                         ("USER-AGENT", 'curl "8"'), ("AUTHORIZATION", "Basic YWxpY2U6eA==")],
+    )  # fmt: skip
+    packed = _core.speedups.pack_record(record)
+    assert packed is not None
+    assert packed.record() == record
+    fmt = Template(GUNICORN_DEFAULT)
+    line = fmt.format_batch_python([record])
+    assert c_lines(fmt, [packed]) == line  # type: ignore[list-item]
+    assert b" alice [" in line
+    assert b'"https://r.test/\\xe9" "curl \\x228\\x22"' in line
