@@ -288,3 +288,88 @@ def outcome(function: Any, records: list[Record]) -> Any:
         return function(records)
     except Exception as error:
         return type(error)
+
+
+#: Extras of the shape the C hand-off packs (csrc/record/packed.c): the usual kinds, no
+#: environ.
+PACKABLE_EXTRAS = st.none() | st.builds(
+    Extras,
+    route=st.none() | st.sampled_from(["/items/{item_id}", "/"]) | TEXT,
+    trace=st.none() | st.tuples(st.integers(0, (1 << 128) - 1), st.integers(0, (1 << 64) - 1)),
+    completed=st.none() | st.booleans(),
+    bytes_received=st.none() | st.integers(min_value=-(2**63), max_value=2**63 - 1),
+    close_code=st.none() | st.integers(min_value=1000, max_value=4999),
+    environ=st.none(),
+)
+_PACKABLE_NAMES = st.sampled_from(
+    ["referer", "Referer", "user-agent", "x-request-id", "X-Request-ID", "traceparent",
+     "Traceparent", "cookie", "authorization", "accept", "content-type", "host", ""]
+)  # fmt: skip
+_LATIN1_VALUES = st.one_of(LATIN1, TRACEPARENTS)
+#: Request header fields of the shapes packed: bytes pairs (ASGI), str pairs (gunicorn's:
+#: ASCII names, values of one byte a character), the environ fields the WSGI paths pick.
+PACKABLE_HEADERS = st.one_of(
+    st.lists(st.tuples(_PACKABLE_NAMES.map(str.encode), RAW | TRACEPARENTS.map(str.encode))),
+    st.lists(st.tuples(_PACKABLE_NAMES.map(str.upper), _LATIN1_VALUES)).map(tuple),
+    st.dictionaries(
+        st.sampled_from(
+            ["HTTP_REFERER", "HTTP_USER_AGENT", "HTTP_X_REQUEST_ID", "HTTP_TRACEPARENT",
+             "HTTP_COOKIE", "CONTENT_TYPE"]
+        ),
+        _LATIN1_VALUES,
+    ),
+)  # fmt: skip
+
+
+def packable_records(
+    headers: st.SearchStrategy[Any] = PACKABLE_HEADERS,
+) -> st.SearchStrategy[Record]:
+    """Records of the shape the C hand-off packs: hostile texts and bytes, every float time
+    and duration, ``headers`` as the request's, no response header fields, no notes, and
+    extras of the usual kinds."""
+    return st.builds(
+        Record,
+        time=JSON_TIMES.filter(lambda when: type(when) is float),
+        duration=DURATIONS.filter(lambda duration: type(duration) is float),
+        client=st.one_of(st.none(), st.sampled_from(["", "127.0.0.1", "/a b.sock"]), TEXT),
+        method=st.one_of(st.sampled_from(["GET", "HEAD", "head"]), TEXT),
+        path=RAW,
+        query=st.one_of(st.just(b""), RAW),
+        protocol=st.one_of(st.sampled_from(["HTTP/1.0", "HTTP/1.1"]), TEXT),
+        status=NUMBERS,
+        bytes_sent=NUMBERS,
+        request_headers=headers,
+        response_headers=st.just(()),
+        notes=st.none(),
+        extras=PACKABLE_EXTRAS,
+    )
+
+
+def packed_batch(batch: list[tuple[Record, bool]]) -> tuple[list[Record], list[Any], list[Any]]:
+    """The records of ``batch``, each packed, and the queue of them packed where its flag
+    says so (a mix, as a queue holds when some records came before the log packed)."""
+    from boundlog import _core
+
+    assert _core.speedups is not None
+    records = [record for record, _ in batch]
+    packed = [_core.speedups.pack_record(record) for record in records]
+    assert all(item is not None for item in packed)  # the strategy's promise
+    queued = [item if pack else record for (record, pack), item in zip(batch, packed, strict=True)]
+    return records, packed, queued
+
+
+def compared_packed(fmt: Any, c_lines: Any, batch: list[tuple[Record, bool]]) -> Any:
+    """The lines of ``batch`` packed (``packed_batch``) checked against the format's
+    reference for the records: ``format_batch`` of the mixed queue, and the C core's
+    lines (``c_lines``) of each packed record alone, which are the reference's unless
+    it hands the record back (None: a time or duration it leaves to Python).  Returns
+    the C core's lines of the whole packed batch (None if handed back)."""
+    records, packed, queued = packed_batch(batch)
+    expected = outcome(fmt.format_batch_python, records)
+    assert outcome(fmt.format_batch, queued) == expected
+    for record, item in zip(records, packed, strict=True):
+        alone = outcome(c_lines, [item])
+        assert alone is None or alone == outcome(fmt.format_batch_python, [record])
+    c = outcome(c_lines, packed)
+    assert c is None or c == expected
+    return c

@@ -25,6 +25,7 @@
 #include "formats/stamps.h"
 #include "formats/trace.h"
 #include "record/extras.h"
+#include "record/packed.h"
 #include "record/record.h"
 
 /* The items of `texts` (json.h). */
@@ -71,12 +72,14 @@ read_times(PyObject *records, int *one_by_one)
     *one_by_one = 0;
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(records); i++) {
         PyObject *record = PyTuple_GET_ITEM(records, i);
-        if (!PyTuple_Check(record) || PyTuple_GET_SIZE(record) != FIELDS) {
+        int packed = packed_check(record);
+        if (!packed && (!PyTuple_Check(record) || PyTuple_GET_SIZE(record) != FIELDS)) {
             return UNSUPPORTED;
         }
-        PyObject *when = PyTuple_GET_ITEM(record, TIME);
-        if (PyFloat_CheckExact(when)) {
-            double t = PyFloat_AS_DOUBLE(when);
+        PyObject *when = packed ? NULL : PyTuple_GET_ITEM(record, TIME);
+        if (packed || PyFloat_CheckExact(when)) {
+            /* A Packed record's time is a float's. */
+            double t = packed ? ((Packed *)record)->time : PyFloat_AS_DOUBLE(when);
             /* NaN and infinities make Python raise: let it. */
             if (!(fabs(t) < LARGEST_TIME)) {
                 return UNSUPPORTED;
@@ -102,17 +105,10 @@ read_times(PyObject *records, int *one_by_one)
     return 0;
 }
 
-/* The second and millisecond a record's time (checked by read_times) is stamped with. */
+/* The second and millisecond a float time (checked by read_times) is stamped with. */
 static void
-split_time(PyObject *when, int one_by_one, long long *second, int *millisecond)
+split_seconds(double t, int one_by_one, long long *second, int *millisecond)
 {
-    if (PyLong_CheckExact(when)) {
-        /* A fraction of 0: both ways give millisecond 0. */
-        *second = PyLong_AsLongLong(when);
-        *millisecond = 0;
-        return;
-    }
-    double t = PyFloat_AS_DOUBLE(when);
     double whole = trunc(t);
     double fraction = t - whole;
     *second = (long long)whole;
@@ -170,14 +166,25 @@ write_bytes_object(Buffer *buffer, PyObject *bytes)
     return buffer_write(buffer, PyBytes_AS_STRING(bytes), PyBytes_GET_SIZE(bytes));
 }
 
-/* Appends the stamp of `when`: the text before the milliseconds, them, the rest. */
-static int
-write_stamp(Buffer *buffer, Stamps *stamps, PyObject *clock_parts, PyObject *when,
-            int one_by_one)
+/* The second and millisecond a record's time (checked by read_times) is stamped with. */
+static void
+split_time(PyObject *when, int one_by_one, long long *second, int *millisecond)
 {
-    long long second;
-    int millisecond;
-    split_time(when, one_by_one, &second, &millisecond);
+    if (PyLong_CheckExact(when)) {
+        /* A fraction of 0: both ways give millisecond 0. */
+        *second = PyLong_AsLongLong(when);
+        *millisecond = 0;
+        return;
+    }
+    split_seconds(PyFloat_AS_DOUBLE(when), one_by_one, second, millisecond);
+}
+
+/* Appends the stamp of a second and millisecond: the text before the milliseconds,
+ * them, the rest. */
+static int
+write_stamp(Buffer *buffer, Stamps *stamps, PyObject *clock_parts, long long second,
+            int millisecond)
+{
     PyObject *parts = stamp_parts(stamps, clock_parts, second);
     if (parts == NULL) {
         return UNSUPPORTED;
@@ -279,11 +286,22 @@ static int
 write_header(Buffer *buffer, Buffer *scratch, PyObject *record, PyObject *field, int logfmt)
 {
     int response = PyTuple_GET_ITEM(field, HEADER_RESPONSE) == Py_True;
-    PyObject *source = PyTuple_GET_ITEM(record, response ? RESPONSE_HEADERS : REQUEST_HEADERS);
     PyObject *redaction = PyTuple_GET_ITEM(field, HEADER_REDACTION);
     scratch->length = 0;
-    int rc = headers_find(scratch, source, PyTuple_GET_ITEM(field, HEADER_NAME),
+    int rc;
+    if (packed_check(record)) {
+        /* A Packed record has no response header fields. */
+        rc = response ? HEADERS_ABSENT
+                      : headers_find_packed(scratch, (Packed *)record,
+                                            PyTuple_GET_ITEM(field, HEADER_NAME),
+                                            PyTuple_GET_ITEM(field, HEADER_ENVIRON_KEY),
+                                            buffer_write);
+    }
+    else {
+        PyObject *source = PyTuple_GET_ITEM(record, response ? RESPONSE_HEADERS : REQUEST_HEADERS);
+        rc = headers_find(scratch, source, PyTuple_GET_ITEM(field, HEADER_NAME),
                           PyTuple_GET_ITEM(field, HEADER_ENVIRON_KEY), buffer_write);
+    }
     if (rc == -1 || rc == HEADERS_UNSUPPORTED) {
         return rc;
     }
@@ -348,66 +366,116 @@ write_notes(Buffer *buffer, PyObject *notes, PyObject *taken, int logfmt)
     return rc;
 }
 
-/* Appends a line's route, trace id, span id and completion, each with the text before
- * it, as JsonFormat._extras_text does (a route and a completion as scalar.h writes
- * them, which for a str is what _json_text writes): 0, -1, or UNSUPPORTED for extras
- * that are not a tuple of Extras's size, a route or a completion scalar.h leaves, or
- * request headers the traceparent lookup leaves. */
+/* A value of a record (an object) or of a Packed record, as scalar.h writes it. */
+typedef struct {
+    PyObject *object; /* NULL: `packed` */
+    PackedValue packed;
+} Scalar;
+
 static int
-write_extras(Buffer *buffer, Buffer *scratch, PyObject *record, PyObject *texts,
-             PyObject *trace_header, int logfmt)
+write_scalar(Buffer *buffer, const Scalar *value)
 {
+    return value->object != NULL ? scalar_write_json(buffer, value->object)
+                                 : scalar_write_packed(buffer, &value->packed, 1);
+}
+
+/* write_field for a Scalar. */
+static int
+write_scalar_field(Buffer *buffer, int logfmt, PyObject *before, const Scalar *value)
+{
+    Py_ssize_t start = buffer->length;
+    if (write_bytes_object(buffer, before) < 0) {
+        return -1;
+    }
+    Py_ssize_t written = buffer->length;
+    return end_value(buffer, logfmt, start, written, write_scalar(buffer, value));
+}
+
+/* The route, completion and trace ids of a record: 0, -1, or UNSUPPORTED for extras
+ * that are not a tuple of Extras's size, or request headers the traceparent lookup
+ * leaves.  The ids are the span's, else the traceparent field's (read for every
+ * record, as the reference reads it). */
+static int
+read_extras(Buffer *scratch, PyObject *record, PyObject *trace_header, Scalar *route,
+            Scalar *completed, TraceIds *ids, int *found)
+{
+    PyObject *name = PyTuple_GET_ITEM(trace_header, TRACE_HEADER_NAME);
+    PyObject *environ_key = PyTuple_GET_ITEM(trace_header, TRACE_HEADER_ENVIRON_KEY);
+    if (packed_check(record)) {
+        Packed *packed = (Packed *)record;
+        route->object = completed->object = NULL;
+        packed_extra(packed, EXTRAS_ROUTE, &route->packed);
+        packed_extra(packed, EXTRAS_COMPLETED, &completed->packed);
+        *found = trace_ids_from_packed(packed, ids);
+        if (*found) {
+            return 0; /* its header fields are always of a shape the lookup reads */
+        }
+        scratch->length = 0;
+        int rc = headers_find_packed(scratch, packed, name, environ_key, buffer_write);
+        *found = rc == 0 && trace_ids_from_header(scratch->data, scratch->length, ids);
+        return rc < 0 ? rc : 0;
+    }
     PyObject *extras = PyTuple_GET_ITEM(record, EXTRAS);
-    PyObject *route = Py_None, *trace = Py_None, *completed = Py_None;
+    PyObject *trace = Py_None;
+    route->object = completed->object = Py_None;
     if (extras != Py_None) {
         if (!PyTuple_Check(extras) || PyTuple_GET_SIZE(extras) != EXTRAS_FIELDS) {
             return UNSUPPORTED;
         }
-        route = PyTuple_GET_ITEM(extras, EXTRAS_ROUTE);
+        route->object = PyTuple_GET_ITEM(extras, EXTRAS_ROUTE);
         trace = PyTuple_GET_ITEM(extras, EXTRAS_TRACE);
-        completed = PyTuple_GET_ITEM(extras, EXTRAS_COMPLETED);
+        completed->object = PyTuple_GET_ITEM(extras, EXTRAS_COMPLETED);
     }
-    TraceIds ids;
-    int found = trace_ids_from_span(trace, &ids);
-    if (!found) {
-        int rc = trace_ids_from_headers(scratch, PyTuple_GET_ITEM(record, REQUEST_HEADERS),
-                                        PyTuple_GET_ITEM(trace_header, TRACE_HEADER_NAME),
-                                        PyTuple_GET_ITEM(trace_header, TRACE_HEADER_ENVIRON_KEY),
-                                        &ids, &found);
-        if (rc != 0) {
-            return rc;
-        }
+    *found = trace_ids_from_span(trace, ids);
+    if (*found) {
+        return 0;
     }
-    int rc = write_field(buffer, logfmt, PyTuple_GET_ITEM(texts, BEFORE_ROUTE),
-                         scalar_write_json, route);
-    if (rc != 0) {
-        return rc;
-    }
-    /* The ids: null, or lower-case hex digits in quotes (loosened to the digits). */
+    return trace_ids_from_headers(scratch, PyTuple_GET_ITEM(record, REQUEST_HEADERS), name,
+                                  environ_key, ids, found);
+}
+
+/* Appends an id: the text before it, then null or its hex digits in quotes (loosened
+ * to the digits). */
+static int
+write_id(Buffer *buffer, int logfmt, PyObject *before, const char *digits, int size)
+{
     Py_ssize_t start = buffer->length;
-    if (write_bytes_object(buffer, PyTuple_GET_ITEM(texts, BEFORE_TRACE_ID)) < 0) {
+    if (write_bytes_object(buffer, before) < 0) {
         return -1;
     }
     Py_ssize_t value = buffer->length;
-    rc = found ? BUFFER_LITERAL(buffer, "\"") < 0 || buffer_write(buffer, ids.trace_id, 32) < 0
-                     || BUFFER_LITERAL(buffer, "\"") < 0
-               : BUFFER_LITERAL(buffer, "null") < 0;
-    if (end_value(buffer, logfmt, start, value, rc ? -1 : 0) != 0) {
+    int rc = digits != NULL ? BUFFER_LITERAL(buffer, "\"") < 0 || buffer_write(buffer, digits, size) < 0
+                                  || BUFFER_LITERAL(buffer, "\"") < 0
+                            : BUFFER_LITERAL(buffer, "null") < 0;
+    return end_value(buffer, logfmt, start, value, rc ? -1 : 0);
+}
+
+/* Appends a line's route, trace id, span id and completion, each with the text before
+ * it, as JsonFormat._extras_text does (a route and a completion as scalar.h writes
+ * them, which for a str is what _json_text writes): 0, -1, or UNSUPPORTED for extras
+ * read_extras leaves, or a route or a completion scalar.h leaves. */
+static int
+write_extras(Buffer *buffer, Buffer *scratch, PyObject *record, PyObject *texts,
+             PyObject *trace_header, int logfmt)
+{
+    Scalar route, completed;
+    TraceIds ids;
+    int found;
+    int rc = read_extras(scratch, record, trace_header, &route, &completed, &ids, &found);
+    if (rc == 0) {
+        rc = write_scalar_field(buffer, logfmt, PyTuple_GET_ITEM(texts, BEFORE_ROUTE), &route);
+    }
+    if (rc != 0) {
+        return rc;
+    }
+    if (write_id(buffer, logfmt, PyTuple_GET_ITEM(texts, BEFORE_TRACE_ID),
+                 found ? ids.trace_id : NULL, 32) < 0
+        || write_id(buffer, logfmt, PyTuple_GET_ITEM(texts, BEFORE_SPAN_ID),
+                    found ? ids.span_id : NULL, 16) < 0) {
         return -1;
     }
-    start = buffer->length;
-    if (write_bytes_object(buffer, PyTuple_GET_ITEM(texts, BEFORE_SPAN_ID)) < 0) {
-        return -1;
-    }
-    value = buffer->length;
-    rc = found ? BUFFER_LITERAL(buffer, "\"") < 0 || buffer_write(buffer, ids.span_id, 16) < 0
-                     || BUFFER_LITERAL(buffer, "\"") < 0
-               : BUFFER_LITERAL(buffer, "null") < 0;
-    if (end_value(buffer, logfmt, start, value, rc ? -1 : 0) != 0) {
-        return -1;
-    }
-    return write_field(buffer, logfmt, PyTuple_GET_ITEM(texts, BEFORE_COMPLETED),
-                       scalar_write_json, completed);
+    return write_scalar_field(buffer, logfmt, PyTuple_GET_ITEM(texts, BEFORE_COMPLETED),
+                              &completed);
 }
 
 /* Appends the fields a format adds from a record's extras (`extras_fields`), each
@@ -417,6 +485,7 @@ write_extras(Buffer *buffer, Buffer *scratch, PyObject *record, PyObject *texts,
 static int
 write_extras_fields(Buffer *buffer, PyObject *record, PyObject *extras_fields, int logfmt)
 {
+    int packed = packed_check(record);
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(extras_fields); i++) {
         PyObject *field = PyTuple_GET_ITEM(extras_fields, i);
         PyObject *source = PyTuple_GET_ITEM(field, ADDED_SOURCE);
@@ -426,7 +495,15 @@ write_extras_fields(Buffer *buffer, PyObject *record, PyObject *extras_fields, i
         }
         Py_ssize_t written = buffer->length;
         int rc;
-        if (PyLong_CheckExact(source)) {
+        if (packed) {
+            /* A Packed record's environ is None: no variable. */
+            PackedValue value = {PACKED_VALUE_NONE, 0, NULL, 0};
+            if (PyLong_CheckExact(source)) {
+                packed_extra((Packed *)record, (int)PyLong_AsLong(source), &value);
+            }
+            rc = scalar_write_packed(buffer, &value, 1);
+        }
+        else if (PyLong_CheckExact(source)) {
             PyObject *value;
             rc = extras_field(record, (int)PyLong_AsLong(source), &value);
             if (rc == 0) {
@@ -476,10 +553,80 @@ typedef struct {
 
 #define TEXT(line, i) PyTuple_GET_ITEM((line)->texts, (i))
 
-/* Appends one record's line: 0, -1 with an exception set, or UNSUPPORTED.  The record
- * is held by the caller and a tuple's items cannot change: they may be borrowed. */
+/* Appends the duration (null when it is not finite) with the text before it. */
 static int
-write_line(Buffer *buffer, Buffer *scratch, Stamps *stamps, const Line *line, PyObject *record)
+write_duration(Buffer *buffer, const Line *line, double duration)
+{
+    double milliseconds = duration * 1000.0;
+    Py_ssize_t start = buffer->length;
+    if (write_bytes_object(buffer, TEXT(line, BEFORE_DURATION)) < 0) {
+        return -1;
+    }
+    Py_ssize_t value = buffer->length;
+    return end_value(buffer, line->logfmt, start, value, write_milliseconds(buffer, milliseconds));
+}
+
+/* Appends the status and the bytes sent, with the texts before them. */
+static int
+write_status_and_sent(Buffer *buffer, const Line *line, long long status, long long sent)
+{
+    if (write_bytes_object(buffer, TEXT(line, BEFORE_STATUS)) < 0
+        || buffer_write_decimal(buffer, status) < 0
+        || write_bytes_object(buffer, TEXT(line, BEFORE_SENT)) < 0
+        || buffer_write_decimal(buffer, sent) < 0) {
+        return -1;
+    }
+    return 0;
+}
+
+/* A text of a Packed record as a JSON string (its UTF-8 is written as its str or bytes
+ * are), with the text before it. */
+static int
+write_packed_text(Buffer *buffer, const Line *line, int before, Packed *packed, int which)
+{
+    PackedValue value = {PACKED_VALUE_TEXT, 0, NULL, 0};
+    value.text = packed_text(packed, which, &value.size);
+    if (which == PACKED_CLIENT && (packed->flags & PACKED_NO_CLIENT)) {
+        value.kind = PACKED_VALUE_NONE; /* null */
+    }
+    Scalar scalar = {NULL, value};
+    return write_scalar_field(buffer, line->logfmt, TEXT(line, before), &scalar);
+}
+
+/* The start of a Packed record's line, up to its duration (write_record_start). */
+static int
+write_packed_start(Buffer *buffer, Stamps *stamps, const Line *line, Packed *packed)
+{
+    long long second;
+    int millisecond;
+    split_seconds(packed->time, line->one_by_one, &second, &millisecond);
+    if (write_bytes_object(buffer, TEXT(line, BEFORE_TIME)) < 0) {
+        return -1;
+    }
+    int rc = write_stamp(buffer, stamps, line->clock_parts, second, millisecond);
+    if (rc != 0) {
+        return rc;
+    }
+    Py_ssize_t size;
+    const char *method = packed_text(packed, PACKED_METHOD, &size);
+    int head = size == 4 && memcmp(method, "HEAD", 4) == 0;
+    if (write_packed_text(buffer, line, BEFORE_CLIENT, packed, PACKED_CLIENT) < 0
+        || write_packed_text(buffer, line, BEFORE_METHOD, packed, PACKED_METHOD) < 0
+        || write_packed_text(buffer, line, BEFORE_PATH, packed, PACKED_PATH) < 0
+        || write_packed_text(buffer, line, BEFORE_QUERY, packed, PACKED_QUERY) < 0
+        || write_packed_text(buffer, line, BEFORE_PROTOCOL, packed, PACKED_PROTOCOL) < 0
+        || write_status_and_sent(buffer, line, packed->status,
+                                 bytes_on_the_wire(head, packed->status, packed->sent)) < 0) {
+        return -1;
+    }
+    return write_duration(buffer, line, packed->duration);
+}
+
+/* The start of a record's line, up to its duration: 0, -1 with an exception set, or
+ * UNSUPPORTED.  The record is held by the caller and a tuple's items cannot change:
+ * they may be borrowed. */
+static int
+write_record_start(Buffer *buffer, Stamps *stamps, const Line *line, PyObject *record)
 {
     PyObject *duration_field = PyTuple_GET_ITEM(record, DURATION);
     PyObject *client = PyTuple_GET_ITEM(record, CLIENT);
@@ -499,13 +646,13 @@ write_line(Buffer *buffer, Buffer *scratch, Stamps *stamps, const Line *line, Py
     if (record_double(duration_field, &duration) != 0) {
         return UNSUPPORTED;
     }
-    double milliseconds = duration * 1000.0;
-    int rc;
+    long long second;
+    int millisecond;
+    split_time(PyTuple_GET_ITEM(record, TIME), line->one_by_one, &second, &millisecond);
     if (write_bytes_object(buffer, TEXT(line, BEFORE_TIME)) < 0) {
         return -1;
     }
-    rc = write_stamp(buffer, stamps, line->clock_parts, PyTuple_GET_ITEM(record, TIME),
-                     line->one_by_one);
+    int rc = write_stamp(buffer, stamps, line->clock_parts, second, millisecond);
     if (rc != 0) {
         return rc;
     }
@@ -515,21 +662,25 @@ write_line(Buffer *buffer, Buffer *scratch, Stamps *stamps, const Line *line, Py
         || write_field(buffer, logfmt, TEXT(line, BEFORE_PATH), write_json_bytes, path) < 0
         || write_field(buffer, logfmt, TEXT(line, BEFORE_QUERY), write_json_bytes, query) < 0
         || write_field(buffer, logfmt, TEXT(line, BEFORE_PROTOCOL), write_json_text, protocol) < 0
-        || write_bytes_object(buffer, TEXT(line, BEFORE_STATUS)) < 0
-        || buffer_write_decimal(buffer, status) < 0
-        || write_bytes_object(buffer, TEXT(line, BEFORE_SENT)) < 0
-        || buffer_write_decimal(buffer, record_bytes_on_the_wire(method, status, sent)) < 0) {
+        || write_status_and_sent(buffer, line, status,
+                                 record_bytes_on_the_wire(method, status, sent)) < 0) {
         return -1;
     }
-    /* The duration is null when it is not finite. */
-    Py_ssize_t start = buffer->length;
-    if (write_bytes_object(buffer, TEXT(line, BEFORE_DURATION)) < 0) {
-        return -1;
+    return write_duration(buffer, line, duration);
+}
+
+/* Appends one record's line (a Record or a Packed one): 0, -1 with an exception set,
+ * or UNSUPPORTED. */
+static int
+write_line(Buffer *buffer, Buffer *scratch, Stamps *stamps, const Line *line, PyObject *record)
+{
+    int packed = packed_check(record);
+    int rc = packed ? write_packed_start(buffer, stamps, line, (Packed *)record)
+                    : write_record_start(buffer, stamps, line, record);
+    if (rc != 0) {
+        return rc;
     }
-    Py_ssize_t value = buffer->length;
-    if (end_value(buffer, logfmt, start, value, write_milliseconds(buffer, milliseconds)) < 0) {
-        return -1;
-    }
+    int logfmt = line->logfmt;
     /* The route and trace ids follow the built-in header fields. */
     Py_ssize_t headers = PyTuple_GET_SIZE(line->headers);
     for (Py_ssize_t i = 0; i <= headers; i++) {
@@ -549,7 +700,8 @@ write_line(Buffer *buffer, Buffer *scratch, Stamps *stamps, const Line *line, Py
             return rc;
         }
     }
-    rc = write_notes(buffer, PyTuple_GET_ITEM(record, NOTES), line->taken, logfmt);
+    /* A Packed record has no notes. */
+    rc = packed ? 0 : write_notes(buffer, PyTuple_GET_ITEM(record, NOTES), line->taken, logfmt);
     if (rc != 0) {
         return rc;
     }

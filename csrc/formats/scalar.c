@@ -72,3 +72,24 @@ scalar_write_text(Buffer *buffer, PyObject *value)
 {
     return write_value(buffer, value, 0);
 }
+
+int
+scalar_write_packed(Buffer *buffer, const PackedValue *value, int json)
+{
+    switch (value->kind) {
+    case PACKED_VALUE_NONE:
+        return json ? BUFFER_LITERAL(buffer, "null") : BUFFER_LITERAL(buffer, "-");
+    case PACKED_VALUE_TRUE:
+        return BUFFER_LITERAL(buffer, "true");
+    case PACKED_VALUE_FALSE:
+        return BUFFER_LITERAL(buffer, "false");
+    case PACKED_VALUE_INT:
+        return buffer_write_decimal(buffer, value->number);
+    case PACKED_VALUE_TEXT:
+        /* A str's UTF-8 with surrogatepass: escaped as the str is (escape.h). */
+        return json ? escape_json_write(buffer, value->text, value->size)
+                    : escape_write(buffer, value->text, value->size, ESCAPE_QUOTED);
+    default:
+        return UNSUPPORTED;
+    }
+}

@@ -5,6 +5,7 @@
 #define BOUNDLOG_SCALAR_H
 
 #include "common/buffer.h"
+#include "record/packed.h"
 
 /* Appends `value` as JSON: null, true, false, an int of 64 bits, a float as repr()
  * writes it (null when not finite), a str as a JSON string, and bytes as the JSON
@@ -18,5 +19,9 @@ int scalar_write_json(Buffer *buffer, PyObject *value);
  * digits of an int, repr() of a float, a str's UTF-8 bytes, bytes' str().  The same
  * returns, for the same values, as scalar_write_json. */
 int scalar_write_text(Buffer *buffer, PyObject *value);
+
+/* scalar_write_json (`json`) or scalar_write_text of a Packed record's field, which
+ * is written as the object it was packed from: UNSUPPORTED for PACKED_VALUE_OTHER. */
+int scalar_write_packed(Buffer *buffer, const PackedValue *value, int json);
 
 #endif

@@ -621,10 +621,38 @@ write_packed_text(Buffer *buffer, Packed *packed, int which, int how)
     return escape_write(buffer, text, size, how);
 }
 
+/* write_connection_status for a Packed record, which has no response header fields. */
+static int
+write_packed_connection_status(Buffer *buffer, Line *line, const Op *op, Packed *packed)
+{
+    int close = 0, keep_alive = 0;
+    int rc = find_packed_field(line, op, packed);
+    if (rc < 0) {
+        return rc;
+    }
+    if (rc == 0) {
+        read_connection_tokens(line->scratch.data, line->scratch.length, &close, &keep_alive);
+    }
+    PackedValue completed;
+    packed_extra(packed, EXTRAS_COMPLETED, &completed);
+    if (completed.kind == PACKED_VALUE_FALSE) {
+        return BUFFER_LITERAL(buffer, "X");
+    }
+    if (completed.kind != PACKED_VALUE_TRUE || close) {
+        return BUFFER_LITERAL(buffer, "-");
+    }
+    Py_ssize_t size;
+    const char *protocol = packed_text(packed, PACKED_PROTOCOL, &size);
+    if (size == 8 && memcmp(protocol, "HTTP/1.0", 8) == 0 && !keep_alive) {
+        return BUFFER_LITERAL(buffer, "-");
+    }
+    return BUFFER_LITERAL(buffer, "+");
+}
+
 /* write_op for a Packed record.  It has the shape packed_from_record packs (packed.h):
  * texts of the types the ops read, a float time and duration, request header fields
- * of a shape headers.h reads, and no response header fields, notes or extras: those
- * ops write what they write for None, without asking the record anything. */
+ * of a shape headers.h reads, extras of the usual kinds and no server variables, no
+ * response header fields and no notes: those ops write what they write for None. */
 static int
 write_packed_op(Buffer *buffer, Line *line, Op *op, Packed *packed)
 {
@@ -684,7 +712,10 @@ write_packed_op(Buffer *buffer, Line *line, Op *op, Packed *packed)
     case OP_USER:
         return write_user(buffer, line, op, find_packed_field(line, op, packed));
     case OP_TRACE: {
-        /* No span: the traceparent field's, if it gives them. */
+        /* The span's, else the traceparent field's, if it gives them. */
+        if (trace_ids_from_packed(packed, &ids)) {
+            return write_trace_ids(buffer, op, &ids);
+        }
         int rc = find_packed_field(line, op, packed);
         if (rc < 0) {
             return rc;
@@ -692,10 +723,15 @@ write_packed_op(Buffer *buffer, Line *line, Op *op, Packed *packed)
         int found = rc == 0 && trace_ids_from_header(line->scratch.data, line->scratch.length, &ids);
         return write_trace_ids(buffer, op, found ? &ids : NULL);
     }
-    case OP_EXTRA:               /* no extras */
-    case OP_CONNECTION_STATUS:   /* completion unknown */
-    case OP_ENVIRON:             /* no server variables */
-    case OP_NOTE:                /* no notes */
+    case OP_EXTRA: {
+        PackedValue value;
+        packed_extra(packed, (int)op->number, &value);
+        return scalar_write_packed(buffer, &value, 0);
+    }
+    case OP_CONNECTION_STATUS:
+        return write_packed_connection_status(buffer, line, op, packed);
+    case OP_ENVIRON: /* no server variables (packed only without) */
+    case OP_NOTE:    /* no notes */
         return BUFFER_LITERAL(buffer, "-");
     default:
         return UNSUPPORTED; /* read_op admits no other code */

@@ -56,13 +56,27 @@ trace_ids_from_span(PyObject *trace, TraceIds *ids)
     int fits = unsigned_64(upper, &high);
     Py_DECREF(upper);
     low = PyLong_AsUnsignedLongLongMask(trace_id); /* an exact int: cannot fail */
-    if (!fits || (high == 0 && low == 0)) {
+    return fits && trace_ids_from_numbers(high, low, span, ids);
+}
+
+int
+trace_ids_from_numbers(unsigned long long high, unsigned long long low, unsigned long long span,
+                       TraceIds *ids)
+{
+    if ((high == 0 && low == 0) || span == 0) {
         return 0;
     }
     write_hex(high, ids->trace_id);
     write_hex(low, ids->trace_id + 16);
     write_hex(span, ids->span_id);
     return 1;
+}
+
+int
+trace_ids_from_packed(Packed *packed, TraceIds *ids)
+{
+    return (packed->flags & PACKED_TRACE) != 0
+           && trace_ids_from_numbers(packed->trace_high, packed->trace_low, packed->span_id, ids);
 }
 
 static int

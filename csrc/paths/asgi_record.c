@@ -313,10 +313,10 @@ asgi_record(Capture *capture, PyObject *status, int completed)
     }
     fields[EXTRAS] = Py_NewRef(extras);
     PyTypeObject *packed_type = ((Handoff *)middleware->handoff)->packed_type;
-    if (packed_type != NULL && capture->notes == NULL) {
-        /* The record as its hand-off would pack it (handoff.h), without making it.  Not
-         * for a log that collects notes: its record is held until the application
-         * ends, and then given the notes it has (asgi_with_notes). */
+    if (packed_type != NULL && fields[NOTES] == Py_None) {
+        /* The record as its hand-off would pack it (handoff.h), without making it.  A
+         * log that collects notes holds it until the application ends, and then gives
+         * it the notes it has, if any (asgi_with_notes). */
         record = packed_from_fields(packed_type, (PyTypeObject *)middleware->record_type,
                                     now - duration, duration, fields);
         if (record != NULL || PyErr_Occurred()) {
@@ -352,8 +352,17 @@ PyObject *
 asgi_with_notes(Capture *capture, PyObject *record)
 {
     if (packed_check(record)) {
-        /* A log that packs shows no notes (packs_for, engine/_writer.py). */
-        return Py_NewRef(record);
+        if (capture->notes == NULL || PyDict_Size(capture->notes) == 0) {
+            return Py_NewRef(record); /* no notes then nor now */
+        }
+        /* Notes the application added after the response: the record they go into. */
+        PyObject *unpacked = packed_record(record);
+        if (unpacked == NULL) {
+            return NULL;
+        }
+        PyObject *noted = asgi_with_notes(capture, unpacked);
+        Py_DECREF(unpacked);
+        return noted;
     }
     PyTypeObject *type = Py_TYPE(record);
     if (PyTuple_GET_SIZE(record) != FIELDS) {

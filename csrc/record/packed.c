@@ -7,15 +7,21 @@
 
 #include "common/compat.h"
 #include "common/text.h"
+#include "record/extras.h"
 #include "record/record.h"
 
 /* The reference's FIELD_OVERHEAD (record/_budget.py): what a header field costs beyond its bytes. */
 #define FIELD_OVERHEAD 160
 
-/* The texts of a record of the packed shape, found by packable(). */
+/* What packable() finds of a record of the packed shape: its texts, and its numbers
+ * and flags as the Packed holds them. */
 typedef struct {
     TextBytes texts[PACKED_TEXTS];
     unsigned int flags;
+    long long status, sent;
+    PyTypeObject *extras_type; /* borrowed from the record's extras */
+    unsigned long long trace_high, trace_low, span_id;
+    long long bytes_received, close_code;
 } Texts;
 
 static void
@@ -37,38 +43,142 @@ packed_str(PyObject *value, TextBytes *text)
     return text_utf8(value, text) < 0 ? -1 : 1;
 }
 
-/* Whether a record of `fields` (indexed as a Record's: TIME and DURATION are not
- * read) has the shape packed: 1 with its texts in *texts (released by the caller),
- * 0 if not, -1 on error.  The shape: client None or a str; method and protocol str;
- * path and query bytes; status and bytes sent ints of 64 bits; request headers a
- * list or tuple of (bytes, bytes) pairs (ASGI) or of (str, str) pairs (gunicorn's:
- * ASCII names, values of one byte a character), or a dict of the environ's picked
- * fields, ASCII str keys to str values of one byte a character (WSGI), which
- * packed_from_fields checks as it copies them; no response headers (an empty tuple),
- * no notes, no extras.  Exact
- * types only, so that unpacking gives back what was packed and the formats read it
- * as they read the record. */
+/* An exact int of 64 bits or fewer, not negative: 1 with *number set, else 0. */
 static int
-packable(PyObject *const *fields, Texts *texts, long long *status, long long *sent)
+unsigned_64(PyObject *value, unsigned long long *number)
+{
+    if (!PyLong_CheckExact(value)) {
+        return 0;
+    }
+    *number = PyLong_AsUnsignedLongLong(value); /* OverflowError when negative or larger */
+    if (*number == (unsigned long long)-1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    return 1;
+}
+
+/* Whether extras.trace packs: (trace_id, span_id), exact ints, the trace id of 128
+ * bits, the span id of 64, neither negative (what OpenTelemetry holds).  1 with the
+ * numbers in *texts, 0 if not (no exception), -1 on error. */
+static int
+pack_trace(PyObject *trace, Texts *texts)
+{
+    if (!PyTuple_CheckExact(trace) || PyTuple_GET_SIZE(trace) != 2
+        || !unsigned_64(PyTuple_GET_ITEM(trace, 1), &texts->span_id)
+        || !PyLong_CheckExact(PyTuple_GET_ITEM(trace, 0))) {
+        return 0;
+    }
+    PyObject *trace_id = PyTuple_GET_ITEM(trace, 0);
+    PyObject *shift = PyLong_FromLong(64);
+    PyObject *upper = shift == NULL ? NULL : PyNumber_Rshift(trace_id, shift);
+    Py_XDECREF(shift);
+    if (upper == NULL) {
+        return -1;
+    }
+    int fits = unsigned_64(upper, &texts->trace_high); /* not for a negative id */
+    Py_DECREF(upper);
+    texts->trace_low = PyLong_AsUnsignedLongLongMask(trace_id); /* an exact int: cannot fail */
+    return fits;
+}
+
+/* An extras field that is None or an exact int of 64 bits: 1, with `flag` added to
+ * *flags and the number in *number when it is an int; 0 for anything else. */
+static int
+pack_count(PyObject *value, unsigned int flag, unsigned int *flags, long long *number)
+{
+    if (value == Py_None) {
+        return 1;
+    }
+    if (record_integer(value, number) != 0) {
+        return 0;
+    }
+    *flags |= flag;
+    return 1;
+}
+
+/* Whether the record's extras pack (None, or a tuple of EXTRAS_FIELDS fields: the
+ * route None or a str, the trace None or what pack_trace packs, completed None or a
+ * bool, the counts None or ints of 64 bits, the environ None): 1 with their flags,
+ * numbers and route text in *texts, 0 if not (no exception), -1 on error. */
+static int
+pack_extras(PyObject *extras, Texts *texts)
+{
+    texts->extras_type = NULL;
+    texts->texts[PACKED_ROUTE] = (TextBytes){"", 0, NULL};
+    if (extras == Py_None) {
+        return 1;
+    }
+    if (!PyTuple_Check(extras) || PyTuple_GET_SIZE(extras) != EXTRAS_FIELDS) {
+        return 0;
+    }
+    PyObject *const *field = &PyTuple_GET_ITEM(extras, 0);
+    PyObject *completed = field[EXTRAS_COMPLETED];
+    if (field[EXTRAS_ENVIRON] != Py_None
+        || (completed != Py_None && completed != Py_True && completed != Py_False)
+        || !pack_count(field[EXTRAS_BYTES_RECEIVED], PACKED_BYTES_RECEIVED, &texts->flags,
+                       &texts->bytes_received)
+        || !pack_count(field[EXTRAS_CLOSE_CODE], PACKED_CLOSE_CODE, &texts->flags,
+                       &texts->close_code)
+        || (field[EXTRAS_ROUTE] != Py_None && !PyUnicode_CheckExact(field[EXTRAS_ROUTE]))) {
+        return 0;
+    }
+    if (field[EXTRAS_TRACE] != Py_None) {
+        int rc = pack_trace(field[EXTRAS_TRACE], texts);
+        if (rc <= 0) {
+            return rc;
+        }
+        texts->flags |= PACKED_TRACE;
+    }
+    if (completed != Py_None) {
+        texts->flags |= PACKED_COMPLETED | (completed == Py_True ? PACKED_COMPLETED_TRUE : 0);
+    }
+    if (field[EXTRAS_ROUTE] != Py_None) {
+        if (text_utf8(field[EXTRAS_ROUTE], &texts->texts[PACKED_ROUTE]) < 0) {
+            return -1;
+        }
+        texts->flags |= PACKED_ROUTE_STR;
+    }
+    texts->extras_type = Py_TYPE(extras);
+    return 1;
+}
+
+/* Whether a record of `fields` (indexed as a Record's: TIME and DURATION are not
+ * read) has the shape packed: 1 with its texts and numbers in *texts (its texts
+ * released by the caller), 0 if not, -1 on error.  The shape: client None or a str;
+ * method and protocol str; path and query bytes; status and bytes sent ints of 64
+ * bits; request headers a list or tuple of (bytes, bytes) pairs (ASGI) or of (str,
+ * str) pairs (gunicorn's: ASCII names, values of one byte a character), or a dict of
+ * the environ's picked fields, ASCII str keys to str values of one byte a character
+ * (WSGI), which packed_from_fields checks as it copies them; no response headers (an
+ * empty tuple), no notes; extras None or of the shape pack_extras packs.  Exact types
+ * only, so that unpacking gives back what was packed and the formats read it as they
+ * read the record. */
+static int
+packable(PyObject *const *fields, Texts *texts)
 {
     PyObject *client = fields[CLIENT];
     PyObject *headers = fields[REQUEST_HEADERS];
     PyObject *response = fields[RESPONSE_HEADERS];
+    texts->flags = 0;
     if (!PyBytes_CheckExact(fields[PATH]) || !PyBytes_CheckExact(fields[QUERY])
         || !PyTuple_CheckExact(response) || PyTuple_GET_SIZE(response) != 0
-        || fields[NOTES] != Py_None || fields[EXTRAS] != Py_None
+        || fields[NOTES] != Py_None
         || (!PyList_CheckExact(headers) && !PyTuple_CheckExact(headers)
             && !PyDict_CheckExact(headers))
-        || record_integer(fields[STATUS], status) != 0
-        || record_integer(fields[BYTES_SENT], sent) != 0) {
+        || record_integer(fields[STATUS], &texts->status) != 0
+        || record_integer(fields[BYTES_SENT], &texts->sent) != 0) {
         return 0;
     }
     texts->flags = PyTuple_CheckExact(headers)  ? PACKED_HEADER_TUPLE
                    : PyDict_CheckExact(headers) ? PACKED_HEADER_ENVIRON
                                                 : 0;
+    int rc = pack_extras(fields[EXTRAS], texts);
+    if (rc <= 0) {
+        return rc;
+    }
     text_of_bytes(fields[PATH], &texts->texts[PACKED_PATH]);
     text_of_bytes(fields[QUERY], &texts->texts[PACKED_QUERY]);
-    int rc;
     if (client == Py_None) {
         texts->flags |= PACKED_NO_CLIENT;
         texts->texts[PACKED_CLIENT] = (TextBytes){"", 0, NULL};
@@ -88,6 +198,9 @@ packable(PyObject *const *fields, Texts *texts, long long *status, long long *se
         if (rc != 1) {
             text_release(&texts->texts[PACKED_CLIENT]);
         }
+    }
+    if (rc != 1) {
+        text_release(&texts->texts[PACKED_ROUTE]);
     }
     return rc;
 }
@@ -180,8 +293,8 @@ packed_from_fields(PyTypeObject *type, PyTypeObject *record_type, double time, d
                    PyObject *const *fields)
 {
     Texts texts;
-    long long status, sent;
-    int rc = packable(fields, &texts, &status, &sent);
+    memset(&texts, 0, sizeof(texts));
+    int rc = packable(fields, &texts);
     if (rc <= 0) {
         return NULL;
     }
@@ -228,9 +341,15 @@ packed_from_fields(PyTypeObject *type, PyTypeObject *record_type, double time, d
     packed->record_type = (PyTypeObject *)Py_NewRef(record_type);
     packed->time = time;
     packed->duration = duration;
-    packed->status = status;
-    packed->sent = sent;
+    packed->status = texts.status;
+    packed->sent = texts.sent;
     packed->flags = texts.flags;
+    packed->extras_type = (PyTypeObject *)Py_XNewRef(texts.extras_type);
+    packed->trace_high = texts.trace_high;
+    packed->trace_low = texts.trace_low;
+    packed->span_id = texts.span_id;
+    packed->bytes_received = texts.bytes_received;
+    packed->close_code = texts.close_code;
     return (PyObject *)packed;
 }
 
@@ -341,6 +460,116 @@ unpacked_headers(Packed *packed)
     return headers;
 }
 
+/* A new int of (high << 64) | low. */
+static PyObject *
+unpacked_int128(unsigned long long high, unsigned long long low)
+{
+    if (high == 0) {
+        return PyLong_FromUnsignedLongLong(low);
+    }
+    PyObject *upper = PyLong_FromUnsignedLongLong(high);
+    PyObject *shift = PyLong_FromLong(64);
+    PyObject *lower = PyLong_FromUnsignedLongLong(low);
+    PyObject *shifted = upper == NULL || shift == NULL ? NULL : PyNumber_Lshift(upper, shift);
+    PyObject *number = shifted == NULL || lower == NULL ? NULL : PyNumber_Or(shifted, lower);
+    Py_XDECREF(upper);
+    Py_XDECREF(shift);
+    Py_XDECREF(lower);
+    Py_XDECREF(shifted);
+    return number;
+}
+
+/* A packed extras field as the object it was: a new reference, NULL on error. */
+static PyObject *
+unpacked_extra(Packed *packed, int index)
+{
+    PackedValue value;
+    packed_extra(packed, index, &value);
+    switch (value.kind) {
+    case PACKED_VALUE_FALSE:
+        Py_RETURN_FALSE;
+    case PACKED_VALUE_TRUE:
+        Py_RETURN_TRUE;
+    case PACKED_VALUE_INT:
+        return PyLong_FromLongLong(value.number);
+    case PACKED_VALUE_TEXT:
+        return PyUnicode_DecodeUTF8(value.text, value.size, "surrogatepass");
+    case PACKED_VALUE_OTHER: { /* the trace */
+        PyObject *trace_id = unpacked_int128(packed->trace_high, packed->trace_low);
+        PyObject *span_id = PyLong_FromUnsignedLongLong(packed->span_id);
+        PyObject *trace = trace_id == NULL || span_id == NULL ? NULL
+                                                              : PyTuple_Pack(2, trace_id, span_id);
+        Py_XDECREF(trace_id);
+        Py_XDECREF(span_id);
+        return trace;
+    }
+    default:
+        Py_RETURN_NONE;
+    }
+}
+
+/* The record's extras as they were: None, or a new tuple of their class. */
+static PyObject *
+unpacked_extras(Packed *packed)
+{
+    PyTypeObject *type = packed->extras_type;
+    if (type == NULL) {
+        Py_RETURN_NONE;
+    }
+    PyObject *extras = type->tp_alloc(type, EXTRAS_FIELDS);
+    if (extras == NULL) {
+        return NULL;
+    }
+    for (int i = 0; i < EXTRAS_FIELDS; i++) {
+        PyObject *field = unpacked_extra(packed, i);
+        if (field == NULL) {
+            Py_DECREF(extras);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(extras, i, field); /* stolen */
+    }
+    return extras;
+}
+
+void
+packed_extra(Packed *packed, int index, PackedValue *value)
+{
+    unsigned int flags = packed->flags;
+    value->kind = PACKED_VALUE_NONE;
+    switch (index) {
+    case EXTRAS_ROUTE:
+        if (flags & PACKED_ROUTE_STR) {
+            value->kind = PACKED_VALUE_TEXT;
+            value->text = packed_text(packed, PACKED_ROUTE, &value->size);
+        }
+        break;
+    case EXTRAS_TRACE:
+        if (flags & PACKED_TRACE) {
+            value->kind = PACKED_VALUE_OTHER;
+        }
+        break;
+    case EXTRAS_COMPLETED:
+        if (flags & PACKED_COMPLETED) {
+            value->kind = flags & PACKED_COMPLETED_TRUE ? PACKED_VALUE_TRUE : PACKED_VALUE_FALSE;
+        }
+        break;
+    case EXTRAS_BYTES_RECEIVED:
+        if (flags & PACKED_BYTES_RECEIVED) {
+            value->kind = PACKED_VALUE_INT;
+            value->number = packed->bytes_received;
+        }
+        break;
+    case EXTRAS_CLOSE_CODE:
+        if (flags & PACKED_CLOSE_CODE) {
+            value->kind = PACKED_VALUE_INT;
+            value->number = packed->close_code;
+        }
+        break;
+    default: /* the environ: always None */
+        break;
+    }
+}
+
 PyObject *
 packed_record(PyObject *self)
 {
@@ -359,7 +588,7 @@ packed_record(PyObject *self)
     fields[REQUEST_HEADERS] = unpacked_headers(packed);
     fields[RESPONSE_HEADERS] = PyTuple_New(0);
     fields[NOTES] = Py_NewRef(Py_None);
-    fields[EXTRAS] = Py_NewRef(Py_None);
+    fields[EXTRAS] = unpacked_extras(packed);
     PyObject *record = NULL;
     int complete = 1;
     for (int i = 0; i < FIELDS; i++) {
@@ -407,6 +636,7 @@ packed_dealloc(PyObject *self)
 {
     PyTypeObject *type = Py_TYPE(self);
     Py_XDECREF(((Packed *)self)->record_type);
+    Py_XDECREF(((Packed *)self)->extras_type);
     type->tp_free(self);
     Py_DECREF(type);
 }

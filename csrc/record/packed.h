@@ -21,14 +21,24 @@
 #include <Python.h>
 
 /* The texts a Packed holds, in order in its data[]; a str is kept as its UTF-8 with
- * surrogatepass, which the formats escape as they escape the str (text.h). */
-enum { PACKED_CLIENT, PACKED_METHOD, PACKED_PATH, PACKED_QUERY, PACKED_PROTOCOL, PACKED_TEXTS };
+ * surrogatepass, which the formats escape as they escape the str (text.h).  The
+ * route is its extras' (empty when it has none: see the flags). */
+enum { PACKED_CLIENT, PACKED_METHOD, PACKED_PATH, PACKED_QUERY, PACKED_PROTOCOL, PACKED_ROUTE,
+       PACKED_TEXTS };
 
 /* flags */
 #define PACKED_NO_CLIENT 1u       /* the client address was None */
 #define PACKED_HEADER_TUPLE 2u    /* the request headers were a tuple, not a list */
 #define PACKED_HEADER_ENVIRON 4u  /* the request headers were a dict of environ keys to str */
 #define PACKED_HEADER_STR 8u      /* the request headers were pairs of str (gunicorn's) */
+/* Which fields of the record's extras (extras.h) were not None; the environ always
+ * was (a record whose extras hold one is not packed). */
+#define PACKED_ROUTE_STR 16u      /* the route, a str: the text PACKED_ROUTE */
+#define PACKED_TRACE 32u          /* the trace: (trace_id, span_id), ints */
+#define PACKED_COMPLETED 64u      /* completed: a bool, PACKED_COMPLETED_TRUE or not */
+#define PACKED_COMPLETED_TRUE 128u
+#define PACKED_BYTES_RECEIVED 256u /* bytes_received: an int */
+#define PACKED_CLOSE_CODE 512u    /* close_code: an int */
 
 typedef struct {
     PyObject_VAR_HEAD          /* ob_size: the bytes in data[] */
@@ -41,6 +51,11 @@ typedef struct {
     Py_ssize_t header_count;
     Py_ssize_t sizes[PACKED_TEXTS];
     unsigned int flags;
+    /* The record's extras: their class (a strong reference), or NULL when the record
+     * had none; the numbers of the fields the flags say were there. */
+    PyTypeObject *extras_type;
+    unsigned long long trace_high, trace_low, span_id; /* trace_id >> 64, its low 64 bits */
+    long long bytes_received, close_code;
     /* The texts, one after the other, then each request header field as the two
      * sizes of its name and value (uint32_t, unaligned) followed by their bytes: a
      * pair's bytes, or the ASCII of a str pair's name or an environ's key and the
@@ -84,6 +99,28 @@ packed_text(Packed *packed, int which, Py_ssize_t *size)
     *size = packed->sizes[which];
     return packed->data + offset;
 }
+
+/* A field of a Packed record's extras as the formats write it (scalar.h): the kinds a
+ * packed field may be; PACKED_VALUE_OTHER for the trace, which is no scalar. */
+typedef enum {
+    PACKED_VALUE_NONE,
+    PACKED_VALUE_FALSE,
+    PACKED_VALUE_TRUE,
+    PACKED_VALUE_INT,  /* number */
+    PACKED_VALUE_TEXT, /* text, size: UTF-8 with surrogatepass */
+    PACKED_VALUE_OTHER,
+} PackedValueKind;
+
+typedef struct {
+    PackedValueKind kind;
+    long long number;
+    const char *text;
+    Py_ssize_t size;
+} PackedValue;
+
+/* The field `index` (extras.h's EXTRAS_*) of the record's extras: NONE when it had
+ * none. */
+void packed_extra(Packed *packed, int index, PackedValue *value);
 
 /* Walking the request header fields: start with packed_fields(), then
  * packed_next_field() gives each name and value until it returns 0. */

@@ -247,7 +247,7 @@ def _c_formatter(name: str, *, utc: bool) -> Callable[[list[Record]], bytes | No
     """The C core's function for the format ``name`` (combined, json or template), its
     other arguments bound; the JSON format and the template with added, redacted and
     response header fields, the JSON format with the optional fields and variables, the
-    template with every kind of field.  ``packed-combined`` and ``packed-template``:
+    template with every kind of field.  ``packed-combined``, ``-template`` and ``-json``:
     the records as the C hand-off queues them (csrc/record/packed.c), packed, formatted
     and unpacked again (the pure-Python fallback's step)."""
     if name.startswith("packed-"):
@@ -287,7 +287,7 @@ def _packed(
 
     def usual(record: Record) -> Record:
         # What the request paths make: pairs of bytes (ASGI) or of str (gunicorn's),
-        # nothing else to carry.
+        # extras, nothing else to carry.
         headers = record.request_headers
         pairs = [
             (name, value)
@@ -299,11 +299,13 @@ def _packed(
             for name, value in (headers if type(headers) in (list, tuple) else ())
             if type(name) is str and type(value) is str and max(map(ord, value), default=0) < 256
         ]
+        # Extras pack without server variables (a log that shows none learns none).
+        extras = record.extras
         return record._replace(
             request_headers=text if text and record.query else pairs,
             response_headers=(),
             notes=None,
-            extras=None,
+            extras=None if extras is None else extras._replace(environ=None),
         )
 
     def packed_lines(records: list[Record]) -> bytes | None:
@@ -314,7 +316,7 @@ def _packed(
     return packed_lines
 
 
-C_FORMATS = ["combined", "json", "template", "packed-combined", "packed-template"]
+C_FORMATS = ["combined", "json", "template", "packed-combined", "packed-template", "packed-json"]
 
 
 def _rss_bytes() -> int:

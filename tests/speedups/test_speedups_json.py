@@ -26,9 +26,11 @@ from _strategies import (
     PLAIN_RECORDS,
     TEXT,
     compared,
+    compared_packed,
     hostile_records,
     line_options,
     outcome,
+    packable_records,
 )
 from boundlog import ConfigurationError, Extras, JsonFormat, Record, _core
 
@@ -292,3 +294,19 @@ def test_the_json_format_takes_the_c_path(fmt: JsonFormat) -> None:
     assert isinstance(data, bytes)
     assert data == fmt.format_batch(records) == fmt.format_batch_python(records)
     assert JsonFormat.format_batch is not JsonFormat.format_batch_python
+
+
+@needs_c
+@settings(max_examples=examples(500), suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(packable_records(), st.booleans()), max_size=8), OPTIONS)
+def test_packed_records_give_the_reference_lines(
+    batch: list[tuple[Record, bool]], options: dict[str, Any]
+) -> None:
+    """The C hand-off queues the records of a JSON log packed (csrc/record/packed.c):
+    any mix of packed and unpacked records gives the reference's lines of the records,
+    route, trace ids, completion and the added extras included; a packed batch of
+    ordinary times and durations is formatted in C."""
+    fmt = json_format(options)
+    c = compared_packed(fmt, lambda records: c_lines(fmt, records), batch)
+    if all(0 <= record.time < 4102444800.0 for record, _ in batch):
+        assert c is not None

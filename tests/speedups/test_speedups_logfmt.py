@@ -25,9 +25,11 @@ from _strategies import (
     ORDINARY_VALUES,
     PLAIN_RECORDS,
     compared,
+    compared_packed,
     hostile_records,
     line_options,
     outcome,
+    packable_records,
 )
 from boundlog import ConfigurationError, Extras, LogfmtFormat, Record, _core
 
@@ -209,3 +211,19 @@ def test_bad_arguments_are_a_type_error_naming_format_logfmt() -> None:
         _core.format_logfmt([], fmt._json._clock.parts, fmt._texts[:-1], (), frozenset(), (), ())
     with pytest.raises(TypeError, match="format_logfmt"):
         _core.format_logfmt([])
+
+
+@needs_c
+@settings(max_examples=examples(500), suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(packable_records(), st.booleans()), max_size=8), OPTIONS)
+def test_packed_records_give_the_reference_lines(
+    batch: list[tuple[Record, bool]], options: dict[str, Any]
+) -> None:
+    """The C hand-off queues the records of a logfmt log packed (csrc/record/packed.c):
+    any mix of packed and unpacked records gives the reference's lines of the records,
+    route, trace ids, completion and the added extras included; a packed batch of
+    ordinary times and durations is formatted in C."""
+    fmt = logfmt_format(options)
+    c = compared_packed(fmt, lambda records: c_lines(fmt, records), batch)
+    if all(0 <= record.time < 4102444800.0 for record, _ in batch):
+        assert c is not None

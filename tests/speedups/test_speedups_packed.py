@@ -15,11 +15,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from _examples import examples
-from _strategies import LATIN1, NUMBERS, RAW, TEXT, TIMES
-from boundlog import Extras, JsonFormat, Record, Template, _core
+from _strategies import EXTRAS, HOSTILE_EXTRAS, LATIN1, NUMBERS, RAW, TEXT, TIMES
+from boundlog import Extras, JsonFormat, LogfmtFormat, Record, Template, _core
 from boundlog.engine._admission import Admission
 from boundlog.engine._writer import packs_for
 from boundlog.formats._apache import ApacheFormat
+from boundlog.formats._schemas import SchemaFormat
 from boundlog.record._budget import queued_cost, record_cost
 from boundlog.selection._filters import make_select
 
@@ -58,8 +59,36 @@ RECORDS = st.builds(
     request_headers=st.one_of(PAIRS, PAIRS.map(tuple), STR_PAIRS, ODD_PAIRS, ENVIRONS),
     response_headers=st.one_of(st.just(()), st.just([]), st.just(((b"server", b"x"),))),
     notes=st.one_of(st.none(), st.just({"user": "u"})),
-    extras=st.one_of(st.none(), st.just(Extras(route="/r"))),
+    extras=st.one_of(st.none(), EXTRAS, HOSTILE_EXTRAS, st.just(Extras(environ={}))),
 )
+
+
+def _int64(value: Any) -> bool:
+    return type(value) is int and -(2**63) <= value < 2**63
+
+
+def _extras_pack(extras: Any) -> bool:
+    """The extras packed_from_record packs (csrc/record/packed.c, pack_extras)."""
+    if extras is None:
+        return True
+    route, trace, completed, received, close_code, environ = extras
+    return (
+        (route is None or type(route) is str)
+        and (
+            trace is None
+            or (
+                type(trace) is tuple
+                and len(trace) == 2
+                and all(type(n) is int for n in trace)
+                and 0 <= trace[0] < 2**128
+                and 0 <= trace[1] < 2**64
+            )
+        )
+        and completed in (None, True, False)
+        and type(completed) in (type(None), bool)
+        and all(n is None or _int64(n) for n in (received, close_code))
+        and environ is None
+    )
 
 
 def _usual_shape(record: Record) -> bool:
@@ -101,7 +130,7 @@ def _usual_shape(record: Record) -> bool:
         and record.response_headers == ()
         and type(record.response_headers) is tuple
         and record.notes is None
-        and record.extras is None
+        and _extras_pack(record.extras)
     )
 
 
@@ -201,8 +230,11 @@ def test_only_a_writer_formatting_in_c_takes_packed_records() -> None:
     combined = ApacheFormat(combined=True, utc=False)
     assert packs_for(combined, None)
     assert not packs_for(combined, make_select(skip_paths=["/health"]))
-    assert not packs_for(JsonFormat(), None)
+    assert packs_for(JsonFormat(), None)
+    assert packs_for(LogfmtFormat(), None)
     assert packs_for(Template("%h %{route}x"), None)
+    # Formats whose lines are made in Python read Records.
+    assert not packs_for(SchemaFormat("ecs"), None)
 
     class Mine(ApacheFormat):
         __slots__ = ()

@@ -30,6 +30,8 @@ from collections.abc import Callable, Sequence
 
 from .._errors import describe, report_on_stderr
 from ..formats._apache import ApacheFormat, Format
+from ..formats._json import JsonFormat
+from ..formats._logfmt import LogfmtFormat
 from ..formats._templates import Template
 from ..record._record import Record
 from ..selection._filters import Select
@@ -44,7 +46,7 @@ def packs_for(fmt: Format, select: Select | None) -> bool:
     """Whether the C hand-off may queue this log's records packed (``_core.Packed``).
 
     Only for a writer that hands each batch to a format whose C core reads packed
-    records (the common and combined lines, templates), with at most the query
+    records (the common and combined lines, templates, JSON, logfmt), with at most the query
     redaction in between (``Select.takes_packed``): a filter, a keep predicate or a
     format in Python reads Records.  The exact classes: a subclass may format in
     Python.  Any batch the C core leaves to Python is unpacked first
@@ -53,8 +55,8 @@ def packs_for(fmt: Format, select: Select | None) -> bool:
     return type(fmt) in _READS_PACKED and (select is None or select.takes_packed)
 
 
-#: The formats whose C core reads packed records (csrc/formats/clf.c, template.c).
-_READS_PACKED = (ApacheFormat, Template)
+#: The formats whose C core reads packed records (csrc/formats/clf.c, template.c, json.c).
+_READS_PACKED = (ApacheFormat, JsonFormat, LogfmtFormat, Template)
 
 
 class Writer:
