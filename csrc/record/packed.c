@@ -321,9 +321,9 @@ packed_from_fields(PyTypeObject *type, PyTypeObject *record_type, double time, d
         PyObject_InitVar((PyVarObject *)packed, type, size); /* holds the (heap) type */
         char *out = packed->data;
         for (int i = 0; i < PACKED_TEXTS; i++) {
-            packed->sizes[i] = texts.texts[i].size;
             memcpy(out, texts.texts[i].data, (size_t)texts.texts[i].size);
             out += texts.texts[i].size;
+            packed->ends[i] = out - packed->data;
         }
         visit_headers(headers, environ, &kind, &out, NULL, NULL);
         if (kind == FIELD_STR && !environ) {
@@ -370,11 +370,7 @@ packed_from_record(PyTypeObject *type, PyObject *record)
 void
 packed_fields(Packed *packed, PackedFields *fields)
 {
-    Py_ssize_t texts = 0;
-    for (int i = 0; i < PACKED_TEXTS; i++) {
-        texts += packed->sizes[i];
-    }
-    fields->at = packed->data + texts;
+    fields->at = packed->data + packed->ends[PACKED_TEXTS - 1];
     fields->left = packed->header_count;
 }
 

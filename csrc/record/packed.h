@@ -49,7 +49,8 @@ typedef struct {
     long long sent;
     Py_ssize_t cost;           /* _budget.record_cost of the record */
     Py_ssize_t header_count;
-    Py_ssize_t sizes[PACKED_TEXTS];
+    Py_ssize_t ends[PACKED_TEXTS]; /* where each text ends in data[]; the last, where the
+                                    * header fields start */
     unsigned int flags;
     /* The record's extras: their class (a strong reference), or NULL when the record
      * had none; the numbers of the fields the flags say were there. */
@@ -92,12 +93,9 @@ PyObject *packed_record(PyObject *packed);
 static inline const char *
 packed_text(Packed *packed, int which, Py_ssize_t *size)
 {
-    Py_ssize_t offset = 0;
-    for (int i = 0; i < which; i++) {
-        offset += packed->sizes[i];
-    }
-    *size = packed->sizes[which];
-    return packed->data + offset;
+    Py_ssize_t start = which == 0 ? 0 : packed->ends[which - 1];
+    *size = packed->ends[which] - start;
+    return packed->data + start;
 }
 
 /* A field of a Packed record's extras as the formats write it (scalar.h): the kinds a

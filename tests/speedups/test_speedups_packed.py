@@ -236,10 +236,26 @@ def test_only_a_writer_formatting_in_c_takes_packed_records() -> None:
     # Formats whose lines are made in Python read Records.
     assert not packs_for(SchemaFormat("ecs"), None)
 
+    # A subclass formats as its class does, unless it formats in its own way.
+    class Quiet(JsonFormat):
+        __slots__ = ()
+        reads_extras = frozenset()
+
     class Mine(ApacheFormat):
         __slots__ = ()
 
+        def format_batch(self, records: Any) -> bytes:
+            return b"".join(b"%d\n" % record.status for record in records)
+
+    class Compiled(Template):
+        __slots__ = ()
+
+        def format_compiled(self, records: Any) -> bytes | None:
+            return None
+
+    assert packs_for(Quiet(), None)
     assert not packs_for(Mine(combined=True, utc=False), None)
+    assert not packs_for(Compiled("%h"), None)
 
 
 @settings(max_examples=examples(200), suppress_health_check=[HealthCheck.too_slow])

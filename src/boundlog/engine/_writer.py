@@ -28,6 +28,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
+from .._core import CompiledFirst
 from .._errors import describe, report_on_stderr
 from ..formats._apache import ApacheFormat, Format
 from ..formats._json import JsonFormat
@@ -46,13 +47,22 @@ def packs_for(fmt: Format, select: Select | None) -> bool:
     """Whether the C hand-off may queue this log's records packed (``_core.Packed``).
 
     Only for a writer that hands each batch to a format whose C core reads packed
-    records (the common and combined lines, templates, JSON, logfmt), with at most the query
-    redaction in between (``Select.takes_packed``): a filter, a keep predicate or a
-    format in Python reads Records.  The exact classes: a subclass may format in
-    Python.  Any batch the C core leaves to Python is unpacked first
-    (``_core.CompiledFirst``).
+    records (the common and combined lines, templates, JSON, logfmt), with at most the
+    query redaction in between (``Select.takes_packed``): a filter, a keep predicate or
+    a format in Python reads Records.  A subclass of one of those formats packs too
+    unless it formats otherwise (its own ``format_batch`` or ``format_compiled``: a
+    ``JsonFormat`` with ``reads_extras = frozenset()`` still packs).  Any batch the C
+    core leaves to Python is unpacked first (``_core.CompiledFirst``).
     """
-    return type(fmt) in _READS_PACKED and (select is None or select.takes_packed)
+    cls = type(fmt)
+    return (
+        cls.format_batch is CompiledFirst.format_batch
+        and any(
+            issubclass(cls, base) and cls.format_compiled is base.format_compiled
+            for base in _READS_PACKED
+        )
+        and (select is None or select.takes_packed)
+    )
 
 
 #: The formats whose C core reads packed records (csrc/formats/clf.c, template.c, json.c).
