@@ -391,10 +391,10 @@ write_scalar_field(Buffer *buffer, int logfmt, PyObject *before, const Scalar *v
     return end_value(buffer, logfmt, start, written, write_scalar(buffer, value));
 }
 
-/* The route, completion and trace ids of a record: 0, -1, or UNSUPPORTED for extras
- * that are not a tuple of Extras's size, or request headers the traceparent lookup
- * leaves.  The ids are the span's, else the traceparent field's (read for every
- * record, as the reference reads it). */
+/* The route, completion and trace ids of a record (a Record or a Packed one): 0, -1,
+ * or UNSUPPORTED for extras that are not a tuple of Extras's size, or request headers
+ * the traceparent lookup leaves.  The ids are the span's, else the traceparent
+ * field's. */
 static int
 read_extras(Buffer *scratch, PyObject *record, PyObject *trace_header, Scalar *route,
             Scalar *completed, TraceIds *ids, int *found)
