@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "formats/headers.h"
+#include "record/extras.h"
 
 static const char HEX[] = "0123456789abcdef";
 
@@ -18,45 +19,12 @@ write_hex(unsigned long long number, char *out)
     }
 }
 
-/* An exact int of 64 bits or fewer, not negative, as *number: 1, else 0 (no exception). */
-static int
-unsigned_64(PyObject *value, unsigned long long *number)
-{
-    *number = PyLong_AsUnsignedLongLong(value); /* OverflowError when negative or larger */
-    if (*number == (unsigned long long)-1 && PyErr_Occurred()) {
-        PyErr_Clear();
-        return 0;
-    }
-    return 1;
-}
-
 int
 trace_ids_from_span(PyObject *trace, TraceIds *ids)
 {
-    if (!PyTuple_CheckExact(trace) || PyTuple_GET_SIZE(trace) != 2) {
-        return 0;
-    }
-    PyObject *trace_id = PyTuple_GET_ITEM(trace, 0), *span_id = PyTuple_GET_ITEM(trace, 1);
-    if (!PyLong_CheckExact(trace_id) || !PyLong_CheckExact(span_id)) {
-        return 0;
-    }
-    unsigned long long span, high, low;
-    if (!unsigned_64(span_id, &span) || span == 0) {
-        return 0;
-    }
-    /* A trace id is 128 bits: its high 64 (trace_id >> 64, negative for a negative id)
-     * and its low 64. */
-    PyObject *shift = PyLong_FromLong(64);
-    PyObject *upper = shift == NULL ? NULL : PyNumber_Rshift(trace_id, shift);
-    Py_XDECREF(shift);
-    if (upper == NULL) {
-        PyErr_Clear();
-        return 0;
-    }
-    int fits = unsigned_64(upper, &high);
-    Py_DECREF(upper);
-    low = PyLong_AsUnsignedLongLongMask(trace_id); /* an exact int: cannot fail */
-    return fits && trace_ids_from_numbers(high, low, span, ids);
+    unsigned long long high, low, span;
+    return extras_trace_numbers(trace, &high, &low, &span)
+           && trace_ids_from_numbers(high, low, span, ids);
 }
 
 int

@@ -31,6 +31,13 @@ int extras_lookup(PyObject *values, PyObject *name, PyObject **value);
  * extras_field refuses or an environ extras_lookup refuses. */
 int extras_environ_value(PyObject *record, PyObject *name, PyObject **value);
 
+/* The numbers of an extras.trace of the shape OpenTelemetry holds: an exact tuple of
+ * two exact ints, the trace id below 2**128 and the span id below 2**64, neither
+ * negative: 1 with the trace id's high and low 64 bits and the span id set, else 0
+ * (no exception). */
+int extras_trace_numbers(PyObject *trace, unsigned long long *high, unsigned long long *low,
+                         unsigned long long *span);
+
 /* Whether `no_extras` can stand for _extras.NO_EXTRAS: a tuple with the field. */
 static inline int
 extras_usable(PyObject *no_extras)

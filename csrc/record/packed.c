@@ -43,45 +43,6 @@ packed_str(PyObject *value, TextBytes *text)
     return text_utf8(value, text) < 0 ? -1 : 1;
 }
 
-/* An exact int of 64 bits or fewer, not negative: 1 with *number set, else 0. */
-static int
-unsigned_64(PyObject *value, unsigned long long *number)
-{
-    if (!PyLong_CheckExact(value)) {
-        return 0;
-    }
-    *number = PyLong_AsUnsignedLongLong(value); /* OverflowError when negative or larger */
-    if (*number == (unsigned long long)-1 && PyErr_Occurred()) {
-        PyErr_Clear();
-        return 0;
-    }
-    return 1;
-}
-
-/* Whether extras.trace packs: (trace_id, span_id), exact ints, the trace id of 128
- * bits, the span id of 64, neither negative (what OpenTelemetry holds).  1 with the
- * numbers in *texts, 0 if not (no exception), -1 on error. */
-static int
-pack_trace(PyObject *trace, Texts *texts)
-{
-    if (!PyTuple_CheckExact(trace) || PyTuple_GET_SIZE(trace) != 2
-        || !unsigned_64(PyTuple_GET_ITEM(trace, 1), &texts->span_id)
-        || !PyLong_CheckExact(PyTuple_GET_ITEM(trace, 0))) {
-        return 0;
-    }
-    PyObject *trace_id = PyTuple_GET_ITEM(trace, 0);
-    PyObject *shift = PyLong_FromLong(64);
-    PyObject *upper = shift == NULL ? NULL : PyNumber_Rshift(trace_id, shift);
-    Py_XDECREF(shift);
-    if (upper == NULL) {
-        return -1;
-    }
-    int fits = unsigned_64(upper, &texts->trace_high); /* not for a negative id */
-    Py_DECREF(upper);
-    texts->trace_low = PyLong_AsUnsignedLongLongMask(trace_id); /* an exact int: cannot fail */
-    return fits;
-}
-
 /* An extras field that is None or an exact int of 64 bits: 1, with `flag` added to
  * *flags and the number in *number when it is an int; 0 for anything else. */
 static int
@@ -98,7 +59,7 @@ pack_count(PyObject *value, unsigned int flag, unsigned int *flags, long long *n
 }
 
 /* Whether the record's extras pack (None, or a tuple of EXTRAS_FIELDS fields: the
- * route None or a str, the trace None or what pack_trace packs, completed None or a
+ * route None or a str, the trace None or what extras_trace_numbers reads, completed None or a
  * bool, the counts None or ints of 64 bits, the environ None): 1 with their flags,
  * numbers and route text in *texts, 0 if not (no exception), -1 on error. */
 static int
@@ -124,9 +85,9 @@ pack_extras(PyObject *extras, Texts *texts)
         return 0;
     }
     if (field[EXTRAS_TRACE] != Py_None) {
-        int rc = pack_trace(field[EXTRAS_TRACE], texts);
-        if (rc <= 0) {
-            return rc;
+        if (!extras_trace_numbers(field[EXTRAS_TRACE], &texts->trace_high, &texts->trace_low,
+                                  &texts->span_id)) {
+            return 0;
         }
         texts->flags |= PACKED_TRACE;
     }
