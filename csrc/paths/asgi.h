@@ -26,6 +26,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include "common/dict_hint.h"
 #include "paths/handoff.h"
 
 /* The dict keys and message types the request path compares with, interned once per
@@ -36,6 +37,15 @@ enum {
     NAME_STATUS, NAME_HEADERS, NAME_CLIENT, NAME_HTTP_VERSION, NAME_RAW_PATH,
     NAME_QUERY_STRING, NAME_METHOD, NAME_RECEIVED,
     NAMES
+};
+
+/* The items read from each request's dicts (the scope, the response's messages, and
+ * asgi._PROTOCOLS by the scope's http_version) at the position the previous request's
+ * had them (common/dict_hint.h). */
+enum {
+    HINT_SCOPE_TYPE, HINT_CLIENT, HINT_METHOD, HINT_RAW_PATH, HINT_HEADERS, HINT_HTTP_VERSION,
+    HINT_QUERY_STRING, HINT_PROTOCOL, HINT_MESSAGE_TYPE, HINT_STATUS, HINT_BODY,
+    HINTS
 };
 
 typedef struct {
@@ -65,10 +75,14 @@ typedef struct {
                                  * counts in `received` the request body's bytes, when
                                  * the log reads them (asgi._CountingReceive), else None */
     PyObject *no_extras;      /* _extras.NO_EXTRAS: the extras of a log that reads none */
+    PyObject *learn_parts;    /* when `extras` is the compiled learner, a
+                               * functools.partial of learn_asgi_extras over these parts:
+                               * asgi_record.c calls asgi_learn_extras itself; else NULL */
     PyTypeObject *exchange_type;
     PyTypeObject *capture_type;
     Py_ssize_t budget_limit;
     PyObject *names[NAMES];
+    DictHint hints[HINTS];
 } Middleware;
 
 /* One request's response, as the send wrapper sees it go by. */
@@ -113,6 +127,11 @@ int asgi_is(PyObject *value, PyObject *name);
  * any mapping; new references, NULL on error. */
 PyObject *asgi_item(PyObject *mapping, PyObject *name);
 PyObject *asgi_get(PyObject *mapping, PyObject *name, PyObject *fallback);
+/* asgi_item and asgi_get reading a dict where the last one had the item (`hint`, one
+ * of the middleware's hints). */
+PyObject *asgi_item_hinted(PyObject *mapping, PyObject *name, DictHint *hint);
+PyObject *asgi_get_hinted(PyObject *mapping, PyObject *name, PyObject *fallback,
+                          DictHint *hint);
 /* Whether mapping.get(name) is true: 1, 0, or -1 on error. */
 int asgi_flag(PyObject *mapping, PyObject *name);
 

@@ -10,6 +10,8 @@
  * fields are read-only afterwards, so a call needs no lock. */
 #include "paths/asgi.h"
 
+#include <string.h>
+
 #include "common/compat.h"
 #include "module_state.h"
 #include "paths/app_attribute.h"
@@ -60,6 +62,33 @@ bound_field(Middleware *middleware, size_t i)
         &middleware->counting_receive, &middleware->no_extras,
     };
     return fields[i];
+}
+
+/* The parts of `extras` when it is the compiled learner (_extras.compiled_learner:
+ * functools.partial(learn_asgi_extras, parts), exactly), which the request path then
+ * hands to asgi_learn_extras without the partial's call: a new reference, or NULL
+ * (no exception) for any other extras function, which is called as it is. */
+static PyObject *
+compiled_learner_parts(PyObject *extras)
+{
+    if (strcmp(Py_TYPE(extras)->tp_name, "functools.partial") != 0) {
+        return NULL;
+    }
+    PyObject *func = PyObject_GetAttrString(extras, "func");
+    PyObject *args = func == NULL ? NULL : PyObject_GetAttrString(extras, "args");
+    PyObject *keywords = args == NULL ? NULL : PyObject_GetAttrString(extras, "keywords");
+    PyObject *parts = NULL;
+    if (keywords != NULL && PyCFunction_Check(func)
+        && PyCFunction_GetFunction(func) == (PyCFunction)(void (*)(void))asgi_learn_extras
+        && PyTuple_CheckExact(args) && PyTuple_GET_SIZE(args) == 1
+        && PyDict_CheckExact(keywords) && PyDict_GET_SIZE(keywords) == 0) {
+        parts = Py_NewRef(PyTuple_GET_ITEM(args, 0));
+    }
+    PyErr_Clear();
+    Py_XDECREF(func);
+    Py_XDECREF(args);
+    Py_XDECREF(keywords);
+    return parts;
 }
 
 static PyObject *
@@ -133,6 +162,7 @@ middleware_bind(PyObject *self, PyTypeObject *defining_class, PyObject *const *a
     middleware->exchange_type = (PyTypeObject *)Py_NewRef(state->exchange_type);
     middleware->capture_type = (PyTypeObject *)Py_NewRef(state->capture_type);
     middleware->budget_limit = budget_limit;
+    middleware->learn_parts = compiled_learner_parts(middleware->extras);
     Py_RETURN_NONE;
 }
 
@@ -144,7 +174,8 @@ is_http(Middleware *middleware, PyObject *scope)
         return 0;
     }
     PyObject *kind;
-    if (PyDict_GetItemRef(scope, middleware->names[NAME_TYPE], &kind) <= 0) {
+    if (dict_get_hinted(scope, middleware->names[NAME_TYPE], &middleware->hints[HINT_SCOPE_TYPE],
+                        &kind) <= 0) {
         return PyErr_Occurred() ? -1 : 0;
     }
     int rc = asgi_is(kind, middleware->names[NAME_HTTP]);
@@ -185,6 +216,7 @@ middleware_traverse(PyObject *self, visitproc visit, void *arg)
         Py_VISIT(*bound_field(middleware, i));
     }
     Py_VISIT(middleware->app);
+    Py_VISIT(middleware->learn_parts);
     Py_VISIT(middleware->exchange_type);
     Py_VISIT(middleware->capture_type);
     return 0;
@@ -198,6 +230,7 @@ middleware_clear(PyObject *self)
         Py_CLEAR(*bound_field(middleware, i));
     }
     Py_CLEAR(middleware->app);
+    Py_CLEAR(middleware->learn_parts);
     Py_CLEAR(middleware->exchange_type);
     Py_CLEAR(middleware->capture_type);
     for (int i = 0; i < NAMES; i++) {

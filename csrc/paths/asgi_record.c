@@ -50,6 +50,32 @@ asgi_item(PyObject *mapping, PyObject *name)
 }
 
 PyObject *
+asgi_item_hinted(PyObject *mapping, PyObject *name, DictHint *hint)
+{
+    if (!PyDict_CheckExact(mapping)) {
+        return PyObject_GetItem(mapping, name);
+    }
+    PyObject *value;
+    if (dict_get_hinted(mapping, name, hint, &value) == 0) {
+        PyErr_SetObject(PyExc_KeyError, name);
+    }
+    return value;
+}
+
+PyObject *
+asgi_get_hinted(PyObject *mapping, PyObject *name, PyObject *fallback, DictHint *hint)
+{
+    if (!PyDict_CheckExact(mapping)) {
+        return asgi_get(mapping, name, fallback);
+    }
+    PyObject *value;
+    if (dict_get_hinted(mapping, name, hint, &value) == 0) {
+        value = Py_NewRef(fallback);
+    }
+    return value;
+}
+
+PyObject *
 asgi_get(PyObject *mapping, PyObject *name, PyObject *fallback)
 {
     if (!PyDict_CheckExact(mapping)) {
@@ -82,10 +108,10 @@ asgi_flag(PyObject *mapping, PyObject *name)
 
 /* client[0] if client else None, for None or a non-empty tuple. */
 static int
-client_address(PyObject *scope, PyObject *name, PyObject **address)
+client_address(PyObject *scope, PyObject *name, DictHint *hint, PyObject **address)
 {
     PyObject *client;
-    if (PyDict_GetItemRef(scope, name, &client) < 0) {
+    if (dict_get_hinted(scope, name, hint, &client) < 0) {
         return -1;
     }
     int rc = 0;
@@ -133,21 +159,25 @@ static int
 scope_fields(Capture *capture, PyObject **fields)
 {
     PyObject *scope = capture->scope;
-    PyObject **names = capture->middleware->names;
+    Middleware *middleware = capture->middleware;
+    PyObject **names = middleware->names;
+    DictHint *hints = middleware->hints;
     if (!PyDict_CheckExact(scope)) {
         return UNUSUAL;
     }
-    int rc = client_address(scope, names[NAME_CLIENT], &fields[2]);
+    int rc = client_address(scope, names[NAME_CLIENT], &hints[HINT_CLIENT], &fields[2]);
     if (rc != 0) {
         return rc;
     }
     PyObject *version = NULL;
-    if (PyDict_GetItemRef(scope, names[NAME_METHOD], &fields[3]) <= 0
-        || PyDict_GetItemRef(scope, names[NAME_RAW_PATH], &fields[4]) <= 0
-        || PyDict_GetItemRef(scope, names[NAME_HEADERS], &fields[9]) <= 0
-        || PyDict_GetItemRef(scope, names[NAME_HTTP_VERSION], &version) <= 0
+    if (dict_get_hinted(scope, names[NAME_METHOD], &hints[HINT_METHOD], &fields[3]) <= 0
+        || dict_get_hinted(scope, names[NAME_RAW_PATH], &hints[HINT_RAW_PATH], &fields[4]) <= 0
+        || dict_get_hinted(scope, names[NAME_HEADERS], &hints[HINT_HEADERS], &fields[9]) <= 0
+        || dict_get_hinted(scope, names[NAME_HTTP_VERSION], &hints[HINT_HTTP_VERSION],
+                           &version) <= 0
         || !PyUnicode_CheckExact(version)
-        || PyDict_GetItemRef(capture->middleware->protocols, version, &fields[6]) <= 0) {
+        || dict_get_hinted(middleware->protocols, version, &hints[HINT_PROTOCOL],
+                           &fields[6]) <= 0) {
         /* Missing or errors: the reference raises what it raises. */
         Py_XDECREF(version);
         PyErr_Clear();
@@ -157,7 +187,8 @@ scope_fields(Capture *capture, PyObject **fields)
     if (!PyBytes_CheckExact(fields[4]) || PyBytes_GET_SIZE(fields[4]) == 0) {
         return UNUSUAL; /* no raw_path: the reference encodes path */
     }
-    if (PyDict_GetItemRef(scope, names[NAME_QUERY_STRING], &fields[5]) < 0) {
+    if (dict_get_hinted(scope, names[NAME_QUERY_STRING], &hints[HINT_QUERY_STRING], &fields[5])
+        < 0) {
         return -1;
     }
     if (fields[5] == NULL) {
@@ -247,6 +278,12 @@ learn_extras(Capture *capture, int completed)
     PyObject *extras;
     if (learn == Py_None) {
         extras = Py_NewRef(Py_None);
+    }
+    else if (middleware->learn_parts != NULL) {
+        /* The compiled learner, without its functools.partial. */
+        PyObject *args[] = {middleware->learn_parts, capture->scope,
+                            completed ? Py_True : Py_False};
+        extras = asgi_learn_extras(NULL, args, 3);
     }
     else {
         PyObject *args[] = {capture->scope, completed ? Py_True : Py_False};

@@ -51,7 +51,9 @@ body_ends(Capture *capture, PyObject *message)
 {
     PyObject **names = capture->middleware->names;
     PyObject *empty = PyBytes_FromStringAndSize(NULL, 0);
-    PyObject *body = empty == NULL ? NULL : asgi_get(message, names[NAME_BODY], empty);
+    PyObject *body = empty == NULL ? NULL
+                     : asgi_get_hinted(message, names[NAME_BODY], empty,
+                                       &capture->middleware->hints[HINT_BODY]);
     Py_XDECREF(empty);
     if (body == NULL) {
         return -1;
@@ -92,7 +94,8 @@ static int
 count(Capture *capture, PyObject *message)
 {
     PyObject **names = capture->middleware->names;
-    PyObject *kind = asgi_item(message, names[NAME_TYPE]);
+    DictHint *hints = capture->middleware->hints;
+    PyObject *kind = asgi_item_hinted(message, names[NAME_TYPE], &hints[HINT_MESSAGE_TYPE]);
     if (kind == NULL) {
         return -1;
     }
@@ -102,7 +105,8 @@ count(Capture *capture, PyObject *message)
         rc = is < 0 ? -1 : body_ends(capture, message);
     }
     else if ((is = asgi_is(kind, names[NAME_START_MESSAGE])) != 0) {
-        PyObject *status = is < 0 ? NULL : asgi_item(message, names[NAME_STATUS]);
+        PyObject *status = is < 0 ? NULL
+                           : asgi_item_hinted(message, names[NAME_STATUS], &hints[HINT_STATUS]);
         if (status == NULL) {
             rc = -1;
         }

@@ -359,6 +359,30 @@ def test_c_and_python_give_the_same_exchange_records_and_counts(
     assert results[0] == results[1]
 
 
+@settings(max_examples=examples(200), suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(exchanges=st.lists(st.tuples(SCOPE, SCRIPT), min_size=2, max_size=5), packs=st.booleans())
+def test_one_middleware_reads_scopes_of_every_making_alike(
+    logs: Logs, exchanges: list[tuple[dict[str, Any], list[tuple[Any, ...]]]], packs: bool
+) -> None:
+    # The C path reads a scope's and a message's items where the previous request's
+    # dicts had them (csrc/common/dict_hint.h): one middleware serving scopes whose keys
+    # move, go missing or are equal strs that are not the same objects reads each as
+    # the reference does.
+    results = []
+    for path in ("python", "c"):
+        log, fmt = logs[path, True, False, False, packs]
+        middleware = _middleware(log)
+        call = middleware.__call__ if path == "python" else middleware
+        outcomes = [
+            _exchange(middleware, call, dict(scope), script, ("run",))
+            for scope, script in exchanges
+        ]
+        assert log.flush(timeout=10)
+        results.append((outcomes, [_comparable(record) for record in fmt.records]))
+        fmt.records.clear()
+    assert results[0] == results[1]
+
+
 @settings(max_examples=examples(100), deadline=None)
 @given(script=SCRIPT, driver=DRIVER, policy=st.sampled_from(["drop", "wait"]))
 def test_a_closed_log_refuses_alike(
