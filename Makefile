@@ -85,13 +85,16 @@ test-unit: ext
 
 # The C core (csrc/**/*.[ch]), built in place by `pip install -e .` (which uses the
 # setuptools pyproject.toml asks for, not the venv's): again when a C file is newer
-# than the built module.  A failed build leaves the pure-Python core, and
-# tests/speedups/test_speedups.py then fails: the suite must not pass on it unknowingly.
+# than the built module.  The module built before is removed first: a failed build
+# (setup.py then installs the pure-Python core, and says so in a line --quiet hides)
+# must not leave the previous build's module to be tested in its place.  Without one,
+# tests/speedups/test_speedups.py fails: the suite must not pass on it unknowingly.
 EXT := src/boundlog/_speedups$(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
 
 ext: $(EXT)
 
 $(EXT): $(shell find csrc -name '*.[ch]') setup.py | $(BIN)/pytest
+	rm -f $(EXT)
 	$(BIN)/pip install --quiet --no-deps -e .
 
 # The C core under AddressSanitizer and UndefinedBehaviorSanitizer: the package built

@@ -146,4 +146,17 @@ Capture *capture_new(Middleware *middleware, PyObject *scope, PyObject *send, do
  * (asgi_learn.c), with the parts _extras.compiled_learner makes. */
 PyObject *asgi_learn_extras(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 
+/* Whether `parts` are of the shape _extras.compiled_learner makes them. */
+int asgi_learn_parts_usable(PyObject *parts);
+
+/* What learn_asgi_extras learns, before the Extras is made of it: its EXTRAS_FIELDS
+ * fields as new references in fields[] and its class in *type; 0, or -1 with an
+ * exception set (fields[] all NULL).  `parts` asgi_learn_parts_usable. */
+int asgi_learn_fields(PyObject *parts, PyObject *scope, PyObject *completed,
+                      PyObject **fields, PyTypeObject **type);
+
+/* The Extras of the fields asgi_learn_fields learnt, which it takes (fields[] NULL
+ * after, even on error): a new reference, or NULL. */
+PyObject *asgi_learnt_extras(PyTypeObject *type, PyObject **fields);
+
 #endif

@@ -162,61 +162,85 @@ current_trace(PyObject *const *parts)
     return result;
 }
 
+int
+asgi_learn_parts_usable(PyObject *parts)
+{
+    return PyTuple_CheckExact(parts) && PyTuple_GET_SIZE(parts) == PARTS
+           && PyTuple_CheckExact(PyTuple_GET_ITEM(parts, PART_NAMES))
+           && PyTuple_GET_SIZE(PyTuple_GET_ITEM(parts, PART_NAMES)) == NAMED
+           && PyType_Check(PyTuple_GET_ITEM(parts, PART_EXTRAS_TYPE));
+}
+
+int
+asgi_learn_fields(PyObject *parts_tuple, PyObject *scope, PyObject *completed,
+                  PyObject **fields, PyTypeObject **type)
+{
+    PyObject *const *parts = &PyTuple_GET_ITEM(parts_tuple, 0);
+    for (int i = 0; i < EXTRAS_FIELDS; i++) {
+        fields[i] = NULL;
+    }
+    /* In the reference's order: the route, then the trace. */
+    fields[EXTRAS_ROUTE] = parts[PART_READS_ROUTE] == Py_True ? route_of(parts, scope)
+                                                              : Py_NewRef(Py_None);
+    if (fields[EXTRAS_ROUTE] == NULL) {
+        return -1;
+    }
+    fields[EXTRAS_TRACE] = parts[PART_CONTEXT_VAR] != Py_None ? current_trace(parts)
+                                                              : Py_NewRef(Py_None);
+    if (fields[EXTRAS_TRACE] == NULL) {
+        Py_CLEAR(fields[EXTRAS_ROUTE]);
+        return -1;
+    }
+    fields[EXTRAS_COMPLETED] = Py_NewRef(parts[PART_READS_DONE] == Py_True ? completed : Py_None);
+    for (int i = EXTRAS_BYTES_RECEIVED; i < EXTRAS_FIELDS; i++) {
+        fields[i] = Py_NewRef(Py_None);
+    }
+    *type = (PyTypeObject *)parts[PART_EXTRAS_TYPE];
+    return 0;
+}
+
+PyObject *
+asgi_learnt_extras(PyTypeObject *type, PyObject **fields)
+{
+    /* new_extras: tuple.__new__ of the type, as the reference builds it. */
+    PyObject *extras = type->tp_alloc(type, EXTRAS_FIELDS);
+    if (extras == NULL) {
+        for (int i = 0; i < EXTRAS_FIELDS; i++) {
+            Py_CLEAR(fields[i]);
+        }
+        return NULL;
+    }
+    /* A queued record keeps its extras alive for a batch's time: one the collector
+     * need not see costs it no walk in each collection meanwhile (the record itself
+     * is untracked for the same reason, asgi_record.c). */
+    int atomic = 1;
+    for (int i = 0; i < EXTRAS_FIELDS; i++) {
+        /* Untracked tuples stay so (immutable); a mutable untracked container may
+         * start holding anything. */
+        atomic = atomic && (!PyObject_IS_GC(fields[i])
+                            || (PyTuple_CheckExact(fields[i]) && !PyObject_GC_IsTracked(fields[i])));
+        PyTuple_SET_ITEM(extras, i, fields[i]);
+        fields[i] = NULL;
+    }
+    if (atomic) {
+        PyObject_GC_UnTrack(extras);
+    }
+    return extras;
+}
+
 PyObject *
 asgi_learn_extras(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 3 || !PyTuple_CheckExact(args[0]) || PyTuple_GET_SIZE(args[0]) != PARTS
-        || !PyTuple_CheckExact(PyTuple_GET_ITEM(args[0], PART_NAMES))
-        || PyTuple_GET_SIZE(PyTuple_GET_ITEM(args[0], PART_NAMES)) != NAMED
-        || !PyType_Check(PyTuple_GET_ITEM(args[0], PART_EXTRAS_TYPE))) {
+    if (nargs != 3 || !asgi_learn_parts_usable(args[0])) {
         PyErr_SetString(PyExc_TypeError,
                         "learn_asgi_extras(parts, scope, completed): parts as "
                         "_extras.compiled_learner makes them");
         return NULL;
     }
-    PyObject *const *parts = &PyTuple_GET_ITEM(args[0], 0);
-    PyObject *scope = args[1];
-    PyObject *fields[EXTRAS_FIELDS] = {NULL};
-    PyObject *extras = NULL;
-    /* In the reference's order: the route, then the trace. */
-    fields[EXTRAS_ROUTE] = parts[PART_READS_ROUTE] == Py_True ? route_of(parts, scope)
-                                                              : Py_NewRef(Py_None);
-    if (fields[EXTRAS_ROUTE] == NULL) {
-        goto done;
+    PyObject *fields[EXTRAS_FIELDS];
+    PyTypeObject *type;
+    if (asgi_learn_fields(args[0], args[1], args[2], fields, &type) < 0) {
+        return NULL;
     }
-    fields[EXTRAS_TRACE] = parts[PART_CONTEXT_VAR] != Py_None ? current_trace(parts)
-                                                              : Py_NewRef(Py_None);
-    if (fields[EXTRAS_TRACE] == NULL) {
-        goto done;
-    }
-    fields[EXTRAS_COMPLETED] = Py_NewRef(parts[PART_READS_DONE] == Py_True ? args[2] : Py_None);
-    for (int i = EXTRAS_BYTES_RECEIVED; i < EXTRAS_FIELDS; i++) {
-        fields[i] = Py_NewRef(Py_None);
-    }
-    /* new_extras: tuple.__new__ of the type, as the reference builds it. */
-    PyTypeObject *type = (PyTypeObject *)parts[PART_EXTRAS_TYPE];
-    extras = type->tp_alloc(type, EXTRAS_FIELDS);
-    if (extras != NULL) {
-        /* A queued record keeps its extras alive for a batch's time: one the collector
-         * need not see costs it no walk in each collection meanwhile (the record
-         * itself is untracked for the same reason, asgi_record.c). */
-        int atomic = 1;
-        for (int i = 0; i < EXTRAS_FIELDS; i++) {
-            /* Untracked tuples stay so (immutable); a mutable untracked container
-             * may start holding anything. */
-            atomic = atomic && (!PyObject_IS_GC(fields[i])
-                                || (PyTuple_CheckExact(fields[i])
-                                    && !PyObject_GC_IsTracked(fields[i])));
-            PyTuple_SET_ITEM(extras, i, fields[i]);
-            fields[i] = NULL;
-        }
-        if (atomic) {
-            PyObject_GC_UnTrack(extras);
-        }
-    }
-done:
-    for (int i = 0; i < EXTRAS_FIELDS; i++) {
-        Py_XDECREF(fields[i]);
-    }
-    return extras;
+    return asgi_learnt_extras(type, fields);
 }

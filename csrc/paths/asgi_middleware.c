@@ -81,6 +81,7 @@ compiled_learner_parts(PyObject *extras)
     if (keywords != NULL && PyCFunction_Check(func)
         && PyCFunction_GetFunction(func) == (PyCFunction)(void (*)(void))asgi_learn_extras
         && PyTuple_CheckExact(args) && PyTuple_GET_SIZE(args) == 1
+        && asgi_learn_parts_usable(PyTuple_GET_ITEM(args, 0))
         && PyDict_CheckExact(keywords) && PyDict_GET_SIZE(keywords) == 0) {
         parts = Py_NewRef(PyTuple_GET_ITEM(args, 0));
     }

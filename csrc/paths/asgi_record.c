@@ -268,37 +268,57 @@ response_headers(Capture *capture)
 
 /* What the log's extras function learns of the exchange (asgi.AccessLogMiddleware
  * ._extras), with the request body's bytes the application received when the log
- * reads them, as the reference adds them: a new reference, None when the log reads no
- * extras, NULL on error. */
-static PyObject *
-learn_extras(Capture *capture, int completed)
+ * reads them, as the reference adds them: in *extras a new reference, None when the
+ * log reads no extras.  For the compiled learner of a log that does not count the
+ * request body (the usual extras), its fields instead, as asgi_learn_fields gives
+ * them, and *extras NULL: a packed record takes them without an Extras made and freed
+ * (made_extras makes it when the record needs one).  0, or -1 on error. */
+static int
+learn_extras(Capture *capture, int completed, PyObject **extras, PyObject **learnt,
+             PyTypeObject **learnt_type)
 {
     Middleware *middleware = capture->middleware;
     PyObject *learn = middleware->extras;
-    PyObject *extras;
+    PyObject *done = completed ? Py_True : Py_False;
+    *extras = NULL;
+    if (middleware->learn_parts != NULL && capture->counting_receive == NULL) {
+        /* The compiled learner, without its functools.partial. */
+        return asgi_learn_fields(middleware->learn_parts, capture->scope, done, learnt,
+                                 learnt_type);
+    }
+    PyObject *learned;
     if (learn == Py_None) {
-        extras = Py_NewRef(Py_None);
+        learned = Py_NewRef(Py_None);
     }
     else if (middleware->learn_parts != NULL) {
-        /* The compiled learner, without its functools.partial. */
-        PyObject *args[] = {middleware->learn_parts, capture->scope,
-                            completed ? Py_True : Py_False};
-        extras = asgi_learn_extras(NULL, args, 3);
+        PyObject *args[] = {middleware->learn_parts, capture->scope, done};
+        learned = asgi_learn_extras(NULL, args, 3);
     }
     else {
-        PyObject *args[] = {capture->scope, completed ? Py_True : Py_False};
-        extras = PyObject_Vectorcall(learn, args, 2, NULL);
+        PyObject *args[] = {capture->scope, done};
+        learned = PyObject_Vectorcall(learn, args, 2, NULL);
     }
-    if (extras == NULL || capture->counting_receive == NULL) {
-        return extras;
+    if (learned == NULL || capture->counting_receive == NULL) {
+        *extras = learned;
+        return learned == NULL ? -1 : 0;
     }
     PyObject *received = PyObject_GetAttr(capture->counting_receive,
                                           middleware->names[NAME_RECEIVED]);
-    PyObject *counted = received == NULL ? NULL
-                        : extras_with_bytes_received(middleware->no_extras, extras, received);
+    *extras = received == NULL ? NULL
+              : extras_with_bytes_received(middleware->no_extras, learned, received);
     Py_XDECREF(received);
-    Py_DECREF(extras);
-    return counted;
+    Py_DECREF(learned);
+    return *extras == NULL ? -1 : 0;
+}
+
+/* The record's extras: those learnt as an object, or made of the fields learnt. */
+static PyObject *
+made_extras(PyObject **extras, PyTypeObject *learnt_type, PyObject **learnt)
+{
+    if (*extras == NULL) {
+        *extras = asgi_learnt_extras(learnt_type, learnt);
+    }
+    return *extras;
 }
 
 PyObject *
@@ -306,8 +326,14 @@ asgi_record(Capture *capture, PyObject *status, int completed)
 {
     Middleware *middleware = capture->middleware;
     /* First: the function may run any code, which must not see a half-made record. */
-    PyObject *extras = learn_extras(capture, completed);
-    if (extras == NULL) {
+    PyObject *record = NULL;
+    PyObject *extras;
+    PyObject *learnt[EXTRAS_FIELDS];
+    PyTypeObject *learnt_type = NULL;
+    for (int i = 0; i < EXTRAS_FIELDS; i++) {
+        learnt[i] = NULL;
+    }
+    if (learn_extras(capture, completed, &extras, learnt, &learnt_type) < 0) {
         return NULL;
     }
     PyObject *sent;
@@ -322,14 +348,14 @@ asgi_record(Capture *capture, PyObject *status, int completed)
         sent = PyLong_FromSsize_t(capture->sent);
     }
     if (sent == NULL) {
-        Py_DECREF(extras);
-        return NULL;
+        goto learnt_only;
     }
     PyObject *fields[FIELDS] = {NULL};
-    PyObject *record = NULL;
     int rc = scope_fields(capture, fields);
     if (rc == UNUSUAL) {
-        record = python_record(capture, status, sent, extras);
+        if (made_extras(&extras, learnt_type, learnt) != NULL) {
+            record = python_record(capture, status, sent, extras);
+        }
         goto done;
     }
     if (rc < 0 || (fields[10] = response_headers(capture)) == NULL) {
@@ -348,18 +374,25 @@ asgi_record(Capture *capture, PyObject *status, int completed)
     if (fields[NOTES] == NULL) {
         goto done;
     }
-    fields[EXTRAS] = Py_NewRef(extras);
     PyTypeObject *packed_type = ((Handoff *)middleware->handoff)->packed_type;
     if (packed_type != NULL && fields[NOTES] == Py_None) {
-        /* The record as its hand-off would pack it (handoff.h), without making it.  A
-         * log that collects notes holds it until the application ends, and then gives
-         * it the notes it has, if any (asgi_with_notes). */
+        /* The record as its hand-off would pack it (handoff.h), without making it (nor
+         * its extras, when their fields were learnt).  A log that collects notes holds
+         * it until the application ends, and then gives it the notes it has, if any
+         * (asgi_with_notes). */
+        fields[EXTRAS] = Py_XNewRef(extras);
+        ExtrasFields given = {learnt_type, learnt};
         record = packed_from_fields(packed_type, (PyTypeObject *)middleware->record_type,
-                                    now - duration, duration, fields);
+                                    now - duration, duration, fields,
+                                    extras == NULL ? &given : NULL);
         if (record != NULL || PyErr_Occurred()) {
             goto done;
         }
     }
+    if (made_extras(&extras, learnt_type, learnt) == NULL) {
+        goto done;
+    }
+    Py_XSETREF(fields[EXTRAS], Py_NewRef(extras));
     if ((fields[0] = PyFloat_FromDouble(now - duration)) == NULL
         || (fields[1] = PyFloat_FromDouble(duration)) == NULL) {
         goto done;
@@ -381,7 +414,11 @@ done:
         Py_XDECREF(fields[i]);
     }
     Py_DECREF(sent);
-    Py_DECREF(extras);
+learnt_only:
+    Py_XDECREF(extras);
+    for (int i = 0; i < EXTRAS_FIELDS; i++) {
+        Py_XDECREF(learnt[i]);
+    }
     return record;
 }
 

@@ -61,19 +61,11 @@ pack_count(PyObject *value, unsigned int flag, unsigned int *flags, long long *n
 /* Whether the record's extras pack (None, or a tuple of EXTRAS_FIELDS fields: the
  * route None or a str, the trace None or what extras_trace_numbers reads, completed None or a
  * bool, the counts None or ints of 64 bits, the environ None): 1 with their flags,
- * numbers and route text in *texts, 0 if not (no exception), -1 on error. */
+ * numbers and route text in *texts, 0 if not (no exception), -1 on error.  The fields
+ * of extras of class `type`, then the extras (`learnt`, or the object `extras`). */
 static int
-pack_extras(PyObject *extras, Texts *texts)
+pack_extra_fields(PyTypeObject *type, PyObject *const *field, Texts *texts)
 {
-    texts->extras_type = NULL;
-    texts->texts[PACKED_ROUTE] = (TextBytes){"", 0, NULL};
-    if (extras == Py_None) {
-        return 1;
-    }
-    if (!PyTuple_Check(extras) || PyTuple_GET_SIZE(extras) != EXTRAS_FIELDS) {
-        return 0;
-    }
-    PyObject *const *field = &PyTuple_GET_ITEM(extras, 0);
     PyObject *completed = field[EXTRAS_COMPLETED];
     if (field[EXTRAS_ENVIRON] != Py_None
         || (completed != Py_None && completed != Py_True && completed != Py_False)
@@ -100,8 +92,25 @@ pack_extras(PyObject *extras, Texts *texts)
         }
         texts->flags |= PACKED_ROUTE_STR;
     }
-    texts->extras_type = Py_TYPE(extras);
+    texts->extras_type = type;
     return 1;
+}
+
+static int
+pack_extras(PyObject *extras, const ExtrasFields *learnt, Texts *texts)
+{
+    texts->extras_type = NULL;
+    texts->texts[PACKED_ROUTE] = (TextBytes){"", 0, NULL};
+    if (learnt != NULL) {
+        return pack_extra_fields(learnt->type, learnt->fields, texts);
+    }
+    if (extras == Py_None) {
+        return 1;
+    }
+    if (!PyTuple_Check(extras) || PyTuple_GET_SIZE(extras) != EXTRAS_FIELDS) {
+        return 0;
+    }
+    return pack_extra_fields(Py_TYPE(extras), &PyTuple_GET_ITEM(extras, 0), texts);
 }
 
 /* Whether a record of `fields` (indexed as a Record's: TIME and DURATION are not
@@ -116,7 +125,7 @@ pack_extras(PyObject *extras, Texts *texts)
  * only, so that unpacking gives back what was packed and the formats read it as they
  * read the record. */
 static int
-packable(PyObject *const *fields, Texts *texts)
+packable(PyObject *const *fields, const ExtrasFields *learnt, Texts *texts)
 {
     PyObject *client = fields[CLIENT];
     PyObject *headers = fields[REQUEST_HEADERS];
@@ -134,7 +143,7 @@ packable(PyObject *const *fields, Texts *texts)
     texts->flags = PyTuple_CheckExact(headers)  ? PACKED_HEADER_TUPLE
                    : PyDict_CheckExact(headers) ? PACKED_HEADER_ENVIRON
                                                 : 0;
-    int rc = pack_extras(fields[EXTRAS], texts);
+    int rc = pack_extras(fields[EXTRAS], learnt, texts);
     if (rc <= 0) {
         return rc;
     }
@@ -251,11 +260,11 @@ visit_headers(PyObject *headers, int environ, int *kind, char **out, Py_ssize_t 
 
 PyObject *
 packed_from_fields(PyTypeObject *type, PyTypeObject *record_type, double time, double duration,
-                   PyObject *const *fields)
+                   PyObject *const *fields, const ExtrasFields *learnt)
 {
     Texts texts;
     memset(&texts, 0, sizeof(texts));
-    int rc = packable(fields, &texts);
+    int rc = packable(fields, learnt, &texts);
     if (rc <= 0) {
         return NULL;
     }
@@ -325,7 +334,7 @@ packed_from_record(PyTypeObject *type, PyObject *record)
     return packed_from_fields(type, Py_TYPE(record),
                               PyFloat_AS_DOUBLE(PyTuple_GET_ITEM(record, TIME)),
                               PyFloat_AS_DOUBLE(PyTuple_GET_ITEM(record, DURATION)),
-                              &PyTuple_GET_ITEM(record, 0));
+                              &PyTuple_GET_ITEM(record, 0), NULL);
 }
 
 void

@@ -81,10 +81,19 @@ packed_check(PyObject *object)
  * queued as it is), NULL with an exception on error. */
 PyObject *packed_from_record(PyTypeObject *type, PyObject *record);
 
+/* The extras of a record not made yet either: their class and their EXTRAS_FIELDS
+ * fields (extras.h), borrowed. */
+typedef struct {
+    PyTypeObject *type;
+    PyObject *const *fields;
+} ExtrasFields;
+
 /* packed_from_record for a record of `record_type` not made yet: its times, and its
- * other fields in `fields`, indexed as a Record's (TIME and DURATION not read). */
+ * other fields in `fields`, indexed as a Record's (TIME and DURATION not read); its
+ * extras fields[EXTRAS], or `learnt` when not NULL (fields[EXTRAS] then not read). */
 PyObject *packed_from_fields(PyTypeObject *type, PyTypeObject *record_type, double time,
-                             double duration, PyObject *const *fields);
+                             double duration, PyObject *const *fields,
+                             const ExtrasFields *learnt);
 
 /* The Record `packed` holds, equal to the one it was made of: a new reference. */
 PyObject *packed_record(PyObject *packed);
