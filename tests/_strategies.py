@@ -130,6 +130,18 @@ NOTE_NAMES = st.one_of(
 )
 
 
+#: A note's value of the kinds a packed record keeps (RecordBudget.notes turns any
+#: other into its text): the JSON scalars, ints past 64 bits and floats not finite too.
+PACKABLE_NOTE_VALUES = st.one_of(
+    st.none(), st.booleans(), st.integers(), st.just(10**400), st.floats(), TEXT
+)
+#: Notes a packed record keeps: None, or names (hostile, and the line's own keys, which
+#: JSON prefixes) to such values.
+PACKABLE_NOTES = st.none() | st.dictionaries(
+    NOTE_NAMES, PACKABLE_NOTE_VALUES, min_size=1, max_size=3
+)
+
+
 def notes_dicts() -> st.SearchStrategy[dict[str, Any]]:
     """A record's notes as the middlewares copy them (never empty: None then)."""
     return st.dictionaries(NOTE_NAMES, NOTE_VALUES, min_size=1, max_size=4)
@@ -325,8 +337,8 @@ def packable_records(
     headers: st.SearchStrategy[Any] = PACKABLE_HEADERS,
 ) -> st.SearchStrategy[Record]:
     """Records of the shape the C hand-off packs: hostile texts and bytes, every float time
-    and duration, ``headers`` as the request's, no response header fields, no notes, and
-    extras of the usual kinds."""
+    and duration, ``headers`` as the request's, no response header fields, notes of the
+    kinds packed, and extras of the usual kinds."""
     return st.builds(
         Record,
         time=JSON_TIMES.filter(lambda when: type(when) is float),
@@ -340,7 +352,7 @@ def packable_records(
         bytes_sent=NUMBERS,
         request_headers=headers,
         response_headers=st.just(()),
-        notes=st.none(),
+        notes=PACKABLE_NOTES,
         extras=PACKABLE_EXTRAS,
     )
 

@@ -700,8 +700,9 @@ write_line(Buffer *buffer, Buffer *scratch, Stamps *stamps, const Line *line, Py
             return rc;
         }
     }
-    /* A Packed record has no notes. */
-    rc = packed ? 0 : write_notes(buffer, PyTuple_GET_ITEM(record, NOTES), line->taken, logfmt);
+    rc = write_notes(buffer,
+                     packed ? packed_notes((Packed *)record) : PyTuple_GET_ITEM(record, NOTES),
+                     line->taken, logfmt);
     if (rc != 0) {
         return rc;
     }

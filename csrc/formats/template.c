@@ -520,15 +520,11 @@ write_connection_status(Buffer *buffer, Line *line, const Op *op, PyObject *reco
     return BUFFER_LITERAL(buffer, "+");
 }
 
-/* A server variable (%{NAME}e) or a note (%{name}n): note_text's text of its value,
- * escaped, "-" when there is none. */
+/* A server variable (%{NAME}e) or a note (%{name}n): note_text's text of its value
+ * (`value`, found with rc 0, NULL if none), escaped, "-" when there is none. */
 static int
-write_variable(Buffer *buffer, const Op *op, PyObject *record)
+write_found(Buffer *buffer, int rc, PyObject *value)
 {
-    PyObject *value;
-    int rc = op->code == OP_ENVIRON ? extras_environ_value(record, op->object, &value)
-                                    : extras_lookup(PyTuple_GET_ITEM(record, NOTES),
-                                                    op->object, &value);
     if (rc != 0) {
         return rc;
     }
@@ -538,6 +534,16 @@ write_variable(Buffer *buffer, const Op *op, PyObject *record)
     rc = scalar_write_text(buffer, value);
     Py_DECREF(value);
     return rc;
+}
+
+static int
+write_variable(Buffer *buffer, const Op *op, PyObject *record)
+{
+    PyObject *value;
+    int rc = op->code == OP_ENVIRON ? extras_environ_value(record, op->object, &value)
+                                    : extras_lookup(PyTuple_GET_ITEM(record, NOTES),
+                                                    op->object, &value);
+    return write_found(buffer, rc, value);
 }
 
 /* Appends one op's piece of a record's line: 0, -1 with an exception set, or
@@ -652,7 +658,8 @@ write_packed_connection_status(Buffer *buffer, Line *line, const Op *op, Packed 
 /* write_op for a Packed record.  It has the shape packed_from_record packs (packed.h):
  * texts of the types the ops read, a float time and duration, request header fields
  * of a shape headers.h reads, extras of the usual kinds and no server variables, no
- * response header fields and no notes: those ops write what they write for None. */
+ * response header fields (those ops write what they write for None), and notes read
+ * as a Record's. */
 static int
 write_packed_op(Buffer *buffer, Line *line, Op *op, Packed *packed)
 {
@@ -731,8 +738,12 @@ write_packed_op(Buffer *buffer, Line *line, Op *op, Packed *packed)
     case OP_CONNECTION_STATUS:
         return write_packed_connection_status(buffer, line, op, packed);
     case OP_ENVIRON: /* no server variables (packed only without) */
-    case OP_NOTE:    /* no notes */
         return BUFFER_LITERAL(buffer, "-");
+    case OP_NOTE: {
+        PyObject *value;
+        int rc = extras_lookup(packed_notes(packed), op->object, &value);
+        return write_found(buffer, rc, value);
+    }
     default:
         return UNSUPPORTED; /* read_op admits no other code */
     }

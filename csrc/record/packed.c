@@ -22,6 +22,8 @@ typedef struct {
     PyTypeObject *extras_type; /* borrowed from the record's extras */
     unsigned long long trace_high, trace_low, span_id;
     long long bytes_received, close_code;
+    PyObject *notes;           /* borrowed from the record; NULL for None */
+    Py_ssize_t notes_cost;     /* what they cost the record's budget */
 } Texts;
 
 static void
@@ -113,6 +115,46 @@ pack_extras(PyObject *extras, const ExtrasFields *learnt, Texts *texts)
     return pack_extra_fields(Py_TYPE(extras), &PyTuple_GET_ITEM(extras, 0), texts);
 }
 
+/* Whether the record's notes pack: None, or an exact dict of exact str keys and
+ * values of the exact JSON scalar types (None, bool, int, float, str), kept as the
+ * dict itself: no such dict can be in a cycle (CPython with the GIL does not even
+ * track it, RecordBudget.notes's copy included), so a Packed, which the collector
+ * does not see, may hold it; and the formats read it as they read a Record's notes.  1 with the notes and their cost (_budget.record_cost's) in
+ * *texts, else 0. */
+static int
+pack_notes(PyObject *notes, Texts *texts)
+{
+    texts->notes = NULL;
+    texts->notes_cost = 0;
+    if (notes == Py_None) {
+        return 1;
+    }
+    if (!PyDict_CheckExact(notes)) {
+        return 0;
+    }
+    int ok = 1;
+    Py_ssize_t cost = 0;
+    /* A record built by hand may share its dict with another thread. */
+    Py_BEGIN_CRITICAL_SECTION(notes);
+    Py_ssize_t position = 0;
+    PyObject *key, *value;
+    while (ok && PyDict_Next(notes, &position, &key, &value)) {
+        ok = PyUnicode_CheckExact(key)
+             && (value == Py_None || PyBool_Check(value) || PyLong_CheckExact(value)
+                 || PyFloat_CheckExact(value) || PyUnicode_CheckExact(value));
+        if (ok) {
+            cost += FIELD_OVERHEAD + PyUnicode_GET_LENGTH(key)
+                    + (PyUnicode_CheckExact(value) ? PyUnicode_GET_LENGTH(value) : 0);
+        }
+    }
+    Py_END_CRITICAL_SECTION();
+    if (ok) {
+        texts->notes = notes;
+        texts->notes_cost = cost;
+    }
+    return ok;
+}
+
 /* Whether a record of `fields` (indexed as a Record's: TIME and DURATION are not
  * read) has the shape packed: 1 with its texts and numbers in *texts (its texts
  * released by the caller), 0 if not, -1 on error.  The shape: client None or a str;
@@ -121,7 +163,8 @@ pack_extras(PyObject *extras, const ExtrasFields *learnt, Texts *texts)
  * str) pairs (gunicorn's: ASCII names, values of one byte a character), or a dict of
  * the environ's picked fields, ASCII str keys to str values of one byte a character
  * (WSGI), which packed_from_fields checks as it copies them; no response headers (an
- * empty tuple), no notes; extras None or of the shape pack_extras packs.  Exact types
+ * empty tuple); notes None or of the shape pack_notes packs; extras None or of the
+ * shape pack_extras packs.  Exact types
  * only, so that unpacking gives back what was packed and the formats read it as they
  * read the record. */
 static int
@@ -133,7 +176,7 @@ packable(PyObject *const *fields, const ExtrasFields *learnt, Texts *texts)
     texts->flags = 0;
     if (!PyBytes_CheckExact(fields[PATH]) || !PyBytes_CheckExact(fields[QUERY])
         || !PyTuple_CheckExact(response) || PyTuple_GET_SIZE(response) != 0
-        || fields[NOTES] != Py_None
+        || !pack_notes(fields[NOTES], texts)
         || (!PyList_CheckExact(headers) && !PyTuple_CheckExact(headers)
             && !PyDict_CheckExact(headers))
         || record_integer(fields[STATUS], &texts->status) != 0
@@ -277,7 +320,8 @@ packed_from_fields(PyTypeObject *type, PyTypeObject *record_type, double time, d
     /* A list the server made may be changed by another thread without the GIL: it is
      * measured and copied in one critical section. */
     Py_BEGIN_CRITICAL_SECTION(headers);
-    Py_ssize_t cost = texts.texts[PACKED_PATH].size + texts.texts[PACKED_QUERY].size;
+    Py_ssize_t cost = texts.texts[PACKED_PATH].size + texts.texts[PACKED_QUERY].size
+                      + texts.notes_cost;
     int environ = (texts.flags & PACKED_HEADER_ENVIRON) != 0;
     int kind = environ ? FIELD_STR : 0;
     if (visit_headers(headers, environ, &kind, NULL, &size, &cost)) {
@@ -320,7 +364,30 @@ packed_from_fields(PyTypeObject *type, PyTypeObject *record_type, double time, d
     packed->span_id = texts.span_id;
     packed->bytes_received = texts.bytes_received;
     packed->close_code = texts.close_code;
+    packed->notes = Py_XNewRef(texts.notes);
     return (PyObject *)packed;
+}
+
+PyObject *
+packed_with_notes(Packed *packed, PyObject *notes)
+{
+    Texts texts;
+    if (packed->notes != NULL || !pack_notes(notes, &texts)) {
+        return NULL;
+    }
+    Py_ssize_t size = Py_SIZE(packed);
+    Packed *noted = PyObject_Malloc(offsetof(Packed, data) + (size_t)size);
+    if (noted == NULL) {
+        return PyErr_NoMemory();
+    }
+    /* Everything as it is, then the object's own header and references. */
+    memcpy(noted, packed, offsetof(Packed, data) + (size_t)size);
+    PyObject_InitVar((PyVarObject *)noted, Py_TYPE(packed), size); /* holds the type */
+    Py_INCREF(noted->record_type);
+    Py_XINCREF(noted->extras_type);
+    noted->notes = Py_NewRef(notes);
+    noted->cost = packed->cost + texts.notes_cost;
+    return (PyObject *)noted;
 }
 
 PyObject *
@@ -553,7 +620,7 @@ packed_record(PyObject *self)
     fields[BYTES_SENT] = PyLong_FromLongLong(packed->sent);
     fields[REQUEST_HEADERS] = unpacked_headers(packed);
     fields[RESPONSE_HEADERS] = PyTuple_New(0);
-    fields[NOTES] = Py_NewRef(Py_None);
+    fields[NOTES] = Py_NewRef(packed_notes(packed));
     fields[EXTRAS] = unpacked_extras(packed);
     PyObject *record = NULL;
     int complete = 1;
@@ -603,6 +670,7 @@ packed_dealloc(PyObject *self)
     PyTypeObject *type = Py_TYPE(self);
     Py_XDECREF(((Packed *)self)->record_type);
     Py_XDECREF(((Packed *)self)->extras_type);
+    Py_XDECREF(((Packed *)self)->notes);
     type->tp_free(self);
     Py_DECREF(type);
 }

@@ -11,7 +11,7 @@
  *
  * Only records of the shape the request paths make are packed (packed_from_record
  * says which); the C hand-off packs them for a log whose writer formats them in C
- * (the common and combined lines, clf.c).  Anything else that needs the Record gets
+ * (the common and combined lines, templates, JSON and logfmt).  Anything else that needs the Record gets
  * it back, equal to the one packed, with packed_record(): the pure-Python fallback of
  * a batch (_core.CompiledFirst), and the tests that prove the two equal. */
 #ifndef BOUNDLOG_PACKED_H
@@ -57,6 +57,12 @@ typedef struct {
     PyTypeObject *extras_type;
     unsigned long long trace_high, trace_low, span_id; /* trace_id >> 64, its low 64 bits */
     long long bytes_received, close_code;
+    /* The record's notes (the fields the application added): NULL for None, else the
+     * dict itself, a strong reference: an exact dict of str keys and values of the
+     * JSON scalar types (None, bool, int, float, str), which can be in no cycle and
+     * which nothing changes (the middlewares' copy); the formats read it as they read
+     * a Record's. */
+    PyObject *notes;
     /* The texts, one after the other, then each request header field as the two
      * sizes of its name and value (uint32_t, unaligned) followed by their bytes: a
      * pair's bytes, or the ASCII of a str pair's name or an environ's key and the
@@ -97,6 +103,20 @@ PyObject *packed_from_fields(PyTypeObject *type, PyTypeObject *record_type, doub
 
 /* The Record `packed` holds, equal to the one it was made of: a new reference. */
 PyObject *packed_record(PyObject *packed);
+
+/* A new Packed of the record `packed` holds (which has no notes) with `notes`, a dict
+ * of the kinds packed (packed.c's pack_notes, which measures them: the new one's cost
+ * is the record's).  NULL with no exception for notes of another kind, NULL with an
+ * exception on error. */
+PyObject *packed_with_notes(Packed *packed, PyObject *notes);
+
+/* The record's notes: the dict, or None; borrowed from the Packed, which the caller
+ * holds. */
+static inline PyObject *
+packed_notes(Packed *packed)
+{
+    return packed->notes != NULL ? packed->notes : Py_None;
+}
 
 /* The bytes of one of the texts. */
 static inline const char *

@@ -359,6 +359,46 @@ def test_c_and_python_give_the_same_exchange_records_and_counts(
     assert results[0] == results[1]
 
 
+@pytest.mark.parametrize("packs", [False, True])
+@pytest.mark.parametrize(
+    "notes",
+    [
+        {"user": "ada", "n": 7, "ok": True, "none": None, "ratio": 0.5},
+        {"n": -(2**63), "m": 2**63 - 1, "big": 2**64},
+        {"huge": 10**5000, "list": [1], "bytes": b"b"},
+        {"list": [1], "bytes": b"b", "pair": (1, 2)},
+        {"long": "v" * 5000},
+        {"long": "v" * 3000, "short": "s", "n": 2**62},
+    ],
+)
+@pytest.mark.parametrize("after", [False, True])
+def test_added_fields_of_every_kind_join_the_record_alike(
+    logs: Logs, notes: dict[str, Any], packs: bool, after: bool
+) -> None:
+    # The C path copies and measures the usual notes itself (asgi_record.c's
+    # notes_within) and packs them with a packed record; any other goes to the
+    # reference's RecordBudget.notes.  Fields added before the response ends, or after.
+    start = ("send", {"type": "http.response.start", "status": 200, "headers": []}, False)
+    body = ("send", {"type": "http.response.body", "body": b"x"}, False)
+    added = [("note", name, value) for name, value in notes.items()]
+    script = [start, body, *added] if after else [*added, start, body]
+    scope = {
+        "type": "http", "method": "GET", "path": "/", "raw_path": b"/p", "query_string": b"q",
+        "headers": [(b"user-agent", b"u")], "http_version": "1.1", "client": ("1.2.3.4", 5),
+    }  # fmt: skip
+    results = []
+    for path in ("python", "c"):
+        log, fmt = logs[path, True, True, False, packs]
+        middleware = _middleware(log)
+        call = middleware.__call__ if path == "python" else middleware
+        outcome = _exchange(middleware, call, dict(scope), script, ("run",))
+        assert log.flush(timeout=10)
+        results.append((outcome, [_comparable(record) for record in fmt.records]))
+        fmt.records.clear()
+    assert results[0] == results[1]
+    assert len(results[0][1]) == 1
+
+
 @settings(max_examples=examples(200), suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(exchanges=st.lists(st.tuples(SCOPE, SCRIPT), min_size=2, max_size=5), packs=st.booleans())
 def test_one_middleware_reads_scopes_of_every_making_alike(

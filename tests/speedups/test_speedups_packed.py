@@ -15,7 +15,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from _examples import examples
-from _strategies import EXTRAS, HOSTILE_EXTRAS, LATIN1, NUMBERS, RAW, TEXT, TIMES
+from _strategies import (
+    EXTRAS,
+    HOSTILE_EXTRAS,
+    LATIN1,
+    NUMBERS,
+    PACKABLE_NOTE_VALUES,
+    RAW,
+    TEXT,
+    TIMES,
+)
 from boundlog import Extras, JsonFormat, LogfmtFormat, Record, Template, _core
 from boundlog.engine._admission import Admission
 from boundlog.engine._writer import packs_for
@@ -58,9 +67,27 @@ RECORDS = st.builds(
     bytes_sent=st.one_of(NUMBERS, st.just(2**70)),
     request_headers=st.one_of(PAIRS, PAIRS.map(tuple), STR_PAIRS, ODD_PAIRS, ENVIRONS),
     response_headers=st.one_of(st.just(()), st.just([]), st.just(((b"server", b"x"),))),
-    notes=st.one_of(st.none(), st.just({"user": "u"})),
+    notes=st.one_of(
+        st.none(),
+        st.just({"user": "u"}),
+        st.dictionaries(TEXT, PACKABLE_NOTE_VALUES, min_size=1, max_size=3),
+        st.just({"user": b"u"}),
+        st.just({1: "not a str key"}),
+        st.just({"n": True, "x": [1]}),
+    ),
     extras=st.one_of(st.none(), EXTRAS, HOSTILE_EXTRAS, st.just(Extras(environ={}))),
 )
+
+
+def _notes_pack(notes: Any) -> bool:
+    """The notes packed_from_record packs (csrc/record/packed.c, pack_notes)."""
+    return notes is None or (
+        type(notes) is dict
+        and all(
+            type(name) is str and type(value) in (type(None), bool, int, float, str)
+            for name, value in notes.items()
+        )
+    )
 
 
 def _int64(value: Any) -> bool:
@@ -129,7 +156,7 @@ def _usual_shape(record: Record) -> bool:
         )
         and record.response_headers == ()
         and type(record.response_headers) is tuple
-        and record.notes is None
+        and _notes_pack(record.notes)
         and _extras_pack(record.extras)
     )
 
@@ -204,7 +231,7 @@ def test_the_hand_off_packs_and_the_queue_counts_the_packed_cost() -> None:
     small = Record(1.7e9, 0.1, "h", "GET", b"/", b"", "HTTP/1.1", 200, 5,
                    [(b"host", b"x")], (), None, None)  # fmt: skip
     large = small._replace(request_headers=[(b"referer", b"r" * 2000)])
-    odd = small._replace(notes={"user": "u"})
+    odd = small._replace(notes={"user": b"not a JSON scalar"})
     assert offer(small)
     assert offer(large)
     assert offer(odd)
