@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from _examples import examples
+from _records import make_record
 from _strategies import (
     EXTRAS,
     HOSTILE_EXTRAS,
@@ -179,6 +180,26 @@ def test_a_record_of_the_usual_shape_packs_and_unpacks_equal(record: Record) -> 
     # What it is for: one object the garbage collector neither tracks nor counts.
     assert not gc.is_tracked(packed)
     assert not type(packed).__flags__ & (1 << 14)  # Py_TPFLAGS_HAVE_GC
+
+
+@pytest.mark.parametrize(
+    "fmt",
+    [
+        JsonFormat(),
+        LogfmtFormat(),
+        Template("%h %{user}n %{tenant}n %{admin}n %{team}n %{ratio}n %{city}n %{absent}n"),
+    ],
+    ids=["json", "logfmt", "template"],
+)
+def test_records_with_added_fields_pack_and_are_written_in_c(fmt: Any) -> None:
+    """A record with fields the application added (``add_fields``) queues packed, and
+    the C core writes its line from the Packed: the reference's line."""
+    assert _core.speedups is not None
+    notes = {"user": "ada", "tenant": 7, "admin": False, "team": None, "ratio": 0.5}
+    records = [make_record(notes={**notes, "city": "Zürich"}), make_record(notes=None)]
+    packed = [_core.speedups.pack_record(record) for record in records]
+    assert all(type(item).__name__ == "Packed" for item in packed)
+    assert fmt.format_compiled(packed) == fmt.format_batch_python(records)
 
 
 def _lines(fmt: ApacheFormat, batch: list[Any]) -> Any:

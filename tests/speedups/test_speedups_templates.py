@@ -582,30 +582,6 @@ PACKABLE_RECORDS = packable_records(PACKABLE_HEADERS)
 
 
 @needs_c
-def test_packed_records_with_added_fields_are_written_in_c() -> None:
-    """A record with fields the application added (``add_fields``) queues packed, and
-    the C core writes its line from the Packed: the reference's line."""
-    assert _core.speedups is not None
-    fmt = Template("%h %{user}n %{tenant}n %{admin}n %{team}n %{ratio}n %{city}n %{absent}n")
-    records = [
-        make_record(
-            notes={
-                "user": "ada",
-                "tenant": 7,
-                "admin": False,
-                "team": None,
-                "ratio": 0.5,
-                "city": "Zürich",
-            }
-        ),
-        make_record(notes=None),
-    ]
-    packed = [_core.speedups.pack_record(record) for record in records]
-    assert all(type(item).__name__ == "Packed" for item in packed)
-    assert c_lines(fmt, packed) == fmt.format_batch_python(records)
-
-
-@needs_c
 @settings(max_examples=examples(500), suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.one_of(st.sampled_from(DOCUMENTED + EXTRAS_TEMPLATES), TEMPLATES),
