@@ -10,6 +10,7 @@
 #include "common/clock.h"
 #include "common/compat.h"
 #include "record/extras.h"
+#include "record/notes.h"
 #include "record/packed.h"
 #include "record/record.h"
 
@@ -208,85 +209,9 @@ scope_fields(Capture *capture, PyObject **fields)
     return size > capture->middleware->budget_limit ? UNUSUAL : 0;
 }
 
-/* The bits of an int of 64 bits, as int.bit_length() counts them. */
-static int
-bit_length(long long number)
-{
-    unsigned long long magnitude = number < 0 ? 0ULL - (unsigned long long)number
-                                              : (unsigned long long)number;
-    int bits = 0;
-    while (magnitude != 0) {
-        bits++;
-        magnitude >>= 1;
-    }
-    return bits;
-}
-
-/* RecordBudget.notes for the usual notes, without a call into Python: a copy of them,
- * measured as the reference measures (each name's length and FIELD_OVERHEAD, a str's
- * length, an int's bytes, nothing for None, a bool or a float), when it fits in the
- * room the record's other fields leave (`used` of `limit`).  1 with *bounded a new
- * reference, 0 for notes the reference must convert or cut (a key that is no str, a
- * value of another kind, an int past 64 bits, notes over the room), -1 on error. */
-static int
-notes_within(PyObject *notes, Py_ssize_t limit, Py_ssize_t used, PyObject **bounded)
-{
-    /* A snapshot first: another thread may add fields meanwhile, and the copy is what
-     * is measured and kept. */
-    PyObject *copy = PyDict_Copy(notes);
-    if (copy == NULL) {
-        return -1;
-    }
-    Py_ssize_t size = 0;
-    Py_ssize_t position = 0;
-    PyObject *key, *value;
-    int usual = 1;
-    while (usual && PyDict_Next(copy, &position, &key, &value)) {
-        usual = PyUnicode_CheckExact(key);
-        if (!usual) {
-            break;
-        }
-        size += FIELD_OVERHEAD + PyUnicode_GET_LENGTH(key);
-        if (PyUnicode_CheckExact(value)) {
-            size += PyUnicode_GET_LENGTH(value);
-        }
-        else if (PyLong_CheckExact(value)) {
-            int overflow;
-            long long number = PyLong_AsLongLongAndOverflow(value, &overflow);
-            usual = !overflow; /* past 64 bits: the reference measures it */
-            size += bit_length(number) >> 3;
-        }
-        else {
-            usual = value == Py_None || PyBool_Check(value) || PyFloat_CheckExact(value);
-        }
-    }
-    if (!usual || size > limit - used) {
-        Py_DECREF(copy);
-        return 0;
-    }
-    *bounded = copy;
-    return 1;
-}
-
-/* What a record's path, query and header pairs take of the budget (_budget._used): 1
- * with *used, 0 for fields of other kinds (the reference measures those). */
-static int
-used_by(PyObject *path, PyObject *query, PyObject *headers, Py_ssize_t limit,
-        Py_ssize_t *used)
-{
-    Py_ssize_t size = 0;
-    if (!PyBytes_CheckExact(path) || !PyBytes_CheckExact(query)
-        || headers_size(headers, &size) != 0) {
-        return 0;
-    }
-    size += PyBytes_GET_SIZE(path) + PyBytes_GET_SIZE(query);
-    *used = size < limit ? size : limit;
-    return 1;
-}
-
 /* RecordBudget.notes(notes, path, query, headers): the request's notes copied and cut
  * to what the record's other fields leave of the budget; None when there are none.
- * In C for the usual notes (notes_within); a call into Python for the others. */
+ * In C for the usual notes (record/notes.h); a call into Python for the others. */
 static PyObject *
 bounded_notes(Capture *capture, PyObject *path, PyObject *query, PyObject *headers)
 {
@@ -296,7 +221,7 @@ bounded_notes(Capture *capture, PyObject *path, PyObject *query, PyObject *heade
     Py_ssize_t limit = capture->middleware->budget_limit;
     Py_ssize_t used;
     PyObject *bounded = NULL;
-    if (used_by(path, query, headers, limit, &used)) {
+    if (notes_room_used(path, query, headers, limit, &used)) {
         int rc = notes_within(capture->notes, limit, used, &bounded);
         if (rc != 0) {
             return rc < 0 ? NULL : bounded;

@@ -23,6 +23,7 @@
 #include "paths/environ.h"
 #include "paths/handoff.h"
 #include "record/extras.h"
+#include "record/notes.h"
 
 typedef struct {
     PyObject_HEAD
@@ -213,11 +214,43 @@ picked_fields(WsgiMiddleware *middleware, PyObject *environ)
 }
 
 /* The record of the exchange, as _Exchange._record makes it; NULL on error. */
+/* The request's notes bounded in C (record/notes.h), for a record of picked fields:
+ * the environ's PATH_INFO and QUERY_STRING (empty when absent, as the reference reads
+ * them) and the picked `headers` are what the notes' room is measured against.  1 with
+ * *bounded, 0 to leave them to the reference, -1 on error. */
+static int
+usual_notes(Exchange *exchange, PyObject *headers, PyObject **bounded)
+{
+    Py_ssize_t limit = exchange->middleware->limit;
+    PyObject *names[2] = {PyUnicode_FromString("PATH_INFO"),
+                          PyUnicode_FromString("QUERY_STRING")};
+    PyObject *values[2] = {NULL, NULL};
+    int rc = names[0] == NULL || names[1] == NULL ? -1 : 0;
+    for (int i = 0; rc == 0 && i < 2; i++) {
+        if (PyDict_GetItemRef(exchange->environ, names[i], &values[i]) < 0) {
+            rc = -1;
+        }
+        else if (values[i] == NULL) {
+            values[i] = PyUnicode_FromString("");
+            rc = values[i] == NULL ? -1 : 0;
+        }
+    }
+    Py_ssize_t used;
+    if (rc == 0 && notes_room_used(values[0], values[1], headers, limit, &used)) {
+        rc = notes_within(exchange->notes, limit, used, bounded);
+    }
+    for (int i = 0; i < 2; i++) {
+        Py_XDECREF(names[i]);
+        Py_XDECREF(values[i]);
+    }
+    return rc;
+}
+
 /* RecordBudget.notes(notes, path, query, headers), as wsgi._Exchange._record calls it:
  * the request's notes copied and cut to what the record's path, query and header
  * fields leave of the budget (a whole environ holds its path and query among its text
- * values); None when there are none.  A call into Python only for a request that has
- * notes. */
+ * values); None when there are none.  In C for the usual notes of a record of picked
+ * fields, a call into Python for the others. */
 static PyObject *
 bounded_notes(Exchange *exchange, PyObject *headers)
 {
@@ -225,6 +258,14 @@ bounded_notes(Exchange *exchange, PyObject *headers)
         return Py_NewRef(Py_None);
     }
     WsgiMiddleware *middleware = exchange->middleware;
+    if (middleware->limit >= 0 && PyDict_CheckExact(exchange->environ)) {
+        /* The usual notes of a record of picked fields, in C (record/notes.h). */
+        PyObject *bounded = NULL;
+        int rc = usual_notes(exchange, headers, &bounded);
+        if (rc != 0) {
+            return rc < 0 ? NULL : bounded;
+        }
+    }
     PyObject *empty = PyUnicode_FromString("");
     PyObject *path = NULL, *query = NULL;
     if (empty != NULL && middleware->limit < 0) {

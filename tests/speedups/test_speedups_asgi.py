@@ -368,6 +368,10 @@ def test_c_and_python_give_the_same_exchange_records_and_counts(
         {"huge": 10**5000, "list": [1], "bytes": b"b"},
         {"list": [1], "bytes": b"b", "pair": (1, 2)},
         {"long": "v" * 5000},
+        # At the room's edge: the scope below leaves 4096 - 174 bytes, and a note costs
+        # 160 and its name's length more than its value's.
+        {"long": "v" * 3758},
+        {"long": "v" * 3759},
         {"long": "v" * 3000, "short": "s", "n": 2**62},
     ],
 )

@@ -104,7 +104,14 @@ ACTION = st.one_of(
     st.tuples(
         st.just("note"),
         st.sampled_from(["user", "status"]),
-        st.one_of(st.none(), st.integers(), st.text(max_size=3), st.just([1])),
+        st.one_of(
+            st.none(),
+            st.integers(),
+            st.text(max_size=3),
+            st.just([1]),
+            # Over the record's budget (max_record_bytes=4096 below): both cores cut it.
+            st.integers(3_000, 6_000).map(lambda size: "v" * size),
+        ),
     ),
 )
 SCRIPT = st.tuples(st.lists(ACTION, max_size=4), BODY)

@@ -1,0 +1,32 @@
+/* The fields the application added to a request's record (its notes), copied and
+ * bounded by the record budget as _budget.RecordBudget.notes does, in C for the usual
+ * ones.
+ *
+ * Why: the middlewares copy a request's notes once the application is done with it,
+ * and the reference's copy (a Python call that measures each note and the record's
+ * header fields) cost about 10k instructions a request, a tenth of uvicorn's own work.
+ * Notes of the kinds applications add (str names; values None, bool, float, str, an
+ * int of 64 bits), which fit in the room the record's other fields leave, are copied
+ * here and measured as the reference measures them; any other (a value the reference
+ * turns into its text, notes it must cut) is left to the reference.  The C and Python
+ * middlewares are held equal by tests/speedups/test_speedups_asgi.py and
+ * test_speedups_wsgi.py. */
+#ifndef BOUNDLOG_NOTES_H
+#define BOUNDLOG_NOTES_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+/* What a record's path, query and header fields take of the budget (_budget._used):
+ * path and query bytes or str, the header fields pairs of bytes or str (a list or a
+ * tuple) or a dict of picked environ fields (its str values count).  1 with *used
+ * (at most `limit`), 0 for fields of other kinds. */
+int notes_room_used(PyObject *path, PyObject *query, PyObject *headers, Py_ssize_t limit,
+                    Py_ssize_t *used);
+
+/* RecordBudget.notes for the usual notes: a copy of `notes` (an exact dict), when they
+ * are of the usual kinds and fit in what `used` leaves of `limit`.  1 with *bounded a
+ * new reference, 0 to leave them to the reference, -1 on error. */
+int notes_within(PyObject *notes, Py_ssize_t limit, Py_ssize_t used, PyObject **bounded);
+
+#endif
