@@ -41,6 +41,9 @@ position_of(PyObject *dict, PyObject *key)
 int
 dict_get_hinted(PyObject *dict, PyObject *key, DictHint *hint, PyObject **value)
 {
+    if (hint == NULL) {
+        return PyDict_GetItemRef(dict, key, value);
+    }
     Py_ssize_t at = hint_load(hint);
     if (at >= 0) {
         int hit = 0;

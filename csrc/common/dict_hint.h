@@ -29,8 +29,8 @@ typedef volatile Py_ssize_t DictHint;
 typedef _Atomic Py_ssize_t DictHint;
 #endif
 
-/* PyDict_GetItemRef(dict, key, value) for an exact dict, trying *hint first: 1 and a
- * strong reference, 0 and NULL when absent, -1 on error. */
+/* PyDict_GetItemRef(dict, key, value) for an exact dict, trying *hint first (none:
+ * NULL): 1 and a strong reference, 0 and NULL when absent, -1 on error. */
 int dict_get_hinted(PyObject *dict, PyObject *key, DictHint *hint, PyObject **value);
 
 #endif

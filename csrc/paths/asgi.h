@@ -124,14 +124,23 @@ PyObject *asgi_with_notes(Capture *capture, PyObject *record);
 int asgi_is(PyObject *value, PyObject *name);
 
 /* message[name] (a KeyError if absent) or message.get(name, fallback), for a dict or
- * any mapping; new references, NULL on error. */
-PyObject *asgi_item(PyObject *mapping, PyObject *name);
-PyObject *asgi_get(PyObject *mapping, PyObject *name, PyObject *fallback);
-/* asgi_item and asgi_get reading a dict where the last one had the item (`hint`, one
- * of the middleware's hints). */
+ * any mapping; new references, NULL on error.  A dict is read where the last one had
+ * the item (`hint`, one of the middleware's hints; NULL for none: dict_hint.h). */
 PyObject *asgi_item_hinted(PyObject *mapping, PyObject *name, DictHint *hint);
 PyObject *asgi_get_hinted(PyObject *mapping, PyObject *name, PyObject *fallback,
                           DictHint *hint);
+
+static inline PyObject *
+asgi_item(PyObject *mapping, PyObject *name)
+{
+    return asgi_item_hinted(mapping, name, NULL);
+}
+
+static inline PyObject *
+asgi_get(PyObject *mapping, PyObject *name, PyObject *fallback)
+{
+    return asgi_get_hinted(mapping, name, fallback, NULL);
+}
 /* Whether mapping.get(name) is true: 1, 0, or -1 on error. */
 int asgi_flag(PyObject *mapping, PyObject *name);
 

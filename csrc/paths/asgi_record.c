@@ -37,18 +37,6 @@ asgi_is(PyObject *value, PyObject *name)
     return PyObject_RichCompareBool(value, name, Py_EQ);
 }
 
-PyObject *
-asgi_item(PyObject *mapping, PyObject *name)
-{
-    if (!PyDict_CheckExact(mapping)) {
-        return PyObject_GetItem(mapping, name);
-    }
-    PyObject *value;
-    if (PyDict_GetItemRef(mapping, name, &value) == 0) {
-        PyErr_SetObject(PyExc_KeyError, name);
-    }
-    return value;
-}
 
 PyObject *
 asgi_item_hinted(PyObject *mapping, PyObject *name, DictHint *hint)
@@ -67,19 +55,6 @@ PyObject *
 asgi_get_hinted(PyObject *mapping, PyObject *name, PyObject *fallback, DictHint *hint)
 {
     if (!PyDict_CheckExact(mapping)) {
-        return asgi_get(mapping, name, fallback);
-    }
-    PyObject *value;
-    if (dict_get_hinted(mapping, name, hint, &value) == 0) {
-        value = Py_NewRef(fallback);
-    }
-    return value;
-}
-
-PyObject *
-asgi_get(PyObject *mapping, PyObject *name, PyObject *fallback)
-{
-    if (!PyDict_CheckExact(mapping)) {
         PyObject *get = PyObject_GetAttrString(mapping, "get");
         if (get == NULL) {
             return NULL;
@@ -89,7 +64,7 @@ asgi_get(PyObject *mapping, PyObject *name, PyObject *fallback)
         return value;
     }
     PyObject *value;
-    if (PyDict_GetItemRef(mapping, name, &value) == 0) {
+    if (dict_get_hinted(mapping, name, hint, &value) == 0) {
         value = Py_NewRef(fallback);
     }
     return value;

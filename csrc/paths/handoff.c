@@ -13,6 +13,7 @@
 
 #include "common/compat.h"
 #include "module_state.h"
+#include "record/notes.h"
 #include "record/packed.h"
 
 static const char *const name_strings[HANDOFF_NAMES] = {
@@ -132,18 +133,6 @@ call_admission(Handoff *handoff, int name, PyObject *argument)
 /* A record's fields _budget.record_cost reads. */
 enum { RECORD_PATH = 4, RECORD_QUERY = 5, RECORD_HEADERS = 9, RECORD_NOTES = 11 };
 
-static Py_ssize_t
-text_size(PyObject *value)
-{
-    if (PyBytes_CheckExact(value)) {
-        return PyBytes_GET_SIZE(value);
-    }
-    if (PyUnicode_CheckExact(value)) {
-        return PyUnicode_GET_LENGTH(value);
-    }
-    return -1;
-}
-
 /* Whether `record` keeps no more than the share of client and application bytes,
  * by _budget.record_cost, for the records the integrations make: a header list of
  * pairs of bytes or str, or an environ (dict) of them, and notes of str names.  0 for any other
@@ -161,8 +150,8 @@ within_share(Handoff *handoff, PyObject *record)
     if (notes != Py_None && !PyDict_CheckExact(notes)) {
         return 0;
     }
-    Py_ssize_t path = text_size(PyTuple_GET_ITEM(record, RECORD_PATH));
-    Py_ssize_t query = text_size(PyTuple_GET_ITEM(record, RECORD_QUERY));
+    Py_ssize_t path = notes_text_length(PyTuple_GET_ITEM(record, RECORD_PATH));
+    Py_ssize_t query = notes_text_length(PyTuple_GET_ITEM(record, RECORD_QUERY));
     if (path < 0 || query < 0) {
         return 0;
     }
@@ -179,8 +168,8 @@ within_share(Handoff *handoff, PyObject *record)
             PyObject *pair = items[i];
             Py_ssize_t name, value;
             if (!PyTuple_CheckExact(pair) || PyTuple_GET_SIZE(pair) != 2
-                || (name = text_size(PyTuple_GET_ITEM(pair, 0))) < 0
-                || (value = text_size(PyTuple_GET_ITEM(pair, 1))) < 0) {
+                || (name = notes_text_length(PyTuple_GET_ITEM(pair, 0))) < 0
+                || (value = notes_text_length(PyTuple_GET_ITEM(pair, 1))) < 0) {
                 ok = 0;
             }
             else {

@@ -7,9 +7,8 @@
 /* The reference's FIELD_OVERHEAD (record/_budget.py): what a field costs beyond its bytes. */
 #define FIELD_OVERHEAD 160
 
-/* len() of bytes or a str, -1 for anything else. */
-static Py_ssize_t
-length_of(PyObject *value)
+Py_ssize_t
+notes_text_length(PyObject *value)
 {
     if (PyBytes_CheckExact(value)) {
         return PyBytes_GET_SIZE(value);
@@ -44,8 +43,8 @@ headers_size(PyObject *headers, Py_ssize_t *size)
     for (Py_ssize_t i = 0; usual && (pair = sequence_item_ref(headers, i)) != NULL; i++) {
         Py_ssize_t name = -1, value = -1;
         if (PyTuple_CheckExact(pair) && PyTuple_GET_SIZE(pair) == 2) {
-            name = length_of(PyTuple_GET_ITEM(pair, 0));
-            value = length_of(PyTuple_GET_ITEM(pair, 1));
+            name = notes_text_length(PyTuple_GET_ITEM(pair, 0));
+            value = notes_text_length(PyTuple_GET_ITEM(pair, 1));
         }
         usual = name >= 0 && value >= 0;
         *size += FIELD_OVERHEAD + name + value;
@@ -58,8 +57,8 @@ int
 notes_room_used(PyObject *path, PyObject *query, PyObject *headers, Py_ssize_t limit,
                 Py_ssize_t *used)
 {
-    Py_ssize_t path_size = length_of(path);
-    Py_ssize_t query_size = length_of(query);
+    Py_ssize_t path_size = notes_text_length(path);
+    Py_ssize_t query_size = notes_text_length(query);
     Py_ssize_t size = 0;
     if (path_size < 0 || query_size < 0 || !headers_size(headers, &size)) {
         return 0;

@@ -17,6 +17,9 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+/* len() of bytes or a str, as the budget measures a text; -1 for anything else. */
+Py_ssize_t notes_text_length(PyObject *value);
+
 /* What a record's path, query and header fields take of the budget (_budget._used):
  * path and query bytes or str, the header fields pairs of bytes or str (a list or a
  * tuple) or a dict of picked environ fields (its str values count).  1 with *used
