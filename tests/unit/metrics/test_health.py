@@ -149,14 +149,18 @@ from boundlog import AccessLog
 pipe = BlockedPipe()  # nobody reads: the writer blocks in its first write
 log = AccessLog(pipe.write_fd, max_queue=50, flush_interval=0, **{options})
 stop = threading.Event()
+lost = threading.Event()  # the queue has dropped records: the log is overloaded
 
 def overload():
     while not stop.is_set():
         for _ in range(100):
             log.submit(make_record())
+        if log.stats().dropped:
+            lost.set()
         stop.wait(0.01)
 
 threading.Thread(target=overload, daemon=True).start()
+lost.wait()  # the test's word may come first: it must not end the overload before it began
 sys.stdin.readline()  # the test says when
 stop.set()
 {ending}
