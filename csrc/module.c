@@ -28,6 +28,7 @@
 #include "formats/json.h"
 #include "formats/template.h"
 #include "module_state.h"
+#include "record/record.h"
 #include "paths/asgi.h"
 #include "paths/environ.h"
 #include "paths/handoff.h"
@@ -133,7 +134,8 @@ module_exec(PyObject *module)
     if (environ_names(state->environ_names) < 0
         || PyModule_AddType(module, state->handoff_type) < 0
         || PyModule_AddType(module, state->packed_type) < 0
-        || PyModule_AddType(module, state->wsgi_middleware_type) < 0) {
+        || PyModule_AddType(module, state->wsgi_middleware_type) < 0
+        || PyModule_AddIntConstant(module, "FIELD_OVERHEAD", FIELD_OVERHEAD) < 0) {
         return -1;
     }
     return PyModule_AddType(module, state->middleware_type);

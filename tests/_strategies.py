@@ -284,6 +284,28 @@ def line_options(keys: st.SearchStrategy[str]) -> st.SearchStrategy[dict[str, An
     )
 
 
+#: Long values with one byte to escape (or one just plain) at each place: the C core
+#: reads a value eight bytes at a time until a word may hold such a byte
+#: (csrc/formats/escape.c), so each place in and across the words is tried.
+UNSAFE_IN_LONG_VALUES = [
+    b"a" * place + unsafe + b"z" * (19 - place)
+    for unsafe in (
+        b"\x00",
+        b"\x1f",
+        b" ",
+        b"!",
+        b'"',
+        b"\\",
+        b"~",
+        b"\x7f",
+        b"\x80",
+        b"\xc3\xa9",
+        b"\xff",
+    )
+    for place in range(18)
+]
+
+
 def compared(fmt: Any, c_lines: Any, records: list[Record]) -> Any:
     """``c_lines(records)``, the C core's lines of a format (None if handed back), checked
     against the format's reference, ``format_batch_python``, as is ``format_batch``."""

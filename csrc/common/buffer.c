@@ -73,19 +73,35 @@ buffer_result(Buffer *buffer, int rc)
     Py_RETURN_NONE;
 }
 
+static const char digit_pairs[201] =
+    "0001020304050607080910111213141516171819"
+    "2021222324252627282930313233343536373839"
+    "4041424344454647484950515253545556575859"
+    "6061626364656667686970717273747576777879"
+    "8081828384858687888990919293949596979899";
+
 int
 buffer_write_decimal(Buffer *buffer, long long number)
 {
-    /* By hand: snprintf cost half a combined line's time. */
+    /* By hand: snprintf cost half a combined line's time.  Two digits at a time, last
+     * first, into a local array, then copied (buffer_put: inline for so few bytes). */
     char digits[24];
     char *end = digits + sizeof digits, *start = end;
     /* Unsigned, so that the most negative number negates without overflow. */
     unsigned long long magnitude = number < 0 ? 0ULL - (unsigned long long)number
                                               : (unsigned long long)number;
-    do {
-        *--start = (char)('0' + magnitude % 10);
-        magnitude /= 10;
-    } while (magnitude != 0);
+    while (magnitude >= 100) {
+        start -= 2;
+        memcpy(start, digit_pairs + 2 * (magnitude % 100), 2);
+        magnitude /= 100;
+    }
+    if (magnitude >= 10) {
+        start -= 2;
+        memcpy(start, digit_pairs + 2 * magnitude, 2);
+    }
+    else {
+        *--start = (char)('0' + magnitude);
+    }
     if (number < 0) {
         *--start = '-';
     }

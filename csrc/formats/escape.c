@@ -17,16 +17,46 @@ static const unsigned char unsafe[256] = {
 
 static const char hex_digits[] = "0123456789abcdef";
 
+/* Whether any byte of `word` is zero: exact (a borrow can only mark bytes above a zero
+ * one).  ONES has 1 in each byte. */
+#define ONES 0x0101010101010101ULL
+#define HIGHS 0x8080808080808080ULL
+#define HAS_ZERO(word) (((word) - ONES) & ~(word) & HIGHS)
+/* Whether any byte of `word` is below n (n at most 0x80): never wrong when one is, and
+ * a false alarm only sends the word to the byte-by-byte look. */
+#define HAS_LESS(word, n) (((word) - ONES * (n)) & ~(word) & HIGHS)
+
+/* How many bytes at the start of `in` are plain (unsafe[] has `bit` clear for them).
+ * Values are mostly plain, and long ones (a user agent, a referer) are read eight
+ * bytes at a time: a word is plain when none of its bytes is below 0x20 (0x21 for an
+ * unquoted field, where a space is escaped too), from 0x7f on, '"' or '\\'.  The
+ * byte-by-byte look decides the rest, so the word test may only err towards unsafe. */
+static inline Py_ssize_t
+plain_prefix(const unsigned char *in, Py_ssize_t size, unsigned char bit)
+{
+    const unsigned long long below = bit == 1 ? 0x20 : 0x21;
+    Py_ssize_t plain = 0;
+    for (; plain + 8 <= size; plain += 8) {
+        unsigned long long word;
+        memcpy(&word, in + plain, sizeof word);
+        if ((word & HIGHS) | HAS_LESS(word, below) | HAS_ZERO(word ^ (ONES * 0x7f))
+            | HAS_ZERO(word ^ (ONES * '"')) | HAS_ZERO(word ^ (ONES * '\\'))) {
+            break;
+        }
+    }
+    while (plain < size && !(unsafe[in[plain]] & bit)) {
+        plain++;
+    }
+    return plain;
+}
+
 int
 escape_write(Buffer *buffer, const char *bytes, Py_ssize_t size, EscapeMode mode)
 {
     const unsigned char *in = (const unsigned char *)bytes;
     const unsigned char bit = (unsigned char)(mode == ESCAPE_QUOTED ? 1 : 2);
-    Py_ssize_t plain = 0;
     /* Almost every value is plain: find the first byte that is not, copy up to it. */
-    while (plain < size && !(unsafe[in[plain]] & bit)) {
-        plain++;
-    }
+    Py_ssize_t plain = plain_prefix(in, size, bit);
     if (buffer_write(buffer, bytes, plain) < 0) {
         return -1;
     }
@@ -182,10 +212,7 @@ int
 escape_json_write(Buffer *buffer, const char *bytes, Py_ssize_t size)
 {
     const unsigned char *in = (const unsigned char *)bytes;
-    Py_ssize_t plain = 0;
-    while (plain < size && !(unsafe[in[plain]] & 1)) {
-        plain++;
-    }
+    Py_ssize_t plain = plain_prefix(in, size, 1);
     /* The quotes, the plain bytes, and at worst 6 bytes for each of the others. */
     if ((size - plain) > (PY_SSIZE_T_MAX - 2 - plain) / 6
         || buffer_reserve(buffer, 2 + plain + 6 * (size - plain)) < 0) {
@@ -196,7 +223,7 @@ escape_json_write(Buffer *buffer, const char *bytes, Py_ssize_t size)
     }
     char *out = buffer->data + buffer->length;
     *out++ = '"';
-    memcpy(out, bytes, (size_t)plain);
+    buffer_copy(out, bytes, (size_t)plain);
     out += plain;
     /* Read as UTF-8 first; at the first byte that is not, start again from the first
      * byte that was not plain with every byte from 0x80 on as \xhh: the whole value

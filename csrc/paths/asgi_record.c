@@ -14,9 +14,6 @@
 #include "record/packed.h"
 #include "record/record.h"
 
-/* The reference's FIELD_OVERHEAD (record/_budget.py): what a header pair costs beyond its bytes. */
-#define FIELD_OVERHEAD 160
-
 /* Leave this scope to asgi._record. */
 #define UNUSUAL 1
 

@@ -17,9 +17,6 @@
 #include "module_state.h"
 #include "record/record.h"
 
-/* The reference's FIELD_OVERHEAD (record/_budget.py): what a header pair costs beyond its bytes. */
-#define FIELD_OVERHEAD 160
-
 static const char *const variable_names[ENVIRON_VARIABLES] = {
     "RAW_URI", "REQUEST_URI", "SCRIPT_NAME", "PATH_INFO", "QUERY_STRING", "REMOTE_ADDR",
     "REQUEST_METHOD", "SERVER_PROTOCOL",

@@ -12,6 +12,7 @@
 #include <stddef.h>
 
 #include "common/compat.h"
+#include "record/record.h"
 #include "module_state.h"
 #include "record/notes.h"
 #include "record/packed.h"
@@ -128,8 +129,6 @@ call_admission(Handoff *handoff, int name, PyObject *argument)
     return rc;
 }
 
-/* The reference's FIELD_OVERHEAD (record/_budget.py): what a header field costs beyond its bytes. */
-#define FIELD_OVERHEAD 160
 /* A record's fields _budget.record_cost reads. */
 enum { RECORD_PATH = 4, RECORD_QUERY = 5, RECORD_HEADERS = 9, RECORD_NOTES = 11 };
 

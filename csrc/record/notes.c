@@ -3,9 +3,7 @@
 #include "record/notes.h"
 
 #include "common/compat.h"
-
-/* The reference's FIELD_OVERHEAD (record/_budget.py): what a field costs beyond its bytes. */
-#define FIELD_OVERHEAD 160
+#include "record/record.h"
 
 Py_ssize_t
 notes_text_length(PyObject *value)

@@ -10,9 +10,6 @@
 #include "record/extras.h"
 #include "record/record.h"
 
-/* The reference's FIELD_OVERHEAD (record/_budget.py): what a header field costs beyond its bytes. */
-#define FIELD_OVERHEAD 160
-
 /* What packable() finds of a record of the packed shape: its texts, and its numbers
  * and flags as the Packed holds them. */
 typedef struct {
@@ -402,31 +399,6 @@ packed_from_record(PyTypeObject *type, PyObject *record)
                               PyFloat_AS_DOUBLE(PyTuple_GET_ITEM(record, TIME)),
                               PyFloat_AS_DOUBLE(PyTuple_GET_ITEM(record, DURATION)),
                               &PyTuple_GET_ITEM(record, 0), NULL);
-}
-
-void
-packed_fields(Packed *packed, PackedFields *fields)
-{
-    fields->at = packed->data + packed->ends[PACKED_TEXTS - 1];
-    fields->left = packed->header_count;
-}
-
-int
-packed_next_field(PackedFields *fields, const char **name, Py_ssize_t *name_size,
-                  const char **value, Py_ssize_t *value_size)
-{
-    if (fields->left == 0) {
-        return 0;
-    }
-    uint32_t sizes[2];
-    memcpy(sizes, fields->at, sizeof(sizes));
-    *name = fields->at + sizeof(sizes);
-    *name_size = sizes[0];
-    *value = *name + sizes[0];
-    *value_size = sizes[1];
-    fields->at = *value + sizes[1];
-    fields->left--;
-    return 1;
 }
 
 static PyObject *

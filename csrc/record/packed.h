@@ -19,6 +19,8 @@
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stdint.h>
+#include <string.h>
 
 /* The texts a Packed holds, in order in its data[]; a str is kept as its UTF-8 with
  * surrogatepass, which the formats escape as they escape the str (text.h).  The
@@ -156,9 +158,31 @@ typedef struct {
     Py_ssize_t left;
 } PackedFields;
 
-void packed_fields(Packed *packed, PackedFields *fields);
-int packed_next_field(PackedFields *fields, const char **name, Py_ssize_t *name_size,
-                      const char **value, Py_ssize_t *value_size);
+/* Inline: a line's header lookups walk the fields several times each. */
+static inline void
+packed_fields(Packed *packed, PackedFields *fields)
+{
+    fields->at = packed->data + packed->ends[PACKED_TEXTS - 1];
+    fields->left = packed->header_count;
+}
+
+static inline int
+packed_next_field(PackedFields *fields, const char **name, Py_ssize_t *name_size,
+                  const char **value, Py_ssize_t *value_size)
+{
+    if (fields->left == 0) {
+        return 0;
+    }
+    uint32_t sizes[2];
+    memcpy(sizes, fields->at, sizeof(sizes));
+    *name = fields->at + sizeof(sizes);
+    *name_size = sizes[0];
+    *value = *name + sizes[0];
+    *value_size = sizes[1];
+    fields->at = *value + sizes[1];
+    fields->left--;
+    return 1;
+}
 
 /* `records` (a sequence) as a new list in which each Packed is replaced by its Record
  * (_core.CompiledFirst's fallback to the pure-Python core). */

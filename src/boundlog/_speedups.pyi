@@ -65,6 +65,9 @@ def otlp_log_record(line: dict[str, Any], time_ns: int, observed_ns: int, /) -> 
 def pack_record(record: Record, /) -> Packed | None: ...
 def unpacked(records: Sequence[Record | Packed], /) -> list[Record]: ...
 
+#: What a header field costs the queue's byte budget beyond its bytes (csrc/record/record.h).
+FIELD_OVERHEAD: int
+
 class Packed:
     """A Record packed into one block of bytes while queued (csrc/record/packed.h)."""
 

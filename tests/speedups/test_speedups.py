@@ -24,7 +24,16 @@ from hypothesis import strategies as st
 
 from _examples import examples
 from _records import make_record
-from _strategies import NUMBERS, RAW, RECORD_NOTES, TEXT, TIMES, VALUES, outcome
+from _strategies import (
+    NUMBERS,
+    RAW,
+    RECORD_NOTES,
+    TEXT,
+    TIMES,
+    UNSAFE_IN_LONG_VALUES,
+    VALUES,
+    outcome,
+)
 from boundlog import Extras, JsonFormat, Record, Template, _core
 from boundlog.formats._apache import ApacheFormat
 
@@ -116,6 +125,34 @@ def test_c_handles_every_ordinary_batch(records: list[Record], options: tuple[bo
     """What servers hand over is formatted in C, never handed back to Python."""
     combined, utc = options
     fmt = ApacheFormat(combined=combined, utc=utc)
+    assert c_lines(fmt, records) == fmt.format_batch_python(records)
+
+
+@needs_c
+@pytest.mark.parametrize("combined", [False, True])
+def test_a_byte_to_escape_anywhere_in_a_long_value(combined: bool) -> None:
+    # The client is an unquoted field (a space is escaped there), the rest quoted.
+    fmt = ApacheFormat(combined=combined, utc=True)
+    records = [
+        make_record(
+            client=value.decode("utf-8", "surrogateescape"),
+            path=value,
+            query=value,
+            user_agent=value,
+        )
+        for value in UNSAFE_IN_LONG_VALUES
+    ]
+    assert c_lines(fmt, records) == fmt.format_batch_python(records)
+
+
+@needs_c
+def test_every_number_of_digits() -> None:
+    # Numbers are written two digits at a time (csrc/common/buffer.c): every count of
+    # digits, odd and even, each sign, and the ends of 64 bits.
+    numbers = [*range(-1000, 1001), *(10**n + d for n in range(3, 19) for d in (-1, 0, 1))]
+    numbers += [-n for n in numbers] + [2**63 - 1, -(2**63)]
+    fmt = ApacheFormat(combined=False, utc=True)
+    records = [make_record(status=n, bytes_sent=~n) for n in numbers]  # ~n: within 64 bits
     assert c_lines(fmt, records) == fmt.format_batch_python(records)
 
 

@@ -25,6 +25,7 @@ from _strategies import (
     ORDINARY_VALUES,
     PLAIN_RECORDS,
     TEXT,
+    UNSAFE_IN_LONG_VALUES,
     compared,
     compared_packed,
     hostile_records,
@@ -62,6 +63,16 @@ def c_lines(fmt: JsonFormat, records: list[Record]) -> bytes | None:
 
 def check(fmt: JsonFormat, records: list[Record]) -> Any:
     return compared(fmt, lambda batch: c_lines(fmt, batch), records)
+
+
+@needs_c
+def test_a_byte_to_escape_anywhere_in_a_long_value() -> None:
+    fmt = JsonFormat()
+    records = [
+        make_record(client=value.decode("latin-1"), path=value, query=value, user_agent=value)
+        for value in UNSAFE_IN_LONG_VALUES
+    ]
+    assert check(fmt, records) is not None
 
 
 @needs_c

@@ -182,6 +182,13 @@ def test_a_record_of_the_usual_shape_packs_and_unpacks_equal(record: Record) -> 
     assert not type(packed).__flags__ & (1 << 14)  # Py_TPFLAGS_HAVE_GC
 
 
+def test_the_c_core_charges_a_field_what_the_reference_charges() -> None:
+    # One constant in C (record/record.h), read by every C measure of a record's cost.
+    from boundlog.record._budget import FIELD_OVERHEAD
+
+    assert _core.speedups.FIELD_OVERHEAD == FIELD_OVERHEAD
+
+
 @pytest.mark.parametrize(
     "fmt",
     [
