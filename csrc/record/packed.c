@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "common/buffer.h"
 #include "common/compat.h"
 #include "common/text.h"
 #include "record/extras.h"
@@ -291,9 +292,9 @@ visit_headers(PyObject *headers, int environ, int *kind, char **out, Py_ssize_t 
         uint32_t sizes[2] = {(uint32_t)name_size, (uint32_t)value_size};
         memcpy(*out, sizes, sizeof(sizes));
         *out += sizeof(sizes);
-        memcpy(*out, name_data, (size_t)name_size);
+        buffer_copy(*out, name_data, (size_t)name_size);
         *out += name_size;
-        memcpy(*out, value_data, (size_t)value_size);
+        buffer_copy(*out, value_data, (size_t)value_size);
         *out += value_size;
     }
 }
@@ -332,7 +333,8 @@ packed_from_fields(PyTypeObject *type, PyTypeObject *record_type, double time, d
         PyObject_InitVar((PyVarObject *)packed, type, size); /* holds the (heap) type */
         char *out = packed->data;
         for (int i = 0; i < PACKED_TEXTS; i++) {
-            memcpy(out, texts.texts[i].data, (size_t)texts.texts[i].size);
+            /* Mostly a few bytes: copied inline (buffer.h). */
+            buffer_copy(out, texts.texts[i].data, (size_t)texts.texts[i].size);
             out += texts.texts[i].size;
             packed->ends[i] = out - packed->data;
         }
