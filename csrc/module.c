@@ -5,7 +5,8 @@
  *   module.c, module_state.h  this module: its functions, its types, its state
  *   common/     what any part uses: the C API across versions (compat.h), the
  *               clocks, a growable byte buffer, the bytes of a str
- *   record/     a Record as C reads it, its extras, and a Record packed in bytes
+ *   record/     a Record as C reads it, its extras, a Record packed in bytes, and
+ *               the record budget's measures (and the notes copied within it)
  *   paths/      the request paths: the ASGI and WSGI middlewares (asgi_*, wsgi_*),
  *               the record of a WSGI environ, the hand-off to the queue
  *   selection/  the writer's filters and query join before formatting
@@ -28,12 +29,12 @@
 #include "formats/json.h"
 #include "formats/template.h"
 #include "module_state.h"
-#include "record/record.h"
 #include "paths/asgi.h"
 #include "paths/environ.h"
 #include "paths/handoff.h"
 #include "paths/wsgi.h"
 #include "record/packed.h"
+#include "record/record.h"
 #include "selection/select.h"
 #include "sinks/otlp.h"
 #include "sinks/relp.h"

@@ -9,8 +9,8 @@
 
 #include "common/clock.h"
 #include "common/compat.h"
+#include "record/budget.h"
 #include "record/extras.h"
-#include "record/notes.h"
 #include "record/packed.h"
 #include "record/record.h"
 
@@ -183,7 +183,7 @@ scope_fields(Capture *capture, PyObject **fields)
 
 /* RecordBudget.notes(notes, path, query, headers): the request's notes copied and cut
  * to what the record's other fields leave of the budget; None when there are none.
- * In C for the usual notes (record/notes.h); a call into Python for the others. */
+ * In C for the usual notes (record/budget.h); a call into Python for the others. */
 static PyObject *
 bounded_notes(Capture *capture, PyObject *path, PyObject *query, PyObject *headers)
 {
@@ -193,8 +193,8 @@ bounded_notes(Capture *capture, PyObject *path, PyObject *query, PyObject *heade
     Py_ssize_t limit = capture->middleware->budget_limit;
     Py_ssize_t used;
     PyObject *bounded = NULL;
-    if (notes_room_used(path, query, headers, limit, &used)) {
-        int rc = notes_within(capture->notes, limit, used, &bounded);
+    if (budget_used(path, query, headers, limit, &used)) {
+        int rc = budget_notes(capture->notes, limit, used, &bounded);
         if (rc != 0) {
             return rc < 0 ? NULL : bounded;
         }
@@ -422,7 +422,7 @@ asgi_with_notes(Capture *capture, PyObject *record)
         Py_ssize_t limit = capture->middleware->budget_limit;
         PyObject *bounded = NULL;
         int rc = packed->notes != NULL ? 0
-                 : notes_within(capture->notes, limit,
+                 : budget_notes(capture->notes, limit,
                                 packed->cost < limit ? packed->cost : limit, &bounded);
         if (rc < 0) {
             return NULL;

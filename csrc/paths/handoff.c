@@ -12,10 +12,10 @@
 #include <stddef.h>
 
 #include "common/compat.h"
-#include "record/record.h"
 #include "module_state.h"
-#include "record/notes.h"
+#include "record/budget.h"
 #include "record/packed.h"
+#include "record/record.h"
 
 static const char *const name_strings[HANDOFF_NAMES] = {
     [HANDOFF_PENDING] = "_pending",
@@ -149,50 +149,16 @@ within_share(Handoff *handoff, PyObject *record)
     if (notes != Py_None && !PyDict_CheckExact(notes)) {
         return 0;
     }
-    Py_ssize_t path = notes_text_length(PyTuple_GET_ITEM(record, RECORD_PATH));
-    Py_ssize_t query = notes_text_length(PyTuple_GET_ITEM(record, RECORD_QUERY));
-    if (path < 0 || query < 0) {
+    Py_ssize_t path = budget_text_length(PyTuple_GET_ITEM(record, RECORD_PATH));
+    Py_ssize_t query = budget_text_length(PyTuple_GET_ITEM(record, RECORD_QUERY));
+    Py_ssize_t size = 0;
+    if (path < 0 || query < 0
+        || !budget_headers_size(PyTuple_GET_ITEM(record, RECORD_HEADERS), &size)) {
         return 0;
     }
-    Py_ssize_t size = path + query;
+    size += path + query;
     Py_ssize_t share = handoff->share;
-    PyObject *headers = PyTuple_GET_ITEM(record, RECORD_HEADERS);
-    int ok = 1;
-    if (PyList_CheckExact(headers) || PyTuple_CheckExact(headers)) {
-        /* A list the server made may be changed by another thread without the GIL. */
-        Py_BEGIN_CRITICAL_SECTION(headers);
-        Py_ssize_t count = PySequence_Fast_GET_SIZE(headers);
-        PyObject **items = PySequence_Fast_ITEMS(headers);
-        for (Py_ssize_t i = 0; ok && i < count; i++) {
-            PyObject *pair = items[i];
-            Py_ssize_t name, value;
-            if (!PyTuple_CheckExact(pair) || PyTuple_GET_SIZE(pair) != 2
-                || (name = notes_text_length(PyTuple_GET_ITEM(pair, 0))) < 0
-                || (value = notes_text_length(PyTuple_GET_ITEM(pair, 1))) < 0) {
-                ok = 0;
-            }
-            else {
-                size += FIELD_OVERHEAD + name + value;
-                ok = size <= share;
-            }
-        }
-        Py_END_CRITICAL_SECTION();
-    }
-    else if (PyDict_CheckExact(headers)) {
-        Py_BEGIN_CRITICAL_SECTION(headers);
-        Py_ssize_t position = 0;
-        PyObject *key, *value;
-        while (ok && PyDict_Next(headers, &position, &key, &value)) {
-            if (PyUnicode_CheckExact(value)) {
-                size += FIELD_OVERHEAD + PyUnicode_GET_LENGTH(value);
-                ok = size <= share;
-            }
-        }
-        Py_END_CRITICAL_SECTION();
-    }
-    else {
-        ok = 0;
-    }
+    int ok = size <= share;
     if (ok && notes != Py_None) {
         /* The application's fields: names and text values, as record_cost counts them. */
         Py_BEGIN_CRITICAL_SECTION(notes);

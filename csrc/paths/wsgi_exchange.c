@@ -22,8 +22,9 @@
 #include "paths/app_attribute.h"
 #include "paths/environ.h"
 #include "paths/handoff.h"
+#include "module_state.h"
+#include "record/budget.h"
 #include "record/extras.h"
-#include "record/notes.h"
 
 typedef struct {
     PyObject_HEAD
@@ -213,21 +214,21 @@ picked_fields(WsgiMiddleware *middleware, PyObject *environ)
     return picked;
 }
 
-/* The record of the exchange, as _Exchange._record makes it; NULL on error. */
-/* The request's notes bounded in C (record/notes.h), for a record of picked fields:
+/* The request's notes bounded in C (record/budget.h), for a record of picked fields:
  * the environ's PATH_INFO and QUERY_STRING (empty when absent, as the reference reads
  * them) and the picked `headers` are what the notes' room is measured against.  1 with
  * *bounded, 0 to leave them to the reference, -1 on error. */
 static int
 usual_notes(Exchange *exchange, PyObject *headers, PyObject **bounded)
 {
-    Py_ssize_t limit = exchange->middleware->limit;
-    PyObject *names[2] = {PyUnicode_FromString("PATH_INFO"),
-                          PyUnicode_FromString("QUERY_STRING")};
+    WsgiMiddleware *middleware = exchange->middleware;
+    /* The variables' names, interned in the module's state (environ.c). */
+    PyObject **names = ((ModuleState *)PyModule_GetState(middleware->module))->environ_names;
+    PyObject *variables[2] = {names[PATH_INFO], names[QUERY_STRING]};
     PyObject *values[2] = {NULL, NULL};
-    int rc = names[0] == NULL || names[1] == NULL ? -1 : 0;
+    int rc = 0;
     for (int i = 0; rc == 0 && i < 2; i++) {
-        if (PyDict_GetItemRef(exchange->environ, names[i], &values[i]) < 0) {
+        if (PyDict_GetItemRef(exchange->environ, variables[i], &values[i]) < 0) {
             rc = -1;
         }
         else if (values[i] == NULL) {
@@ -236,13 +237,11 @@ usual_notes(Exchange *exchange, PyObject *headers, PyObject **bounded)
         }
     }
     Py_ssize_t used;
-    if (rc == 0 && notes_room_used(values[0], values[1], headers, limit, &used)) {
-        rc = notes_within(exchange->notes, limit, used, bounded);
+    if (rc == 0 && budget_used(values[0], values[1], headers, middleware->limit, &used)) {
+        rc = budget_notes(exchange->notes, middleware->limit, used, bounded);
     }
-    for (int i = 0; i < 2; i++) {
-        Py_XDECREF(names[i]);
-        Py_XDECREF(values[i]);
-    }
+    Py_XDECREF(values[0]);
+    Py_XDECREF(values[1]);
     return rc;
 }
 
@@ -259,7 +258,7 @@ bounded_notes(Exchange *exchange, PyObject *headers)
     }
     WsgiMiddleware *middleware = exchange->middleware;
     if (middleware->limit >= 0 && PyDict_CheckExact(exchange->environ)) {
-        /* The usual notes of a record of picked fields, in C (record/notes.h). */
+        /* The usual notes of a record of picked fields, in C (record/budget.h). */
         PyObject *bounded = NULL;
         int rc = usual_notes(exchange, headers, &bounded);
         if (rc != 0) {
@@ -294,6 +293,7 @@ bounded_notes(Exchange *exchange, PyObject *headers)
     return bounded;
 }
 
+/* The record of the exchange, as _Exchange._record makes it; NULL on error. */
 static PyObject *
 exchange_record(Exchange *exchange)
 {

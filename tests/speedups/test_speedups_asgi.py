@@ -380,7 +380,7 @@ def test_added_fields_of_every_kind_join_the_record_alike(
     logs: Logs, notes: dict[str, Any], packs: bool, after: bool
 ) -> None:
     # The C path copies and measures the usual notes itself (asgi_record.c's
-    # notes_within) and packs them with a packed record; any other goes to the
+    # budget_notes) and packs them with a packed record; any other goes to the
     # reference's RecordBudget.notes.  Fields added before the response ends, or after.
     start = ("send", {"type": "http.response.start", "status": 200, "headers": []}, False)
     body = ("send", {"type": "http.response.body", "body": b"x"}, False)

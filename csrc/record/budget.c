@@ -1,12 +1,11 @@
-/* The application's fields bounded by the record budget, in C for the usual ones (see
- * notes.h). */
-#include "record/notes.h"
+/* The record budget's measures, and the usual notes copied within it (see budget.h). */
+#include "record/budget.h"
 
 #include "common/compat.h"
 #include "record/record.h"
 
 Py_ssize_t
-notes_text_length(PyObject *value)
+budget_text_length(PyObject *value)
 {
     if (PyBytes_CheckExact(value)) {
         return PyBytes_GET_SIZE(value);
@@ -17,9 +16,8 @@ notes_text_length(PyObject *value)
     return -1;
 }
 
-/* _budget._headers_size: 1 with the fields' size added to *size, 0 for others. */
-static int
-headers_size(PyObject *headers, Py_ssize_t *size)
+int
+budget_headers_size(PyObject *headers, Py_ssize_t *size)
 {
     int usual = 1;
     if (PyDict_CheckExact(headers)) {
@@ -41,8 +39,8 @@ headers_size(PyObject *headers, Py_ssize_t *size)
     for (Py_ssize_t i = 0; usual && (pair = sequence_item_ref(headers, i)) != NULL; i++) {
         Py_ssize_t name = -1, value = -1;
         if (PyTuple_CheckExact(pair) && PyTuple_GET_SIZE(pair) == 2) {
-            name = notes_text_length(PyTuple_GET_ITEM(pair, 0));
-            value = notes_text_length(PyTuple_GET_ITEM(pair, 1));
+            name = budget_text_length(PyTuple_GET_ITEM(pair, 0));
+            value = budget_text_length(PyTuple_GET_ITEM(pair, 1));
         }
         usual = name >= 0 && value >= 0;
         *size += FIELD_OVERHEAD + name + value;
@@ -52,13 +50,13 @@ headers_size(PyObject *headers, Py_ssize_t *size)
 }
 
 int
-notes_room_used(PyObject *path, PyObject *query, PyObject *headers, Py_ssize_t limit,
+budget_used(PyObject *path, PyObject *query, PyObject *headers, Py_ssize_t limit,
                 Py_ssize_t *used)
 {
-    Py_ssize_t path_size = notes_text_length(path);
-    Py_ssize_t query_size = notes_text_length(query);
+    Py_ssize_t path_size = budget_text_length(path);
+    Py_ssize_t query_size = budget_text_length(query);
     Py_ssize_t size = 0;
-    if (path_size < 0 || query_size < 0 || !headers_size(headers, &size)) {
+    if (path_size < 0 || query_size < 0 || !budget_headers_size(headers, &size)) {
         return 0;
     }
     size += path_size + query_size;
@@ -81,7 +79,7 @@ bit_length(long long number)
 }
 
 int
-notes_within(PyObject *notes, Py_ssize_t limit, Py_ssize_t used, PyObject **bounded)
+budget_notes(PyObject *notes, Py_ssize_t limit, Py_ssize_t used, PyObject **bounded)
 {
     if (!PyDict_CheckExact(notes)) {
         return 0;
