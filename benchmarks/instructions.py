@@ -24,6 +24,10 @@ are dumped.  Printed: instructions per request of the
 event-loop thread and of the other threads (boundlog's writer), and their sum against
 ``none``.
 
+wrk sends a Host field and nothing else; ``--browser`` sends the 13 fields Firefox
+sends for a page (``BROWSER_HEADERS``), which a record copies and a line searches: what
+a request costs grows with its header fields.
+
 Under valgrind the server answers a few hundred requests a second, so the writer
 gathers for ``--flush-interval`` (0.5 s) to take batches of the size it takes at full
 speed (~150-250 lines); with the default 10 ms, its cost per batch would be spread over
@@ -157,9 +161,31 @@ def _wait_until_listening(port: int, server: subprocess.Popen[bytes]) -> None:
     raise SystemExit("uvicorn did not listen within 5 minutes under valgrind")
 
 
-def _wrk(port: int, seconds: float, connections: int) -> int:
+#: The request header fields a browser sends for a page (Firefox, a same-site link),
+#: for ``--browser``: wrk alone sends Host and nothing else, which leaves out what
+#: a record costs per header field.
+BROWSER_HEADERS = (
+    "User-Agent: Mozilla/5.0 (X11; Linux x86_64; rv:133.0) Gecko/20100101 Firefox/133.0",
+    "Accept: text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8",
+    "Accept-Language: en-GB,en;q=0.5",
+    "Accept-Encoding: gzip, deflate, br, zstd",
+    "Referer: https://shop.example/catalogue/lamps?page=2",
+    "Connection: keep-alive",
+    "Cookie: session=4f3c2a1b9e8d7c6b5a4f3e2d1c0b9a8f; theme=dark; consent=1",
+    "Upgrade-Insecure-Requests: 1",
+    "Sec-Fetch-Dest: document",
+    "Sec-Fetch-Mode: navigate",
+    "Sec-Fetch-Site: same-origin",
+    "Sec-Fetch-User: ?1",
+    "Priority: u=0, i",
+)
+
+
+def _wrk(port: int, seconds: float, connections: int, headers: tuple[str, ...] = ()) -> int:
     output = subprocess.run(
-        ["wrk", "-t1", f"-c{connections}", f"-d{seconds:g}s", f"http://127.0.0.1:{port}/"],
+        ["wrk", "-t1", f"-c{connections}", f"-d{seconds:g}s",
+         *(argument for header in headers for argument in ("-H", header)),
+         f"http://127.0.0.1:{port}/"],
         capture_output=True, text=True, check=True,
     ).stdout  # fmt: skip
     match = re.search(r"(\d+) requests in", output)
@@ -179,7 +205,12 @@ def _thread_totals(folder: Path) -> list[int]:
 
 
 def measure(
-    logger: str, seconds: float, connections: int, flush_interval: float, keep: Path | None
+    logger: str,
+    seconds: float,
+    connections: int,
+    flush_interval: float,
+    keep: Path | None,
+    headers: tuple[str, ...] = (),
 ) -> list[float]:
     """Instructions per request of each busy thread of uvicorn serving ``logger``.
 
@@ -205,10 +236,10 @@ def measure(
         )  # fmt: skip
         try:
             _wait_until_listening(port, server)
-            _wrk(port, 5, connections)
+            _wrk(port, 5, connections, headers)
             subprocess.run(["callgrind_control", "--zero", str(server.pid)], check=True,
                            capture_output=True)  # fmt: skip
-            requests = _wrk(port, seconds, connections)
+            requests = _wrk(port, seconds, connections, headers)
             subprocess.run(["callgrind_control", "--dump", str(server.pid)], check=True,
                            capture_output=True)  # fmt: skip
         finally:
@@ -223,6 +254,11 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=15.0, help="counted window")
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--flush-interval", type=float, default=0.5)
+    parser.add_argument(
+        "--browser",
+        action="store_true",
+        help="send a browser's request header fields (13 of them) instead of wrk's Host alone",
+    )
     parser.add_argument(
         "--keep", type=Path, help="keep callgrind's files in KEEP/<logger> (callgrind_annotate)"
     )
@@ -239,7 +275,10 @@ def main() -> None:
     baseline = None
     print("logger          event loop     writer       total   vs none   (instructions/request)")
     for logger in loggers:
-        threads = measure(logger, args.seconds, args.connections, args.flush_interval, args.keep)
+        threads = measure(
+            logger, args.seconds, args.connections, args.flush_interval, args.keep,
+            BROWSER_HEADERS if args.browser else (),
+        )  # fmt: skip
         loop, writer = threads[0], sum(threads[1:])
         total = loop + writer
         if logger == "none":

@@ -31,7 +31,9 @@ WSGI application), ``--modes`` among:
 Lines go to files in a temporary folder.  CPU is the utime + stime of each server's
 process tree over its slice, read from /proc as the benchmark reads it (10 ms ticks:
 ~1% at 2 s slices); servers, wrk and the readings are the benchmark's own.  Needs wrk
-and the bench extra; run from the repository: ``python benchmarks/pairs.py`` (about
+and the bench extra; ``--browser`` sends a browser's 13 request header fields instead
+of wrk's Host alone (instructions.BROWSER_HEADERS).  Run from the repository: ``python
+benchmarks/pairs.py`` (about
 2 minutes).  This file is also the application the servers serve (``create_asgi_app``,
 ``create_wsgi_app``).
 """
@@ -39,6 +41,7 @@ and the bench extra; run from the repository: ``python benchmarks/pairs.py`` (ab
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import statistics
@@ -47,6 +50,8 @@ import sys
 import tempfile
 from pathlib import Path
 from typing import Any
+
+from instructions import BROWSER_HEADERS
 
 from boundlog.bench._procstat import tree_cpu_seconds
 from boundlog.bench._servers import HOST, free_port, probe, wait_until_ready
@@ -155,6 +160,11 @@ def main() -> None:
     parser.add_argument("--slices", type=int, default=15)
     parser.add_argument("--seconds", type=int, default=2)
     parser.add_argument("--threads", type=int, default=4, help="gunicorn's gthread threads")
+    parser.add_argument(
+        "--browser",
+        action="store_true",
+        help="send a browser's request header fields (instructions.BROWSER_HEADERS)",
+    )
     args = parser.parse_args()
     modes = (args.modes or DEFAULT_MODES[args.server]).split(",")
     if modes[0] != "none" or not set(modes) <= set(MODES[args.server]):
@@ -165,6 +175,11 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as name:
         folder = Path(name)
         script = write_script(folder)
+        if args.browser:
+            with script.open("a") as lua:
+                for header in BROWSER_HEADERS:
+                    name, _, value = header.partition(": ")
+                    lua.write(f"wrk.headers[{json.dumps(name)}] = {json.dumps(value)}\n")
         servers: dict[str, tuple[subprocess.Popen[bytes], int]] = {}
         try:
             for mode in modes:

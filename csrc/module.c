@@ -40,10 +40,19 @@
 #include "sinks/relp.h"
 
 static PyObject *
-pack_record(PyObject *module, PyObject *record)
+pack_record(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
+    if (nargs < 1 || nargs > 2) {
+        PyErr_SetString(PyExc_TypeError, "pack_record() takes a record and, optionally, keeps");
+        return NULL;
+    }
+    PackedKeeps keeps;
+    if (packed_keeps(nargs > 1 ? args[1] : Py_None, &keeps) < 0) {
+        return NULL;
+    }
     ModuleState *state = PyModule_GetState(module);
-    PyObject *packed = packed_from_record(state->packed_type, record);
+    PyObject *packed = packed_from_record(state->packed_type, args[0], &keeps);
+    packed_keeps_clear(&keeps);
     if (packed == NULL && !PyErr_Occurred()) {
         Py_RETURN_NONE;
     }
@@ -57,10 +66,11 @@ unpacked(PyObject *Py_UNUSED(module), PyObject *records)
 }
 
 static PyMethodDef methods[] = {
-    {"pack_record", pack_record, METH_O,
-     "pack_record(record) -> Packed | None\n\n"
-     "The record packed as the C hand-off queues it, or None for a record of another\n"
-     "shape (record/packed.h)."},
+    {"pack_record", (PyCFunction)(void (*)(void))pack_record, METH_FASTCALL,
+     "pack_record(record, keeps=None) -> Packed | None\n\n"
+     "The record packed as the C hand-off queues it, holding the header fields named\n"
+     "in keeps (lower-case bytes; None: all), or None for a record of another shape\n"
+     "(record/packed.h)."},
     {"unpacked", unpacked, METH_O,
      "unpacked(records) -> list\n\n"
      "The records, each Packed one as its Record (_core.CompiledFirst's fallback)."},

@@ -379,26 +379,32 @@ def packable_records(
     )
 
 
-def packed_batch(batch: list[tuple[Record, bool]]) -> tuple[list[Record], list[Any], list[Any]]:
-    """The records of ``batch``, each packed, and the queue of them packed where its flag
-    says so (a mix, as a queue holds when some records came before the log packed)."""
+def packed_batch(
+    batch: list[tuple[Record, bool]], keeps: frozenset[bytes] | None = None
+) -> tuple[list[Record], list[Any], list[Any]]:
+    """The records of ``batch``, each packed keeping the header fields ``keeps`` names
+    (as a log's hand-off keeps those its lines read), and the queue of them packed where
+    its flag says so (a mix, as a queue holds when some records came before the log
+    packed)."""
     from boundlog import _core
 
     assert _core.speedups is not None
     records = [record for record, _ in batch]
-    packed = [_core.speedups.pack_record(record) for record in records]
+    packed = [_core.speedups.pack_record(record, keeps) for record in records]
     assert all(item is not None for item in packed)  # the strategy's promise
     queued = [item if pack else record for (record, pack), item in zip(batch, packed, strict=True)]
     return records, packed, queued
 
 
 def compared_packed(fmt: Any, c_lines: Any, batch: list[tuple[Record, bool]]) -> Any:
-    """The lines of ``batch`` packed (``packed_batch``) checked against the format's
+    """The lines of ``batch`` packed (``packed_batch``, keeping the header fields the
+    format reads) checked against the format's
     reference for the records: ``format_batch`` of the mixed queue, and the C core's
     lines (``c_lines``) of each packed record alone, which are the reference's unless
     it hands the record back (None: a time or duration it leaves to Python).  Returns
     the C core's lines of the whole packed batch (None if handed back)."""
-    records, packed, queued = packed_batch(batch)
+    # Packed as the log's hand-off packs: keeping only the header fields lines read.
+    records, packed, queued = packed_batch(batch, fmt.request_header_names)
     expected = outcome(fmt.format_batch_python, records)
     assert outcome(fmt.format_batch, queued) == expected
     for record, item in zip(records, packed, strict=True):

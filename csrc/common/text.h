@@ -27,4 +27,24 @@ text_release(TextBytes *text)
     Py_CLEAR(text->owner);
 }
 
+/* Whether `data` (a header field's name) is `lower` (a lower-case name) in any ASCII
+ * case, as the formats compare names: bytes.lower() == lower. */
+static inline int
+text_is_name(const char *data, Py_ssize_t size, const char *lower, Py_ssize_t lower_size)
+{
+    if (size != lower_size) {
+        return 0;
+    }
+    for (Py_ssize_t i = 0; i < size; i++) {
+        char c = data[i];
+        if (c >= 'A' && c <= 'Z') {
+            c = (char)(c + ('a' - 'A'));
+        }
+        if (c != lower[i]) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
 #endif

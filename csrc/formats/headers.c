@@ -5,25 +5,6 @@
 #include "common/text.h"
 #include "formats/escape.h"
 
-/* Whether the bytes of a field's name are `name` in any ASCII case. */
-static int
-bytes_match(const char *data, Py_ssize_t length, const char *name, Py_ssize_t size)
-{
-    if (length != size) {
-        return 0;
-    }
-    for (Py_ssize_t i = 0; i < size; i++) {
-        char c = data[i];
-        if (c >= 'A' && c <= 'Z') {
-            c = (char)(c + ('a' - 'A'));
-        }
-        if (c != name[i]) {
-            return 0;
-        }
-    }
-    return 1;
-}
-
 /* Whether `candidate` (a pair's name, bytes or str) is `name` in any ASCII case, as
  * _headers compares: the name's bytes lower-cased by bytes.lower(). */
 static int
@@ -43,7 +24,7 @@ name_matches(PyObject *candidate, const char *name, Py_ssize_t size)
         data = (const char *)PyUnicode_DATA(candidate);
         length = PyUnicode_GET_LENGTH(candidate);
     }
-    return bytes_match(data, length, name, size);
+    return text_is_name(data, length, name, size);
 }
 
 /* Hands a found value, bytes or str, to `write`. */
@@ -178,7 +159,7 @@ headers_find_packed(Buffer *buffer, Packed *packed, PyObject *name, PyObject *en
     while (packed_next_field(&fields, &field, &field_size, &value, &value_size)) {
         int matches = environ ? field_size == wanted_size
                                     && memcmp(field, wanted, (size_t)wanted_size) == 0
-                              : bytes_match(field, field_size, wanted, wanted_size);
+                              : text_is_name(field, field_size, wanted, wanted_size);
         if (matches) {
             /* As write_from_pairs: a field sent more than once, its values joined. */
             if ((found && BUFFER_LITERAL(buffer, ", ") < 0) || write(buffer, value, value_size) < 0) {

@@ -370,7 +370,8 @@ asgi_record(Capture *capture, PyObject *status, int completed)
         ExtrasFields given = {learnt_type, learnt};
         record = packed_from_fields(packed_type, (PyTypeObject *)middleware->record_type,
                                     now - duration, duration, fields,
-                                    extras == NULL ? &given : NULL);
+                                    extras == NULL ? &given : NULL,
+                                    &((Handoff *)middleware->handoff)->keeps);
         if (record != NULL || PyErr_Occurred()) {
             goto done;
         }
@@ -408,6 +409,49 @@ learnt_only:
     return record;
 }
 
+/* `record` (a Record) with `notes` (stolen) as its notes: a new reference. */
+static PyObject *
+record_with_notes(PyObject *record, PyObject *notes)
+{
+    PyTypeObject *type = Py_TYPE(record);
+    if (PyTuple_GET_SIZE(record) != FIELDS) {
+        Py_DECREF(notes);
+        PyErr_SetString(PyExc_SystemError, "asgi_with_notes(): not a record");
+        return NULL;
+    }
+    PyObject *copy = type->tp_alloc(type, FIELDS);
+    if (copy == NULL) {
+        Py_DECREF(notes);
+        return NULL;
+    }
+    for (int i = 0; i < FIELDS; i++) {
+        PyTuple_SET_ITEM(copy, i, i == NOTES ? notes : Py_NewRef(PyTuple_GET_ITEM(record, i)));
+    }
+    PyObject_GC_UnTrack(copy); /* as asgi_record's */
+    return copy;
+}
+
+/* The notes of a packed record whose path, query and header fields took `used` of the
+ * budget, copied and cut by the reference (RecordBudget.notes_within): a new reference. */
+static PyObject *
+reference_notes_within(Capture *capture, Py_ssize_t used)
+{
+    PyObject *amount = PyLong_FromSsize_t(used);
+    PyObject *name = amount == NULL ? NULL : PyUnicode_FromString("notes_within");
+    PyObject *bounded = NULL;
+    if (name != NULL) {
+        /* Each held: the call may run code. */
+        PyObject *args[] = {Py_NewRef(capture->middleware->budget), Py_NewRef(capture->notes),
+                            amount};
+        bounded = PyObject_VectorcallMethod(name, args, 3, NULL);
+        Py_DECREF(args[0]);
+        Py_DECREF(args[1]);
+    }
+    Py_XDECREF(name);
+    Py_XDECREF(amount);
+    return bounded;
+}
+
 PyObject *
 asgi_with_notes(Capture *capture, PyObject *record)
 {
@@ -416,34 +460,42 @@ asgi_with_notes(Capture *capture, PyObject *record)
         if (capture->notes == NULL || PyDict_Size(capture->notes) == 0) {
             return Py_NewRef(record); /* no notes then nor now */
         }
-        /* The notes the request has: packed with the rest when they are of the usual
-         * kinds and fit (a Packed's cost is what its path, query and header fields
-         * take of the budget, _budget._used's measure, when it holds no notes). */
+        /* The notes the request has, in the room that its path, query and header fields
+         * leave: all the fields it came with, which the packed record measured, not
+         * only those it keeps.  Copied here when they are of the usual kinds and fit,
+         * else by the reference; packed with the rest when they are of the kinds
+         * packed. */
         Py_ssize_t limit = capture->middleware->budget_limit;
+        Py_ssize_t used = budget_packed_used(packed, limit);
         PyObject *bounded = NULL;
         int rc = packed->notes != NULL ? 0
-                 : budget_notes(capture->notes, limit,
-                                packed->cost < limit ? packed->cost : limit, &bounded);
+                 : budget_notes(capture->notes, limit, used, &bounded);
         if (rc < 0) {
             return NULL;
         }
-        if (rc > 0) {
-            PyObject *noted = packed_with_notes(packed, bounded);
-            Py_DECREF(bounded);
-            if (noted != NULL || PyErr_Occurred()) {
-                return noted;
-            }
-        }
-        /* Any other: the record they go into, as the reference makes it. */
-        PyObject *unpacked = packed_record(record);
-        if (unpacked == NULL) {
+        if (rc == 0 && (bounded = reference_notes_within(capture, used)) == NULL) {
             return NULL;
         }
-        PyObject *noted = asgi_with_notes(capture, unpacked);
+        if (bounded == Py_None && packed->notes == NULL) {
+            Py_DECREF(bounded);
+            return Py_NewRef(record);
+        }
+        PyObject *noted = packed->notes == NULL ? packed_with_notes(packed, bounded) : NULL;
+        if (noted != NULL || PyErr_Occurred()) {
+            Py_DECREF(bounded);
+            return noted;
+        }
+        /* Notes of kinds a Packed does not hold: the record they go into, as the
+         * reference makes it. */
+        PyObject *unpacked = packed_record(record);
+        if (unpacked == NULL) {
+            Py_DECREF(bounded);
+            return NULL;
+        }
+        noted = record_with_notes(unpacked, bounded);
         Py_DECREF(unpacked);
         return noted;
     }
-    PyTypeObject *type = Py_TYPE(record);
     if (PyTuple_GET_SIZE(record) != FIELDS) {
         PyErr_SetString(PyExc_SystemError, "asgi_with_notes(): not a record");
         return NULL;
@@ -459,14 +511,5 @@ asgi_with_notes(Capture *capture, PyObject *record)
         Py_DECREF(notes);
         return Py_NewRef(record);
     }
-    PyObject *copy = type->tp_alloc(type, FIELDS);
-    if (copy == NULL) {
-        Py_DECREF(notes);
-        return NULL;
-    }
-    for (int i = 0; i < FIELDS; i++) {
-        PyTuple_SET_ITEM(copy, i, i == NOTES ? notes : Py_NewRef(PyTuple_GET_ITEM(record, i)));
-    }
-    PyObject_GC_UnTrack(copy); /* as asgi_record's */
-    return copy;
+    return record_with_notes(record, notes);
 }

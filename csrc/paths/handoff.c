@@ -187,7 +187,7 @@ handoff_offer(Handoff *handoff, PyObject *record)
     PyObject *packed = NULL;
     if (handoff->packed_type != NULL) {
         /* Queued in its place; the caller's record is freed as soon as it lets go. */
-        packed = packed_from_record(handoff->packed_type, record);
+        packed = packed_from_record(handoff->packed_type, record, &handoff->keeps);
         if (packed == NULL && PyErr_Occurred()) {
             return -1;
         }
@@ -313,9 +313,10 @@ handoff_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
     PyObject *admission;
     int packs = 0;
-    char *keywords[] = {"admission", "packs", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$p:Handoff", keywords, &admission,
-                                     &packs)) {
+    PyObject *names = Py_None;
+    char *keywords[] = {"admission", "packs", "keeps", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$pO:Handoff", keywords, &admission,
+                                     &packs, &names)) {
         return NULL;
     }
     PyObject *max = PyObject_GetAttrString(admission, "_max_queue");
@@ -349,6 +350,10 @@ handoff_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
             return NULL;
         }
         handoff->packed_type = (PyTypeObject *)Py_NewRef(state->packed_type);
+        if (packed_keeps(names, &handoff->keeps) < 0) {
+            Py_DECREF(handoff);
+            return NULL;
+        }
     }
     handoff->max_queue = max_queue;
     handoff->share = share;
@@ -376,6 +381,7 @@ handoff_traverse(PyObject *self, visitproc visit, void *arg)
     Py_VISIT(handoff->queue_type);
     Py_VISIT(handoff->queue_append);
     Py_VISIT(handoff->packed_type);
+    Py_VISIT(handoff->keeps.names);
     for (int i = 0; i < HANDOFF_SLOTS; i++) {
         Py_VISIT(handoff->slot_descriptors[i]);
     }
@@ -397,6 +403,7 @@ handoff_clear(PyObject *self)
     Py_CLEAR(handoff->queue_type);
     Py_CLEAR(handoff->queue_append);
     Py_CLEAR(handoff->packed_type);
+    packed_keeps_clear(&handoff->keeps);
     return 0;
 }
 
@@ -418,10 +425,11 @@ static PyMemberDef handoff_members[] = {
 };
 
 static PyType_Slot handoff_slots[] = {
-    {Py_tp_doc, "Handoff(admission, *, packs=False): a callable, handoff(record) -> bool,\n"
-                "that does what admission.offer(record) does (_admission.Admission.offer,\n"
-                "the reference); with packs, a record of the usual shape is queued as a\n"
-                "Packed (record/packed.h)."},
+    {Py_tp_doc, "Handoff(admission, *, packs=False, keeps=None): a callable,\n"
+                "handoff(record) -> bool, that does what admission.offer(record) does\n"
+                "(_admission.Admission.offer, the reference); with packs, a record of the\n"
+                "usual shape is queued as a Packed (record/packed.h) holding the header\n"
+                "fields named in keeps (lower-case bytes; None: all)."},
     {Py_tp_new, handoff_new},
     {Py_tp_call, PyVectorcall_Call},
     {Py_tp_members, handoff_members},

@@ -11,6 +11,8 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include "record/packed.h"
+
 /* The Admission's attribute and method names the hand-off reads, interned once per
  * Handoff, not kept in the module's state (module_state.h).  The first HANDOFF_SLOTS
  * are the attributes read per call. */
@@ -38,15 +40,18 @@ typedef struct {
     PyMemberDef *slots[HANDOFF_SLOTS];
     PyObject *queue_type;
     PyObject *queue_append;
-    /* The Packed type (record/packed.h) when records are queued packed, or NULL. */
+    /* The Packed type (record/packed.h) when records are queued packed, or NULL; and
+     * the header fields a packed record keeps (packed_keeps), or NULL for all. */
     PyTypeObject *packed_type;
+    PackedKeeps keeps;
 } Handoff;
 
 extern PyType_Spec handoff_spec;
 
 /* Hands `record` to the queue as Admission.offer does: 1 accepted, 0 no room (not
  * counted), -1 on error.  A Handoff made with packs=True queues a record of the usual
- * shape as a Packed (record/packed.h), for a writer that formats those in C. */
+ * shape as a Packed (record/packed.h), for a writer that formats those in C, holding
+ * the header fields named in its keeps= (the log's request_header_names). */
 int handoff_offer(Handoff *handoff, PyObject *record);
 
 #endif

@@ -122,3 +122,9 @@ budget_notes(PyObject *notes, Py_ssize_t limit, Py_ssize_t used, PyObject **boun
     *bounded = copy;
     return 1;
 }
+
+Py_ssize_t
+budget_packed_used(Packed *packed, Py_ssize_t limit)
+{
+    return packed->estimate < limit ? packed->estimate : limit;
+}

@@ -19,6 +19,8 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include "record/packed.h"
+
 /* len() of bytes or a str, as the budget measures a text; -1 for anything else. */
 Py_ssize_t budget_text_length(PyObject *value);
 
@@ -32,6 +34,12 @@ int budget_headers_size(PyObject *headers, Py_ssize_t *size);
  * 1 with *used (at most `limit`), 0 for fields of other kinds. */
 int budget_used(PyObject *path, PyObject *query, PyObject *headers, Py_ssize_t limit,
                 Py_ssize_t *used);
+
+/* budget_used for a packed record (record/packed.h) that holds no notes: what its
+ * path, query and the request's header fields (all of them, not only those it holds)
+ * take of the budget by the estimate, at most `limit` (not its `cost`, which is what
+ * the queue charges). */
+Py_ssize_t budget_packed_used(Packed *packed, Py_ssize_t limit);
 
 /* RecordBudget.notes for the usual notes: a copy of `notes` (an exact dict), when they
  * are of the usual kinds and fit in what `used` leaves of `limit`.  1 with *bounded a

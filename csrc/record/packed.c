@@ -244,16 +244,85 @@ field_bytes(PyObject *name, PyObject *value, const char **name_data, Py_ssize_t 
     return 0;
 }
 
+/* The bit of keeps->lengths for a name of `size` bytes. */
+static inline uint64_t
+length_bit(Py_ssize_t size)
+{
+    return (uint64_t)1 << (size < 63 ? size : 63);
+}
+
+int
+packed_keeps(PyObject *names, PackedKeeps *keeps)
+{
+    keeps->names = NULL;
+    keeps->lengths = 0;
+    if (names == Py_None) {
+        return 0;
+    }
+    PyObject *tuple = PySequence_Tuple(names);
+    if (tuple == NULL) {
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(tuple); i++) {
+        PyObject *name = PyTuple_GET_ITEM(tuple, i);
+        if (!PyBytes_CheckExact(name)) {
+            PyErr_Format(PyExc_TypeError, "keeps: header field names are bytes, not %.100s",
+                         Py_TYPE(name)->tp_name);
+            Py_DECREF(tuple);
+            return -1;
+        }
+        const char *data = PyBytes_AS_STRING(name);
+        for (Py_ssize_t j = 0; j < PyBytes_GET_SIZE(name); j++) {
+            if (data[j] >= 'A' && data[j] <= 'Z') {
+                PyErr_Format(PyExc_ValueError, "keeps: header field names are lower-case, "
+                             "not %R", name);
+                Py_DECREF(tuple);
+                return -1;
+            }
+        }
+        keeps->lengths |= length_bit(PyBytes_GET_SIZE(name));
+    }
+    keeps->names = tuple;
+    return 0;
+}
+
+/* Whether a pair's field named `name` is one `keeps` names (packed_from_fields). */
+static int
+keeps_field(const PackedKeeps *keeps, const char *name, Py_ssize_t size)
+{
+    if (keeps == NULL || keeps->names == NULL) {
+        return 1;
+    }
+    if (!(keeps->lengths & length_bit(size))) {
+        return 0;
+    }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(keeps->names); i++) {
+        PyObject *kept = PyTuple_GET_ITEM(keeps->names, i);
+        if (text_is_name(name, size, PyBytes_AS_STRING(kept), PyBytes_GET_SIZE(kept))) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* What the header fields are measured, visiting them. */
+typedef struct {
+    Py_ssize_t size;     /* the bytes the kept fields take in data[] */
+    Py_ssize_t kept;     /* how many are kept */
+    Py_ssize_t estimate; /* every field by _budget._headers_size's estimate */
+    uint64_t dropped;    /* bit i: the i-th field is not kept (the first 64; the copy
+                          * asks keeps_field again for the others) */
+} HeaderSizes;
+
 /* Visits each header field of `headers` (pairs, or a dict when `environ`): 1, or 0 as
  * soon as one has another shape (or is past 4 GiB).  Every field must be of one kind
  * (field_bytes), which is left in *kind (FIELD_STR for an environ's; unchanged for no
- * pairs): unpacking makes them all of it.  With `out`, copies each (its two sizes,
- * uint32_t, then its bytes) and advances *out; else adds what they take to *size and
- * what they cost the record's budget (_budget._headers_size) to *cost.  Called inside
- * a critical section on `headers`. */
+ * pairs): unpacking makes them all of it.  With `out`, copies each field `keeps` names
+ * (its two sizes, uint32_t, then its bytes) and advances *out; else measures them all
+ * into *sizes.  Called inside a critical section on `headers`. */
 static int
-visit_headers(PyObject *headers, int environ, int *kind, char **out, Py_ssize_t *size,
-              Py_ssize_t *cost)
+visit_headers(PyObject *headers, int environ, const PackedKeeps *keeps, int *kind, char **out,
+              HeaderSizes *sizes)
 {
     Py_ssize_t position = 0, i = 0;
     PyObject *name, *value;
@@ -268,7 +337,11 @@ visit_headers(PyObject *headers, int environ, int *kind, char **out, Py_ssize_t 
             if (i == count) {
                 return 1;
             }
-            PyObject *pair = PySequence_Fast_ITEMS(headers)[i++];
+            Py_ssize_t index = i++;
+            if (out != NULL && index < 64 && (sizes->dropped >> index & 1)) {
+                continue; /* measured already, and not kept */
+            }
+            PyObject *pair = PySequence_Fast_ITEMS(headers)[index];
             if (!PyTuple_CheckExact(pair) || PyTuple_GET_SIZE(pair) != 2) {
                 return 0;
             }
@@ -284,14 +357,23 @@ visit_headers(PyObject *headers, int environ, int *kind, char **out, Py_ssize_t 
         }
         *kind = field;
         if (out == NULL) {
-            *size += 2 * (Py_ssize_t)sizeof(uint32_t) + name_size + value_size;
             /* An environ's field costs its value's characters, a pair its two. */
-            *cost += FIELD_OVERHEAD + value_size + (environ ? 0 : name_size);
+            sizes->estimate += FIELD_OVERHEAD + value_size + (environ ? 0 : name_size);
+            if (environ || keeps_field(keeps, name_data, name_size)) {
+                sizes->size += 2 * (Py_ssize_t)sizeof(uint32_t) + name_size + value_size;
+                sizes->kept += 1;
+            }
+            else if (i <= 64) {
+                sizes->dropped |= (uint64_t)1 << (i - 1);
+            }
             continue;
         }
-        uint32_t sizes[2] = {(uint32_t)name_size, (uint32_t)value_size};
-        memcpy(*out, sizes, sizeof(sizes));
-        *out += sizeof(sizes);
+        if (!environ && i > 64 && !keeps_field(keeps, name_data, name_size)) {
+            continue;
+        }
+        uint32_t field_sizes[2] = {(uint32_t)name_size, (uint32_t)value_size};
+        memcpy(*out, field_sizes, sizeof(field_sizes));
+        *out += sizeof(field_sizes);
         buffer_copy(*out, name_data, (size_t)name_size);
         *out += name_size;
         buffer_copy(*out, value_data, (size_t)value_size);
@@ -301,7 +383,7 @@ visit_headers(PyObject *headers, int environ, int *kind, char **out, Py_ssize_t 
 
 PyObject *
 packed_from_fields(PyTypeObject *type, PyTypeObject *record_type, double time, double duration,
-                   PyObject *const *fields, const ExtrasFields *learnt)
+                   PyObject *const *fields, const ExtrasFields *learnt, const PackedKeeps *keeps)
 {
     Texts texts;
     memset(&texts, 0, sizeof(texts));
@@ -318,11 +400,11 @@ packed_from_fields(PyTypeObject *type, PyTypeObject *record_type, double time, d
     /* A list the server made may be changed by another thread without the GIL: it is
      * measured and copied in one critical section. */
     Py_BEGIN_CRITICAL_SECTION(headers);
-    Py_ssize_t cost = texts.texts[PACKED_PATH].size + texts.texts[PACKED_QUERY].size
-                      + texts.notes_cost;
     int environ = (texts.flags & PACKED_HEADER_ENVIRON) != 0;
     int kind = environ ? FIELD_STR : 0;
-    if (visit_headers(headers, environ, &kind, NULL, &size, &cost)) {
+    HeaderSizes sizes = {0, 0, 0, 0};
+    if (visit_headers(headers, environ, keeps, &kind, NULL, &sizes)) {
+        size += sizes.size;
         /* Not tp_alloc, which zeroes what is written over at once below. */
         packed = PyObject_Malloc(offsetof(Packed, data) + (size_t)size);
         if (packed == NULL) {
@@ -338,13 +420,15 @@ packed_from_fields(PyTypeObject *type, PyTypeObject *record_type, double time, d
             out += texts.texts[i].size;
             packed->ends[i] = out - packed->data;
         }
-        visit_headers(headers, environ, &kind, &out, NULL, NULL);
+        visit_headers(headers, environ, keeps, &kind, &out, &sizes);
         if (kind == FIELD_STR && !environ) {
             texts.flags |= PACKED_HEADER_STR;
         }
-        packed->header_count = environ ? PyDict_GET_SIZE(headers)
-                                       : PySequence_Fast_GET_SIZE(headers);
-        packed->cost = cost;
+        packed->header_count = sizes.kept;
+        Py_ssize_t path_and_query = texts.texts[PACKED_PATH].size + texts.texts[PACKED_QUERY].size;
+        /* What it holds of the client's bytes, byte for byte (packed.h). */
+        packed->cost = path_and_query + sizes.size + texts.notes_cost;
+        packed->estimate = path_and_query + sizes.estimate;
     }
     Py_END_CRITICAL_SECTION();
     texts_release(&texts, PACKED_TEXTS);
@@ -390,7 +474,7 @@ packed_with_notes(Packed *packed, PyObject *notes)
 }
 
 PyObject *
-packed_from_record(PyTypeObject *type, PyObject *record)
+packed_from_record(PyTypeObject *type, PyObject *record, const PackedKeeps *keeps)
 {
     if (!PyTuple_Check(record) || PyTuple_GET_SIZE(record) != FIELDS
         || !PyFloat_CheckExact(PyTuple_GET_ITEM(record, TIME))
@@ -400,7 +484,7 @@ packed_from_record(PyTypeObject *type, PyObject *record)
     return packed_from_fields(type, Py_TYPE(record),
                               PyFloat_AS_DOUBLE(PyTuple_GET_ITEM(record, TIME)),
                               PyFloat_AS_DOUBLE(PyTuple_GET_ITEM(record, DURATION)),
-                              &PyTuple_GET_ITEM(record, 0), NULL);
+                              &PyTuple_GET_ITEM(record, 0), NULL, keeps);
 }
 
 static PyObject *
@@ -662,7 +746,9 @@ static PyMethodDef packed_methods[] = {
 
 static PyMemberDef packed_members[] = {
     {"cost", Py_T_PYSSIZET, offsetof(Packed, cost), Py_READONLY,
-     "What the record keeps of the client's bytes, by _budget.record_cost."},
+     "What the queue's byte budget charges the record: the bytes it holds of its path,\n"
+     "query and header fields (each with two 4-byte sizes), and its notes as\n"
+     "_budget.record_cost counts them."},
     {NULL, 0, 0, 0, NULL},
 };
 

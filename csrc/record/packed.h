@@ -13,7 +13,27 @@
  * says which); the C hand-off packs them for a log whose writer formats them in C
  * (the common and combined lines, templates, JSON and logfmt).  Anything else that needs the Record gets
  * it back, equal to the one packed, with packed_record(): the pure-Python fallback of
- * a batch (_core.CompiledFirst), and the tests that prove the two equal. */
+ * a batch (_core.CompiledFirst), and the tests that prove the two equal.
+ *
+ * What a Packed costs the queue's byte budget (max_queue_bytes) is what it holds of
+ * the client's bytes: its path, query and header fields byte for byte, each field with
+ * its two sizes (8 bytes), and its notes as _budget.record_cost counts them (a dict
+ * of Python objects).  Not record_cost's 160 bytes a header field
+ * (_budget.FIELD_OVERHEAD: the pair and two bytes objects of a Record's list), which
+ * a Packed does not keep: by that estimate a browser's ordinary request (a dozen
+ * fields) was over its share of the budget (1 KiB by default) and took the
+ * Admission's locked slow path on the request path and again on the writer's, for
+ * memory it does not use.  What a record keeps of an oversized request
+ * (max_record_bytes) is still decided by the estimate, before packing, as the
+ * reference decides it.
+ *
+ * Of the request's header fields a Packed holds only those the log's lines read
+ * (`keeps`, the log's request_header_names, when it knows them): a line looks a field
+ * up by name, and repeats are joined in order, so the line of the Record given back
+ * (which holds those fields alone) is the line of the Record packed; the fields are
+ * still measured, all of them, for the room of the application's fields.  A browser
+ * sends a dozen fields and the combined line reads two: copying the others, and
+ * searching past them for each field a line shows, was most of what a record cost. */
 #ifndef BOUNDLOG_PACKED_H
 #define BOUNDLOG_PACKED_H
 
@@ -49,7 +69,11 @@ typedef struct {
     double duration;
     long long status;
     long long sent;
-    Py_ssize_t cost;           /* _budget.record_cost of the record */
+    Py_ssize_t cost;           /* what the queue's byte budget charges it (above) */
+    Py_ssize_t estimate;       /* its path, query and every header field the request
+                                * had, by _budget's estimate (_used before its limit):
+                                * what the room of the application's fields is
+                                * measured from (budget_packed_used) */
     Py_ssize_t header_count;
     Py_ssize_t ends[PACKED_TEXTS]; /* where each text ends in data[]; the last, where the
                                     * header fields start */
@@ -84,10 +108,29 @@ packed_check(PyObject *object)
     return Py_TYPE(object)->tp_dealloc == packed_dealloc;
 }
 
-/* A new Packed of `record`, made with `type` (the module's Packed type); NULL with no
- * exception set when the record has another shape than the one packed (it is then
+/* The request header fields a Packed keeps: those named, or all. */
+typedef struct {
+    PyObject *names;   /* a tuple of lower-case names (bytes), or NULL for all */
+    uint64_t lengths;  /* bit n: a name of n bytes (bit 63: of 63 or more), so that
+                        * most fields are passed over by their length alone */
+} PackedKeeps;
+
+/* The keeps for `names`, the header fields a log's lines read
+ * (AccessLog.request_header_names: lower-case bytes, or None when they may read any):
+ * 0, or -1 with TypeError or ValueError for names of another kind.  Released with
+ * packed_keeps_clear. */
+int packed_keeps(PyObject *names, PackedKeeps *keeps);
+
+static inline void
+packed_keeps_clear(PackedKeeps *keeps)
+{
+    Py_CLEAR(keeps->names);
+}
+
+/* A new Packed of `record`, made with `type` (the module's Packed type), holding the
+ * header fields `keeps` names (packed_from_fields); NULL with no exception set when the record has another shape than the one packed (it is then
  * queued as it is), NULL with an exception on error. */
-PyObject *packed_from_record(PyTypeObject *type, PyObject *record);
+PyObject *packed_from_record(PyTypeObject *type, PyObject *record, const PackedKeeps *keeps);
 
 /* The extras of a record not made yet either: their class and their EXTRAS_FIELDS
  * fields (extras.h), borrowed. */
@@ -98,12 +141,15 @@ typedef struct {
 
 /* packed_from_record for a record of `record_type` not made yet: its times, and its
  * other fields in `fields`, indexed as a Record's (TIME and DURATION not read); its
- * extras fields[EXTRAS], or `learnt` when not NULL (fields[EXTRAS] then not read). */
+ * extras fields[EXTRAS], or `learnt` when not NULL (fields[EXTRAS] then not read).
+ * `keeps`: the header fields kept (NULL: all); an environ's picked fields (WSGI, which
+ * picks what the log reads) are all kept. */
 PyObject *packed_from_fields(PyTypeObject *type, PyTypeObject *record_type, double time,
                              double duration, PyObject *const *fields,
-                             const ExtrasFields *learnt);
+                             const ExtrasFields *learnt, const PackedKeeps *keeps);
 
-/* The Record `packed` holds, equal to the one it was made of: a new reference. */
+/* The Record `packed` holds, equal to the one it was made of but for the header fields
+ * it did not keep: a new reference. */
 PyObject *packed_record(PyObject *packed);
 
 /* A new Packed of the record `packed` holds (which has no notes) with `notes`, a dict

@@ -469,8 +469,9 @@ def _record(
         time() - duration, duration, client[0] if client else None,
         scope["method"], path, query, _PROTOCOLS.get(version) or "HTTP/" + version,
         # The request's header list goes as it is: picking out the fields the log
-        # reads costs the request path more than it saves the writer (counted with
-        # callgrind: benchmarks/HISTORY.md).  The response's goes only to
+        # reads costs this path more than it saves the writer (counted with
+        # callgrind: benchmarks/HISTORY.md); the C core's packed record copies only
+        # those (csrc/record/packed.h).  The response's goes only to
         # a log that reads it, not to keep an application's list alive for nothing.
         status, sent, headers,
         response.get("headers", ()) if keeps_response_headers else (),

@@ -1,5 +1,5 @@
 """Records packed while queued (csrc/record/packed.c): a record of the usual shape packs,
-unpacks equal to itself, costs the queue's byte budget what the record costs, and is
+unpacks equal to itself, costs the queue's byte budget the bytes it holds, and is
 written by the C core in the very line the pure-Python reference writes for the record;
 any other record is queued as it is.  The C hand-off packs only for a log whose writer
 formats in C (the common and combined lines, templates, no filter); templates' packed
@@ -8,6 +8,7 @@ lines are proven in tests/speedups/test_speedups_templates.py."""
 from __future__ import annotations
 
 import gc
+import sys
 from typing import Any
 
 import pytest
@@ -27,11 +28,12 @@ from _strategies import (
     TIMES,
 )
 from boundlog import Extras, JsonFormat, LogfmtFormat, Record, Template, _core
+from boundlog._options import DEFAULT_BATCH_SIZE, DEFAULT_MAX_QUEUE, DEFAULT_MAX_QUEUE_BYTES
 from boundlog.engine._admission import Admission
 from boundlog.engine._writer import packs_for
 from boundlog.formats._apache import ApacheFormat
 from boundlog.formats._schemas import SchemaFormat
-from boundlog.record._budget import queued_cost, record_cost
+from boundlog.record._budget import FIELD_OVERHEAD, RECORD_OVERHEAD, queued_cost, record_cost
 from boundlog.selection._filters import make_select
 
 pytestmark = pytest.mark.skipif(
@@ -119,6 +121,19 @@ def _extras_pack(extras: Any) -> bool:
     )
 
 
+def _packed_cost(record: Record) -> int:
+    """What a packed record costs the queue's byte budget (csrc/record/packed.h): the
+    bytes it holds of the path, query and header fields (each with its two 4-byte
+    sizes; a str of one byte a character), and its notes by record_cost's estimate."""
+    headers = record.request_headers
+    fields = headers.items() if type(headers) is dict else headers
+    size = len(record.path) + len(record.query)
+    size += sum(8 + len(name) + len(value) for name, value in fields)
+    for name, value in (record.notes or {}).items():
+        size += FIELD_OVERHEAD + len(name) + (len(value) if type(value) is str else 0)
+    return size
+
+
 def _usual_shape(record: Record) -> bool:
     """The shape packed_from_record packs (csrc/record/packed.c, packable)."""
     headers = record.request_headers
@@ -176,10 +191,68 @@ def test_a_record_of_the_usual_shape_packs_and_unpacks_equal(record: Record) -> 
     assert repr(unpacked) == repr(record)
     assert [type(field) for field in unpacked] == [type(field) for field in record]
     assert type(unpacked.request_headers) is type(record.request_headers)
-    assert packed.cost == record_cost(record) == queued_cost(packed)
+    assert packed.cost == _packed_cost(record) == queued_cost(packed) <= record_cost(record)
     # What it is for: one object the garbage collector neither tracks nor counts.
     assert not gc.is_tracked(packed)
     assert not type(packed).__flags__ & (1 << 14)  # Py_TPFLAGS_HAVE_GC
+
+
+def _name(name: bytes | str) -> bytes:
+    return (name.encode("ascii") if type(name) is str else name).lower()
+
+
+@settings(max_examples=examples(500), suppress_health_check=[HealthCheck.too_slow])
+@given(RECORDS, st.frozensets(st.sampled_from([b"referer", b"user-agent", b"host", b""])))
+def test_a_packed_record_keeps_the_header_fields_named(
+    record: Record, keeps: frozenset[bytes]
+) -> None:
+    """Packed keeping some header fields (a log's request_header_names), a record gives
+    back those fields alone, in order, in any case, repeats included (an environ's are
+    picked already and all kept), and costs what it holds."""
+    assert _core.speedups is not None
+    packed = _core.speedups.pack_record(record, keeps)
+    assert (packed is not None) == _usual_shape(record)
+    if packed is None:
+        return
+    headers = record.request_headers
+    if type(headers) is not dict:
+        headers = type(headers)(pair for pair in headers if _name(pair[0]) in keeps)
+    expected = record._replace(request_headers=headers)
+    unpacked = packed.record()
+    assert repr(unpacked) == repr(expected)
+    assert type(unpacked.request_headers) is type(headers)
+    assert packed.cost == _packed_cost(expected)
+
+
+def test_a_packed_record_keeps_every_field_of_a_name_in_any_case_and_in_order() -> None:
+    assert _core.speedups is not None
+    headers = [(b"Referer", b"a"), (b"host", b"h"), (b"REFERER", b"b"), (b"referer", b"c")]
+    packed = _core.speedups.pack_record(make_record(request_headers=headers), [b"referer"])
+    assert packed is not None
+    assert packed.record().request_headers == [headers[0], headers[2], headers[3]]
+    # Past the 64 fields whose fate the first pass remembers.
+    many = [(b"x-%d" % i, b"v%d" % i) for i in range(70)]
+    for i in (3, 63, 64, 69):
+        many[i] = (b"Referer", b"r%d" % i)
+    packed = _core.speedups.pack_record(make_record(request_headers=many), [b"referer"])
+    assert packed is not None
+    assert packed.record().request_headers == [many[i] for i in (3, 63, 64, 69)]
+    gunicorn = [("HOST", "h"), ("REFERER", "r\xe9"), ("USER-AGENT", "u")]
+    packed = _core.speedups.pack_record(make_record(request_headers=gunicorn), [b"referer"])
+    assert packed is not None
+    assert packed.record().request_headers == [("REFERER", "r\xe9")]
+
+
+def test_what_a_packed_record_keeps_is_checked() -> None:
+    assert _core.speedups is not None
+    record = make_record(referer=b"r")
+    with pytest.raises(TypeError, match="names are bytes, not str"):
+        _core.speedups.pack_record(record, ["referer"])
+    with pytest.raises(ValueError, match="lower-case, not b'Referer'"):
+        _core.speedups.pack_record(record, [b"Referer"])
+    admission = Admission(max_queue=4, batch_size=4, policy="drop", max_queue_bytes=8000)
+    with pytest.raises(TypeError, match="names are bytes"):
+        _core.speedups.Handoff(admission, packs=True, keeps=["referer"])
 
 
 def test_the_c_core_charges_a_field_what_the_reference_charges() -> None:
@@ -225,8 +298,11 @@ def test_packed_records_are_written_as_the_reference_writes_the_records(
     assert _core.speedups is not None
     fmt = ApacheFormat(combined=combined, utc=utc)
     records = [record for record, _ in batch]
+    # Packed as the log's hand-off packs: keeping only the header fields lines read.
+    keeps = fmt.request_header_names
     queued = [
-        (_core.speedups.pack_record(record) if pack else None) or record for record, pack in batch
+        (_core.speedups.pack_record(record, keeps) if pack else None) or record
+        for record, pack in batch
     ]
     try:
         expected: Any = fmt.format_batch_python(records)
@@ -265,8 +341,9 @@ def test_the_hand_off_packs_and_the_queue_counts_the_packed_cost() -> None:
     assert offer(odd)
     queued = list(admission._pending)
     assert [type(item).__name__ for item in queued] == ["Packed", "Packed", "Record"]
-    # The large one's cost over its share (8000 // 8) is charged until it is taken.
-    assert admission._charged == record_cost(large) - 1000 > 0
+    # The large one's cost over its share (8000 // 8) is charged until it is taken:
+    # what it holds, not record_cost's estimate of a Record.
+    assert admission._charged == _packed_cost(large) - 1000 == 1 + 8 + 7 + 2000 - 1000
     taken = admission.take()
     assert taken == queued
     assert admission._charged == 0
@@ -279,6 +356,46 @@ def test_the_hand_off_packs_and_the_queue_counts_the_packed_cost() -> None:
     plain = _core.speedups.Handoff(admission)
     assert plain(small)
     assert admission.take() == [small]
+
+
+# What Firefox sends for a page reached by a link on the same site, with a session
+# cookie: an ordinary request of a browser.
+FIREFOX_HEADERS = [
+    (b"host", b"shop.example"),
+    (b"user-agent", b"Mozilla/5.0 (X11; Linux x86_64; rv:133.0) Gecko/20100101 Firefox/133.0"),
+    (b"accept", b"text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"),
+    (b"accept-language", b"en-GB,en;q=0.5"),
+    (b"accept-encoding", b"gzip, deflate, br, zstd"),
+    (b"referer", b"https://shop.example/catalogue/lamps?page=2"),
+    (b"connection", b"keep-alive"),
+    (b"cookie", b"session=4f3c2a1b9e8d7c6b5a4f3e2d1c0b9a8f; theme=dark; consent=1"),
+    (b"upgrade-insecure-requests", b"1"),
+    (b"sec-fetch-dest", b"document"),
+    (b"sec-fetch-mode", b"navigate"),
+    (b"sec-fetch-site", b"same-origin"),
+    (b"sec-fetch-user", b"?1"),
+    (b"priority", b"u=0, i"),
+]
+
+
+def test_a_browsers_ordinary_request_is_within_its_share_of_the_byte_budget() -> None:
+    """With the defaults, a record up to 1 KiB (max_queue_bytes / (2 x max_queue)) is
+    queued without the Admission's slow path (its lock, the excess map, and the writer
+    giving the excess back): a browser's ordinary request is, once packed, where
+    record_cost's 160 bytes a header field put it over.  What the packed record holds
+    in memory is within what it is charged and RECORD_OVERHEAD."""
+    assert _core.speedups is not None
+    admission = Admission(max_queue=DEFAULT_MAX_QUEUE, batch_size=DEFAULT_BATCH_SIZE,
+                          policy="drop", max_queue_bytes=DEFAULT_MAX_QUEUE_BYTES)  # fmt: skip
+    record = make_record(path=b"/catalogue/lamp-42", query=b"ref=list",
+                         request_headers=FIREFOX_HEADERS)  # fmt: skip
+    packed = _core.speedups.pack_record(record)
+    assert packed is not None
+    assert packed.cost <= admission._share == 1048 < record_cost(record)
+    assert sys.getsizeof(packed) <= RECORD_OVERHEAD + packed.cost
+    assert _core.speedups.Handoff(admission, packs=True)(record)
+    assert admission._charged == 0
+    assert [item.record() for item in admission.take()] == [record]
 
 
 def test_only_a_writer_formatting_in_c_takes_packed_records() -> None:
@@ -368,7 +485,7 @@ def test_the_record_of_a_wsgi_request_packs() -> None:
     packed = _core.speedups.pack_record(record)
     assert packed is not None
     assert packed.record() == record
-    assert packed.cost == record_cost(record)
+    assert packed.cost == _packed_cost(record)
     fmt = ApacheFormat(combined=True, utc=True)
     assert fmt.format_batch([packed]) == fmt.format_batch_python([record])
     assert b'"https://r.test/\\xe9" "agent \\x22x\\x22"' in fmt.format_batch([packed])

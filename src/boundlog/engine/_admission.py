@@ -21,9 +21,9 @@ then makes stale, so the queue can hold ``max_queue + T - 1`` records for a mome
 An asyncio server submits from one thread and never exceeds ``max_queue``.
 
 The queue is bounded in bytes too, by a budget (``max_queue_bytes``) of what its records
-keep of the client's and the application's bytes (``_budget.record_cost``).  Half of it
-is shared out: a record up to ``budget / (2 * max_queue)`` bytes (every ordinary
-request) costs nothing more, since ``max_queue`` bounds how many there are.  A larger
+keep of the client's and the application's bytes (``_budget.queued_cost``: a packed
+record's bytes, else ``record_cost``'s estimate).  Half of it is shared out: a record up
+to ``budget / (2 * max_queue)`` bytes (an ordinary request) costs nothing more, since ``max_queue`` bounds how many there are.  A larger
 record takes the slow path, ``_offer_large``: under the count lock its excess over that
 share is charged against the other half, or it is refused like a record finding the
 queue full (the first record charged always fits, so none waits for ever).  The writer

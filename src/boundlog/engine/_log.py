@@ -315,10 +315,16 @@ class AccessLog:
         # Bound once so integrations call the admission directly, without a hop here.
         self.submit = self._admission.submit
         self.submit_async = self._admission.submit_async
+        # A record queued packed keeps only the header fields lines read: the others
+        # would be copied and then searched past for nothing (csrc/record/packed.h).
         self._offer = (
             self._admission.offer
             if _core.handoff is None
-            else _core.handoff(self._admission, packs=packs_for(fmt, select))
+            else _core.handoff(
+                self._admission,
+                packs=packs_for(fmt, select),
+                keeps=self.request_header_names,
+            )
         )
 
     def _start(self) -> None:

@@ -186,25 +186,16 @@ class RecordBudget:
         """
         if not notes:
             return None
-        copy: dict[str, Any] = {}
-        size = 0
-        for name, value in notes.items():
-            kind = type(value)
-            if kind is int:
-                if value.bit_length() > _LONG_INT_BITS:
-                    value = note_text(value)
-                    size += len(value)
-                else:
-                    size += value.bit_length() >> 3
-            elif kind is str:
-                size += len(value)
-            elif kind not in _SMALL_SCALARS:
-                # Its text now: a large object would otherwise stay alive, unmeasured.
-                value = note_text(value)
-                size += len(value)
-            size += FIELD_OVERHEAD + len(name)
-            copy[name] = value
-        room = self.limit - _used(path, query, headers, self.limit)
+        return self.notes_within(notes, _used(path, query, headers, self.limit))
+
+    def notes_within(self, notes: dict[str, Any] | None, used: int) -> dict[str, Any] | None:
+        """:meth:`notes` for a record whose path, query and header fields take ``used``
+        of the budget (by :func:`_used`): the C core's packed records, which keep only
+        the header fields lines read, measure all of them as they are packed."""
+        if not notes:
+            return None
+        copy, size = _measured_copy(notes)
+        room = self.limit - used
         if size <= room:
             return copy
         names = sum(FIELD_OVERHEAD + len(name) for name in copy)
@@ -248,8 +239,10 @@ _MEASURED = (list, tuple, dict)
 
 
 def queued_cost(record: Any) -> int:
-    """:func:`record_cost` of a queued record, which the C hand-off may have packed
-    (``_core.Packed``, which knows its cost)."""
+    """What a queued record costs the queue's byte budget: for a record the C hand-off
+    packed (``_core.Packed``) the bytes it holds of its path, query and header fields
+    (8 a field besides: not the Python objects ``FIELD_OVERHEAD`` stands for) and its
+    notes' estimate; for any other, :func:`record_cost`."""
     if type(record) is _core.Packed:
         return record.cost
     return record_cost(record)
@@ -271,6 +264,30 @@ def record_cost(record: Any) -> int:
         for name, value in notes.items():
             size += FIELD_OVERHEAD + len(name) + (len(value) if type(value) is str else 0)
     return size
+
+
+def _measured_copy(notes: dict[str, Any]) -> tuple[dict[str, Any], int]:
+    """A copy of the notes as a record keeps them (a value not a JSON scalar, or an int
+    too long for one, as its text), and what they cost the budget by the estimate."""
+    copy: dict[str, Any] = {}
+    size = 0
+    for name, value in notes.items():
+        kind = type(value)
+        if kind is int:
+            if value.bit_length() > _LONG_INT_BITS:
+                value = note_text(value)
+                size += len(value)
+            else:
+                size += value.bit_length() >> 3
+        elif kind is str:
+            size += len(value)
+        elif kind not in _SMALL_SCALARS:
+            # Its text now: a large object would otherwise stay alive, unmeasured.
+            value = note_text(value)
+            size += len(value)
+        size += FIELD_OVERHEAD + len(name)
+        copy[name] = value
+    return copy, size
 
 
 def _share(lengths: list[int], room: int) -> int | None:
