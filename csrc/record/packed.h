@@ -11,12 +11,13 @@
  *
  * Only records of the shape the request paths make are packed (packed_from_record
  * says which); the C hand-off packs them for a log whose writer formats them in C
- * (the common and combined lines, templates, JSON and logfmt).  Anything else that needs the Record gets
- * it back, equal to the one packed, with packed_record(): the pure-Python fallback of
- * a batch (_core.CompiledFirst), and the tests that prove the two equal.
+ * (the common and combined lines, templates, JSON and logfmt).  Anything else that
+ * needs the Record gets it back with packed_record(), equal to the one packed in all
+ * but the header fields it did not keep (below): the pure-Python fallback of a batch
+ * (_core.CompiledFirst), and the tests that prove the lines equal.
  *
  * What a Packed costs the queue's byte budget (max_queue_bytes) is what it holds of
- * the client's bytes: its path, query and header fields byte for byte, each field with
+ * the client's bytes: its path, query and kept header fields byte for byte, each with
  * its two sizes (8 bytes), and its notes as _budget.record_cost counts them (a dict
  * of Python objects).  Not record_cost's 160 bytes a header field
  * (_budget.FIELD_OVERHEAD: the pair and two bytes objects of a Record's list), which
