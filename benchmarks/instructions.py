@@ -24,9 +24,9 @@ are dumped.  Printed: instructions per request of the
 event-loop thread and of the other threads (boundlog's writer), and their sum against
 ``none``.
 
-wrk sends a Host field and nothing else; ``--browser`` sends the 13 fields Firefox
-sends for a page (``BROWSER_HEADERS``), which a record copies and a line searches: what
-a request costs grows with its header fields.
+wrk sends a Host field and nothing else; ``--browser`` sends the 14 fields Firefox
+sends for a page (``boundlog.bench._wrk.BROWSER_HEADERS`` and Host), which a record
+copies and a line searches: what a request costs grows with its header fields.
 
 Under valgrind the server answers a few hundred requests a second, so the writer
 gathers for ``--flush-interval`` (0.5 s) to take batches of the size it takes at full
@@ -51,8 +51,11 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+from boundlog.bench._wrk import BROWSER_HEADERS
 
 #: ``default`` is uvicorn's own access log, to standard output (here /dev/null).
 LOGGERS = ("none", "default", "capture-only", "boundlog")
@@ -161,30 +164,12 @@ def _wait_until_listening(port: int, server: subprocess.Popen[bytes]) -> None:
     raise SystemExit("uvicorn did not listen within 5 minutes under valgrind")
 
 
-#: The request header fields a browser sends for a page (Firefox, a same-site link),
-#: for ``--browser``: wrk alone sends Host and nothing else, which leaves out what
-#: a record costs per header field.
-BROWSER_HEADERS = (
-    "User-Agent: Mozilla/5.0 (X11; Linux x86_64; rv:133.0) Gecko/20100101 Firefox/133.0",
-    "Accept: text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8",
-    "Accept-Language: en-GB,en;q=0.5",
-    "Accept-Encoding: gzip, deflate, br, zstd",
-    "Referer: https://shop.example/catalogue/lamps?page=2",
-    "Connection: keep-alive",
-    "Cookie: session=4f3c2a1b9e8d7c6b5a4f3e2d1c0b9a8f; theme=dark; consent=1",
-    "Upgrade-Insecure-Requests: 1",
-    "Sec-Fetch-Dest: document",
-    "Sec-Fetch-Mode: navigate",
-    "Sec-Fetch-Site: same-origin",
-    "Sec-Fetch-User: ?1",
-    "Priority: u=0, i",
-)
-
-
-def _wrk(port: int, seconds: float, connections: int, headers: tuple[str, ...] = ()) -> int:
+def _wrk(
+    port: int, seconds: float, connections: int, headers: Sequence[tuple[str, str]] = ()
+) -> int:
     output = subprocess.run(
         ["wrk", "-t1", f"-c{connections}", f"-d{seconds:g}s",
-         *(argument for header in headers for argument in ("-H", header)),
+         *(argument for name, value in headers for argument in ("-H", f"{name}: {value}")),
          f"http://127.0.0.1:{port}/"],
         capture_output=True, text=True, check=True,
     ).stdout  # fmt: skip
@@ -210,7 +195,7 @@ def measure(
     connections: int,
     flush_interval: float,
     keep: Path | None,
-    headers: tuple[str, ...] = (),
+    headers: Sequence[tuple[str, str]] = (),
 ) -> list[float]:
     """Instructions per request of each busy thread of uvicorn serving ``logger``.
 
@@ -257,7 +242,7 @@ def main() -> None:
     parser.add_argument(
         "--browser",
         action="store_true",
-        help="send a browser's request header fields (13 of them) instead of wrk's Host alone",
+        help="send the header fields Firefox sends for a page instead of wrk's Host alone",
     )
     parser.add_argument(
         "--keep", type=Path, help="keep callgrind's files in KEEP/<logger> (callgrind_annotate)"

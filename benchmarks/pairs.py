@@ -31,8 +31,8 @@ WSGI application), ``--modes`` among:
 Lines go to files in a temporary folder.  CPU is the utime + stime of each server's
 process tree over its slice, read from /proc as the benchmark reads it (10 ms ticks:
 ~1% at 2 s slices); servers, wrk and the readings are the benchmark's own.  Needs wrk
-and the bench extra; ``--browser`` sends a browser's 13 request header fields instead
-of wrk's Host alone (instructions.BROWSER_HEADERS).  Run from the repository: ``python
+and the bench extra; ``--browser`` sends the 14 header fields Firefox sends for a page
+instead of wrk's Host alone (``boundlog bench --browser``'s).  Run from the repository: ``python
 benchmarks/pairs.py`` (about
 2 minutes).  This file is also the application the servers serve (``create_asgi_app``,
 ``create_wsgi_app``).
@@ -41,7 +41,6 @@ benchmarks/pairs.py`` (about
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import signal
 import statistics
@@ -51,12 +50,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from instructions import BROWSER_HEADERS
-
 from boundlog.bench._procstat import tree_cpu_seconds
 from boundlog.bench._servers import HOST, free_port, probe, wait_until_ready
 from boundlog.bench._spawn import spawn, stop
-from boundlog.bench._wrk import find_wrk, run_wrk, write_script
+from boundlog.bench._wrk import BROWSER_HEADERS, find_wrk, run_wrk, write_script
 
 MODES = {
     "uvicorn": ("none", "boundlog", "boundlog-json", "default"),
@@ -163,7 +160,7 @@ def main() -> None:
     parser.add_argument(
         "--browser",
         action="store_true",
-        help="send a browser's request header fields (instructions.BROWSER_HEADERS)",
+        help="send the header fields Firefox sends for a page instead of wrk's Host alone",
     )
     args = parser.parse_args()
     modes = (args.modes or DEFAULT_MODES[args.server]).split(",")
@@ -174,12 +171,7 @@ def main() -> None:
     rate: dict[str, list[float]] = {mode: [] for mode in modes}
     with tempfile.TemporaryDirectory() as name:
         folder = Path(name)
-        script = write_script(folder)
-        if args.browser:
-            with script.open("a") as lua:
-                for header in BROWSER_HEADERS:
-                    name, _, value = header.partition(": ")
-                    lua.write(f"wrk.headers[{json.dumps(name)}] = {json.dumps(value)}\n")
+        script = write_script(folder, BROWSER_HEADERS if args.browser else ())
         servers: dict[str, tuple[subprocess.Popen[bytes], int]] = {}
         try:
             for mode in modes:

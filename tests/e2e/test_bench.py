@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from wsgiref.util import setup_testing_defaults
@@ -72,7 +73,14 @@ from boundlog.bench._stdlib_server import BenchServer, handler_class, handler_lo
 from boundlog.bench._summary import mad_pct, paired_ratio, rps, summarize
 from boundlog.bench._syscalls import SyscallCounter, parse_per_thread
 from boundlog.bench._trial import TrialResult
-from boundlog.bench._wrk import WrkResult, parse_output
+from boundlog.bench._wrk import (
+    BROWSER_HEADERS,
+    WrkResult,
+    find_wrk,
+    parse_output,
+    run_wrk,
+    write_script,
+)
 from boundlog.bench._wsgi import CaptureOnlyMiddleware as CaptureOnlyWsgiMiddleware
 from boundlog.bench._wsgi import fixed_body_app
 
@@ -526,15 +534,53 @@ def test_a_missed_target_says_it_does_not_fail_the_run() -> None:
 
 
 @needs_wrk
+def test_browser_requests_carry_firefoxs_header_fields(tmp_path: Path) -> None:
+    """``--browser``: wrk sends a browser's header fields with every request, as a
+    server on loopback that records them reads them."""
+    seen: list[dict[str, str]] = []
+
+    class Recording(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_GET(self) -> None:
+            seen.append({name: value for name, value in self.headers.items() if name != "Host"})
+            self.send_response(200)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"ok")
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer((HOST, 0), Recording)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        script = write_script(tmp_path, BROWSER_HEADERS)
+        url = f"http://{HOST}:{server.server_port}/"
+        result = run_wrk(find_wrk("wrk"), url, seconds=1, connections=1, script=script, cpu=None)
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+    assert result.requests > 0
+    assert seen
+    assert all(headers == dict(BROWSER_HEADERS) for headers in seen)
+    with pytest.raises(ValueError, match="not a header text"):
+        write_script(tmp_path, [("User-Agent", "caf\xe9")])
+
+
+@needs_wrk
 def test_short_run_prints_the_table_and_writes_the_artifacts(tmp_path: Path) -> None:
     """A real run of one server, two loggers, one sink and one short trial, end to end."""
     completed = bench(
         "--servers", "uvicorn", "--loggers", "none,boundlog-drop", "--sinks", "file",
         "--trials", "1", "--duration", "1", "--warmup", "1", "--output", "out", "--syscalls",
-        cwd=tmp_path,
+        "--browser", cwd=tmp_path,
     )  # fmt: skip
     assert completed.returncode == 0, completed.stderr
     assert "[1/2] round 1/1  uvicorn/" in completed.stderr
+    assert "requests with a browser's 14 header fields" in completed.stdout
     assert " left" in completed.stderr
     assert "#### uvicorn · file" in completed.stdout
     assert "| boundlog-drop |" in completed.stdout

@@ -91,6 +91,12 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_READER_RATE,
         help="lines/s the overload scenario's reader drains (default %(default)s)",
     )
+    choose.add_argument(
+        "--browser",
+        action="store_true",
+        help="send with every request the 14 header fields Firefox sends for a page (Host included), "
+        "instead of wrk's Host alone",
+    )
     how = parser.add_argument_group("how to measure")
     how.add_argument("--trials", type=_count(1), default=3, help="rotated rounds (default 3)")
     how.add_argument(
@@ -157,6 +163,7 @@ def plan_from(args: argparse.Namespace) -> Plan:
         gunicorn_threads=args.gunicorn_threads,
         max_queue=args.max_queue,
         syscalls=args.syscalls,
+        browser=args.browser,
     )
 
 

@@ -24,7 +24,7 @@ from ._servers import PEER_REQUIREMENTS, REQUIREMENTS
 from ._sinks import NEEDS_RSYSLOGD, find_rsyslogd
 from ._summary import summarize
 from ._trial import TrialResult, TrialSettings, run_trial
-from ._wrk import find_wrk, write_script
+from ._wrk import BROWSER_HEADERS, find_wrk, write_script
 
 
 @dataclass(frozen=True)
@@ -45,6 +45,8 @@ class Plan:
     syscalls: bool = False
     #: Cells asked for whose logger does not run under that server (see ``not_applicable``).
     skipped: tuple[Cell, ...] = ()
+    #: Whether requests carry a browser's header fields (``BROWSER_HEADERS``), not Host alone.
+    browser: bool = False
 
 
 def _installed(module: str) -> bool:
@@ -105,7 +107,13 @@ def _header(env: dict[str, Any], plan: Plan) -> str:
     bullets = [
         f"command: `{env['command']}`",
         f"{plan.trials} rotated trials of {plan.duration} s{overload} after {plan.warmup} s "
-        f"of warm-up, {plan.connections} connections, 1 KiB body, combined format for the "
+        f"of warm-up, {plan.connections} connections, "
+        + (
+            f"requests with a browser's {len(BROWSER_HEADERS) + 1} header fields"
+            if plan.browser
+            else "requests with a Host field alone (wrk's)"
+        )
+        + ", 1 KiB body, combined format for the "
         f"loggers that take one, boundlog queue {plan.max_queue:,} records",
         f"{env['cpu_model']}, {env['cpus_online']} CPUs, {pinning}, load average "
         f"{env['load_average'][0]:.2f} at start and {env['load_average_end'][0]:.2f} at the end",
@@ -169,7 +177,8 @@ def run(plan: Plan, out: TextIO | None = None, err: TextIO | None = None) -> int
     own_cpus = os.sched_getaffinity(0)
     with tempfile.TemporaryDirectory(dir=plan.output, prefix=".work-") as work:
         settings = TrialSettings(
-            wrk=wrk, script=write_script(Path(work)), workdir=Path(work),
+            wrk=wrk, script=write_script(Path(work), BROWSER_HEADERS if plan.browser else ()),
+            workdir=Path(work),
             duration=plan.duration, overload_duration=plan.overload_duration, warmup=plan.warmup, connections=plan.connections,
             gunicorn_threads=plan.gunicorn_threads, max_queue=plan.max_queue,
             server_cpu=server_cpu, load_cpu=load_cpu, syscalls=plan.syscalls,

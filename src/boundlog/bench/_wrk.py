@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -84,10 +85,40 @@ def parse_output(output: str) -> WrkResult:
     raise BenchError(f"wrk printed no result line:\n{output[-2000:]}")
 
 
-def write_script(folder: Path) -> Path:
-    """Write the Lua reporting script where wrk can read it."""
+#: The request header fields Firefox sends for a page reached by a link on the same
+#: site (``--browser``), as (name, value): wrk alone sends Host and nothing else, which
+#: leaves out what a logger pays for each field of a real request.
+BROWSER_HEADERS = (
+    ("User-Agent", "Mozilla/5.0 (X11; Linux x86_64; rv:133.0) Gecko/20100101 Firefox/133.0"),
+    ("Accept", "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"),
+    ("Accept-Language", "en-GB,en;q=0.5"),
+    ("Accept-Encoding", "gzip, deflate, br, zstd"),
+    ("Referer", "https://shop.example/catalogue/lamps?page=2"),
+    ("Connection", "keep-alive"),
+    ("Cookie", "session=4f3c2a1b9e8d7c6b5a4f3e2d1c0b9a8f; theme=dark; consent=1"),
+    ("Upgrade-Insecure-Requests", "1"),
+    ("Sec-Fetch-Dest", "document"),
+    ("Sec-Fetch-Mode", "navigate"),
+    ("Sec-Fetch-Site", "same-origin"),
+    ("Sec-Fetch-User", "?1"),
+    ("Priority", "u=0, i"),
+)
+
+
+def _lua_string(text: str) -> str:
+    if not text.isascii() or not text.isprintable():
+        raise ValueError(f"not a header text wrk's script can carry: {text!r}")
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def write_script(folder: Path, headers: Sequence[tuple[str, str]] = ()) -> Path:
+    """Write the Lua script where wrk can read it: the report, and ``headers`` (name,
+    value) sent with every request besides wrk's Host."""
     path = folder / "report.lua"
-    path.write_text(LUA_SCRIPT)
+    fields = "".join(
+        f"wrk.headers[{_lua_string(name)}] = {_lua_string(value)}\n" for name, value in headers
+    )
+    path.write_text(fields + LUA_SCRIPT)
     return path
 
 
