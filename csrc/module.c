@@ -25,6 +25,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include "engine/queue.h"
 #include "formats/clf.h"
 #include "formats/json.h"
 #include "formats/template.h"
@@ -136,15 +137,18 @@ module_exec(PyObject *module)
         (PyTypeObject *)PyType_FromModuleAndSpec(module, &wsgi_exchange_spec, NULL);
     state->wsgi_body_type = (PyTypeObject *)PyType_FromModuleAndSpec(module, &wsgi_body_spec, NULL);
     state->packed_type = (PyTypeObject *)PyType_FromModuleAndSpec(module, &packed_spec, NULL);
+    state->queue_type = (PyTypeObject *)PyType_FromModuleAndSpec(module, &queue_spec, NULL);
     if (state->handoff_type == NULL || state->middleware_type == NULL
         || state->exchange_type == NULL || state->capture_type == NULL
         || state->wsgi_middleware_type == NULL || state->wsgi_exchange_type == NULL
-        || state->wsgi_body_type == NULL || state->packed_type == NULL) {
+        || state->wsgi_body_type == NULL || state->packed_type == NULL
+        || state->queue_type == NULL) {
         return -1;
     }
     if (environ_names(state->environ_names) < 0
         || PyModule_AddType(module, state->handoff_type) < 0
         || PyModule_AddType(module, state->packed_type) < 0
+        || PyModule_AddType(module, state->queue_type) < 0
         || PyModule_AddType(module, state->wsgi_middleware_type) < 0
         || PyModule_AddIntConstant(module, "FIELD_OVERHEAD", FIELD_OVERHEAD) < 0) {
         return -1;
@@ -164,6 +168,7 @@ module_traverse(PyObject *module, visitproc visit, void *arg)
     Py_VISIT(state->wsgi_exchange_type);
     Py_VISIT(state->wsgi_body_type);
     Py_VISIT(state->packed_type);
+    Py_VISIT(state->queue_type);
     return 0;
 }
 
@@ -179,6 +184,7 @@ module_clear(PyObject *module)
     Py_CLEAR(state->wsgi_exchange_type);
     Py_CLEAR(state->wsgi_body_type);
     Py_CLEAR(state->packed_type);
+    Py_CLEAR(state->queue_type);
     for (int i = 0; i < ENVIRON_VARIABLES; i++) {
         Py_CLEAR(state->environ_names[i]);
     }

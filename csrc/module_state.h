@@ -23,6 +23,7 @@ typedef struct {
     PyTypeObject *wsgi_exchange_type;
     PyTypeObject *wsgi_body_type;
     PyTypeObject *packed_type;          /* record/packed.h's */
+    PyTypeObject *queue_type;           /* engine/queue.h's */
     PyObject *environ_names[ENVIRON_VARIABLES];
 } ModuleState;
 

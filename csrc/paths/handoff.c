@@ -12,6 +12,7 @@
 #include <stddef.h>
 
 #include "common/compat.h"
+#include "engine/queue.h"
 #include "module_state.h"
 #include "record/budget.h"
 #include "record/packed.h"
@@ -91,10 +92,23 @@ reached(Handoff *handoff, Py_ssize_t length)
     return rc;
 }
 
+/* len(pending), or -1 on error. */
+static Py_ssize_t
+length_of(Handoff *handoff, PyObject *pending)
+{
+    if (Py_IS_TYPE(pending, handoff->c_queue_type)) {
+        return queue_length((Queue *)pending);
+    }
+    return PyObject_Size(pending);
+}
+
 /* Appends `record` and returns the queue's new length, or -1 on error. */
 static Py_ssize_t
 append(Handoff *handoff, PyObject *pending, PyObject *record)
 {
+    if (Py_IS_TYPE(pending, handoff->c_queue_type)) {
+        return queue_append((Queue *)pending, record);
+    }
     PyObject *done;
     if (handoff->queue_append != NULL && (PyObject *)Py_TYPE(pending) == handoff->queue_type) {
         PyObject *args[2] = {pending, record};
@@ -201,7 +215,7 @@ handoff_offer(Handoff *handoff, PyObject *record)
         return -1;
     }
     int rc = -1;
-    Py_ssize_t length = PyObject_Size(pending);
+    Py_ssize_t length = length_of(handoff, pending);
     if (length < 0) {
         goto done;
     }
@@ -337,18 +351,18 @@ handoff_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
         }
         return NULL;
     }
+    ModuleState *state = PyType_GetModuleState(type);
+    if (state == NULL) {
+        return NULL;
+    }
     Handoff *handoff = (Handoff *)type->tp_alloc(type, 0);
     if (handoff == NULL) {
         return NULL;
     }
     handoff->vectorcall = handoff_vectorcall;
     handoff->admission = Py_NewRef(admission);
+    handoff->c_queue_type = (PyTypeObject *)Py_NewRef(state->queue_type);
     if (packs) {
-        ModuleState *state = PyType_GetModuleState(type);
-        if (state == NULL) {
-            Py_DECREF(handoff);
-            return NULL;
-        }
         handoff->packed_type = (PyTypeObject *)Py_NewRef(state->packed_type);
         if (packed_keeps(names, &handoff->keeps) < 0) {
             Py_DECREF(handoff);
@@ -381,6 +395,7 @@ handoff_traverse(PyObject *self, visitproc visit, void *arg)
     Py_VISIT(handoff->queue_type);
     Py_VISIT(handoff->queue_append);
     Py_VISIT(handoff->packed_type);
+    Py_VISIT(handoff->c_queue_type);
     Py_VISIT(handoff->keeps.names);
     for (int i = 0; i < HANDOFF_SLOTS; i++) {
         Py_VISIT(handoff->slot_descriptors[i]);
@@ -403,6 +418,7 @@ handoff_clear(PyObject *self)
     Py_CLEAR(handoff->queue_type);
     Py_CLEAR(handoff->queue_append);
     Py_CLEAR(handoff->packed_type);
+    Py_CLEAR(handoff->c_queue_type);
     packed_keeps_clear(&handoff->keeps);
     return 0;
 }

@@ -40,6 +40,9 @@ typedef struct {
     PyMemberDef *slots[HANDOFF_SLOTS];
     PyObject *queue_type;
     PyObject *queue_append;
+    /* engine/queue.h's Queue, whose instances (the Admission's queue when the C core
+     * runs) are appended to and measured without a call through the C API. */
+    PyTypeObject *c_queue_type;
     /* The Packed type (record/packed.h) when records are queued packed, or NULL; and
      * the header fields a packed record keeps (packed_keeps), or NULL for all. */
     PyTypeObject *packed_type;

@@ -1,5 +1,5 @@
 # The compiled core (csrc/); imported through boundlog._core only.
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from .engine._admission import Admission
@@ -73,6 +73,16 @@ class Packed:
 
     cost: int
     def record(self) -> Record: ...
+
+class Queue:
+    """The records waiting for the writer: engine/_queue.Pending in C (csrc/engine/queue.h)."""
+
+    def __len__(self) -> int: ...
+    def __iter__(self) -> Iterator[Any]: ...
+    def append(self, record: Any, /) -> None: ...
+    def take(self, count: int, /) -> list[Any]: ...
+    def withdraw(self, record: Any, /) -> bool: ...
+    def drain(self) -> int: ...
 
 class Handoff:
     """``Handoff(admission)(record)`` is ``admission.offer(record)`` (csrc/paths/handoff.c)."""

@@ -20,7 +20,7 @@ CSRC = next(path for path in Path(__file__).resolve().parents if (path / "csrc")
 #: Lowest first.  A file may include from its own folder and the layers before it; two
 #: folders in one layer are independent of each other.  "module" is csrc/'s top.
 LAYERS: list[set[str]] = [
-    {"common"}, {"record"}, {"formats", "selection", "paths", "sinks"}, {"module"}
+    {"common"}, {"record"}, {"engine"}, {"formats", "selection", "paths", "sinks"}, {"module"}
 ]  # fmt: skip
 #: The one include that goes up: the request paths find their types in the module's
 #: state (and the state holds paths/environ.h's names).

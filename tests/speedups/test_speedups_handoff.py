@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections import deque
 from typing import Any
 
 import pytest
@@ -27,6 +26,7 @@ from _records import make_record
 from boundlog import AccessLog, Record, _core
 from boundlog._options import DEFAULT_MAX_QUEUE_BYTES
 from boundlog.engine._admission import _NEVER, Admission
+from boundlog.engine._queue import Pending
 
 pytestmark = pytest.mark.skipif(
     _core.handoff is None, reason=f"the C core is not in use ({_core.description})"
@@ -69,8 +69,9 @@ class Probe(Admission):
         return withdrawn
 
 
-class QueueOfItsOwn(deque[Record]):
-    """A deque whose append is Python code: the Handoff must call it, not deque's."""
+class QueueOfItsOwn(Pending):
+    """A reference queue whose append is Python code: the Handoff must call it, not
+    deque's."""
 
     def append(self, record: Record) -> None:
         super().append(record)
@@ -96,6 +97,17 @@ class ProbeOfOtherTypes(Probe):
     def _start_afresh(self) -> None:
         super()._start_afresh()
         self._pending = QueueOfItsOwn()
+
+
+class ProbeOfTheReferenceQueue(Probe):
+    """A Probe whose queue is the pure-Python core's (a deque): the Handoff appends to it
+    through deque.append's method, found once."""
+
+    __slots__ = ()
+
+    def _start_afresh(self) -> None:
+        super()._start_afresh()
+        self._pending = Pending()
 
 
 def outcome(call: Any, *args: Any) -> tuple[str, Any]:
@@ -149,7 +161,7 @@ class HandoffMachine(RuleBasedStateMachine):
         max_queue=st.integers(min_value=1, max_value=6),
         batch_size=st.integers(min_value=1, max_value=6),
         policy=st.sampled_from(["drop", "wait"]),
-        kind=st.sampled_from([Probe, ProbeOfOtherTypes]),
+        kind=st.sampled_from([Probe, ProbeOfTheReferenceQueue, ProbeOfOtherTypes]),
         max_queue_bytes=st.sampled_from([DEFAULT_MAX_QUEUE_BYTES, 65536, 100_000]),
     )
     def make(
@@ -224,7 +236,7 @@ class HandoffMachine(RuleBasedStateMachine):
 
     @rule()
     def fork(self) -> None:
-        # A new deque: the Handoff must read _pending afresh.
+        # A new queue: the Handoff must read _pending afresh.
         self.reference.reset_after_fork()
         self.compiled.reset_after_fork()
 
@@ -270,7 +282,7 @@ def test_a_handoff_checks_its_arguments() -> None:
 
 
 def test_errors_from_the_admission_propagate() -> None:
-    """A queue that is not a deque, a broken flag: the same exception as the reference."""
+    """A queue that is not a queue, a broken flag: the same exception as the reference."""
 
     class Broken(Admission):
         __slots__ = ()

@@ -3,9 +3,10 @@
 This is the only code that runs for every request, so its shape follows from one
 measurement: an uncontended ``threading.Lock`` round trip costs six to thirteen times
 what a ``deque.append`` does.  The hot path therefore takes no lock.  It
-appends to a ``deque`` (whose ``append`` and ``popleft`` are atomic with or without
-the GIL) after checking the bound, and takes a lock only on the rare transitions:
-waking an idle writer, refusing a record, waiting for room.
+appends to the queue (``_queue``: a deque, or the C core's ring, each of whose
+operations is atomic with or without the GIL) after checking the bound, and takes a
+lock only on the rare transitions: waking an idle writer, refusing a record, waiting
+for room.
 
 Counting follows the same split.  The writer counts what it takes, a lock counts what is
 refused, and ``submitted`` is derived (taken + waiting + refused), so accepting a record
@@ -44,12 +45,12 @@ import contextlib
 import threading
 from collections import deque
 from collections.abc import Iterator
-from itertools import repeat
 
 from .. import _core
 from .._options import DEFAULT_MAX_QUEUE_BYTES, Policy
 from ..record._budget import queued_cost, record_cost
 from ..record._record import Record
+from ._queue import RecordQueue, new_queue
 
 _NEVER = 1 << 62
 # How long a sleeper waits before looking again on its own: the longest an idle writer
@@ -90,7 +91,7 @@ class Admission:
         self._start_afresh()
 
     def _start_afresh(self) -> None:
-        self._pending: deque[Record] = deque()
+        self._pending: RecordQueue = new_queue()
         self._closed = False
         self._hurry = False
         # Records the last take left behind (it takes at most a batch).
@@ -247,9 +248,7 @@ class Admission:
                     finally:
                         self._lock.release()
                 return
-            try:
-                pending.remove(record)
-            except ValueError:  # the writer took it: it will be written or failed
+            if not pending.withdraw(record):  # the writer took it: written or failed
                 return
         self.refuse_unlocked()
 
@@ -365,23 +364,13 @@ class Admission:
         the writer's last look.  Whether the writer took the record decides what the
         submitter answers: taken, it will be written or failed (accepted); still
         queued, it is removed here and the caller counts it refused.  The record is
-        looked for by identity.  Only the writer removes from the left, and not while
-        this holds the count lock, so a position counted from the left stays right
-        however many records other stragglers append meanwhile; an append during the
-        search itself makes the iteration raise, and the search starts again.
+        looked for by identity (the queue's withdraw, atomic as its take is).
         """
         with self._count_lock:
-            pending = self._pending
-            while True:
-                try:
-                    for index, queued in enumerate(pending):
-                        if queued is record:
-                            del pending[index]
-                            self._release(record)
-                            return True
-                except RuntimeError:  # "deque mutated during iteration"
-                    continue
-                return False
+            if self._pending.withdraw(record):
+                self._release(record)
+                return True
+            return False
 
     # -- writer side -------------------------------------------------------------------
 
@@ -428,9 +417,7 @@ class Admission:
         with self._count_lock:
             waiting = len(pending)
             count = min(waiting, self._batch_size)
-            # map() calls popleft in C, each call atomic as in a loop: a Python loop
-            # costs the writer a frame's worth of bytecode per record.
-            batch = list(map(deque.popleft, repeat(pending, count)))
+            batch = pending.take(count)
             if self._excess:
                 for record in batch:
                     self._release(record)
@@ -469,14 +456,8 @@ class Admission:
 
     def abandon(self) -> int:
         """Remove and return the count of records the writer will never take."""
-        count = 0
         with self._count_lock:
-            while True:
-                try:
-                    self._pending.popleft()
-                except IndexError:
-                    break
-                count += 1
+            count = self._pending.drain()
             self.taken += count
             self._charged = 0
             self._excess.clear()
