@@ -11,9 +11,9 @@
  * _extras.compiled_learner hands those over only when they are what this reads, and
  * the span's get_span_context() is still called, since a span may be any class.
  *
- * The scope's route is read here when it is boundlog's own key or a template string;
- * a route object (Starlette's) goes to the reference's asgi_route, which knows
- * mounts.  tests/speedups/test_speedups_learn.py holds the two equal. */
+ * The scope's route is read here when it is boundlog's own key, a template string,
+ * or a route object (FastAPI's APIRoute, a Starlette Route) outside any Mount; under
+ * a Mount it goes to the reference's asgi_route, which knows their prefixes.  tests/speedups/test_speedups_learn.py holds the two equal. */
 #include "paths/asgi.h"
 
 #include "common/compat.h"
@@ -31,11 +31,11 @@ enum {
     PART_SPAN_TYPE,     /* opentelemetry.trace.Span */
     PART_SPAN_CONTEXT,  /* opentelemetry.trace.SpanContext */
     PART_NAMES,         /* ("route", "path_template", "get_span_context", "is_valid",
-                         *  "trace_id", "span_id") */
+                         *  "trace_id", "span_id", "path_format", "app_root_path") */
     PARTS
 };
 enum { NAMED_ROUTE, NAMED_TEMPLATE, NAMED_GET_SPAN_CONTEXT, NAMED_IS_VALID, NAMED_TRACE_ID,
-       NAMED_SPAN_ID, NAMED };
+       NAMED_SPAN_ID, NAMED_PATH_FORMAT, NAMED_APP_ROOT_PATH, NAMED };
 
 /* scope.get(key) as a strong reference or NULL; -1 on error.  The scope is an exact
  * dict (checked by the caller). */
@@ -43,6 +43,38 @@ static int
 scope_get(PyObject *scope, PyObject *key, PyObject **value)
 {
     return PyDict_GetItemRef(scope, key, value);
+}
+
+/* _routes._starlette_template(scope, route) for a route outside any Mount (no
+ * app_root_path in the scope: every route of an application that mounts nothing), the
+ * usual case; under a Mount, the reference's asgi_route, which knows their prefixes.
+ * A new reference (None when the object has no template), NULL on error. */
+static PyObject *
+route_template(PyObject *const *parts, PyObject *scope, PyObject *route)
+{
+    PyObject *names = parts[PART_NAMES];
+    PyObject *template;
+    if (PyObject_GetOptionalAttr(route, PyTuple_GET_ITEM(names, NAMED_PATH_FORMAT), &template)
+        < 0) {
+        return NULL;
+    }
+    if (template == NULL || !PyUnicode_CheckExact(template)) {
+        /* A Host, or whatever some other framework keeps under "route". */
+        Py_XDECREF(template);
+        Py_RETURN_NONE;
+    }
+    PyObject *app_root;
+    if (scope_get(scope, PyTuple_GET_ITEM(names, NAMED_APP_ROOT_PATH), &app_root) < 0) {
+        Py_DECREF(template);
+        return NULL;
+    }
+    if (app_root == NULL || app_root == Py_None) {
+        Py_XDECREF(app_root);
+        return template;
+    }
+    Py_DECREF(app_root);
+    Py_DECREF(template);
+    return PyObject_CallOneArg(parts[PART_ASGI_ROUTE], scope);
 }
 
 /* _routes.asgi_route(scope): a new reference (None when unknown), NULL on error. */
@@ -65,9 +97,10 @@ route_of(PyObject *const *parts, PyObject *scope)
         return NULL;
     }
     if (value != NULL && value != Py_None) {
-        /* A route object: its template and its mounts are the reference's to read. */
+        /* A route object (FastAPI puts the APIRoute it matched there): its template. */
+        PyObject *template = route_template(parts, scope, value);
         Py_DECREF(value);
-        return PyObject_CallOneArg(parts[PART_ASGI_ROUTE], scope);
+        return template;
     }
     Py_XDECREF(value);
     if (scope_get(scope, PyTuple_GET_ITEM(names, NAMED_TEMPLATE), &value) < 0) {

@@ -18,7 +18,7 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 from opentelemetry.trace.propagation import _SPAN_KEY
-from starlette.routing import Mount, Route
+from starlette.routing import Host, Mount, Route
 
 from _examples import examples
 from boundlog import Extras, _core
@@ -87,6 +87,22 @@ def current(name: str) -> Iterator[None]:
 
 
 MOUNTED = Mount("/api", routes=[Route("/items/{item_id}", lambda request: None)])
+
+
+class RouteOfItsOwn:
+    """What another framework might keep under "route": a template that is not a str,
+    or one whose reading fails."""
+
+    def __init__(self, template: Any) -> None:
+        self._template = template
+
+    @property
+    def path_format(self) -> Any:
+        if isinstance(self._template, Exception):
+            raise self._template
+        return self._template
+
+
 SCOPES = st.sampled_from([
     {},
     {"boundlog.route": "/mine"},
@@ -99,6 +115,12 @@ SCOPES = st.sampled_from([
     {"route": Route("/users/{user_id:int}", lambda request: None)},
     {"route": MOUNTED.routes[0], "app_root_path": "", "root_path": "/api"},
     {"route": object()},
+    {"route": Route("/a/{b}", lambda request: None), "app_root_path": None},
+    {"route": Host("example.com", app=MOUNTED)},
+    {"route": RouteOfItsOwn("/str")},
+    {"route": RouteOfItsOwn(5)},
+    {"route": RouteOfItsOwn(ValueError("no template"))},
+    {"route": RouteOfItsOwn("/x"), "app_root_path": "/r", "root_path": "/r/m"},
     MappingProxyType({"boundlog.route": "/proxy"}),
 ])  # fmt: skip
 

@@ -123,7 +123,8 @@ def compiled_learner(reads_route: bool, reads_trace: bool, reads_completed: bool
         trace_parts = found
     parts = (
         Extras, reads_route, ROUTE_KEY, asgi_route, reads_completed, *trace_parts,
-        ("route", "path_template", "get_span_context", "is_valid", "trace_id", "span_id"),
+        ("route", "path_template", "get_span_context", "is_valid", "trace_id", "span_id",
+         "path_format", "app_root_path"),
     )  # fmt: skip
     return functools.partial(_core.learn_asgi_extras, parts)
 
