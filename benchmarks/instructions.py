@@ -28,6 +28,10 @@ wrk sends a Host field and nothing else; ``--browser`` sends the 14 fields Firef
 sends for a page (``boundlog.bench._wrk.BROWSER_HEADERS`` and Host), which a record
 copies and a line searches: what a request costs grows with its header fields.
 
+The server runs with ``PYTHONHASHSEED=0`` (``--hash-seed``): with str hashes drawn
+anew for each process, the probes of the scope's dict lookups vary from run to run by
+a few hundred instructions a request, as much as a change worth measuring.
+
 Under valgrind the server answers a few hundred requests a second, so the writer
 gathers for ``--flush-interval`` (0.5 s) to take batches of the size it takes at full
 speed (~150-250 lines); with the default 10 ms, its cost per batch would be spread over
@@ -196,6 +200,7 @@ def measure(
     flush_interval: float,
     keep: Path | None,
     headers: Sequence[tuple[str, str]] = (),
+    hash_seed: str = "0",
 ) -> list[float]:
     """Instructions per request of each busy thread of uvicorn serving ``logger``.
 
@@ -209,7 +214,12 @@ def measure(
             folder = str(keep / logger)
             shutil.rmtree(folder, ignore_errors=True)
             os.makedirs(folder)
-        environ = {**os.environ, _LOGGER_ENV: logger, _FLUSH_ENV: str(flush_interval)}
+        environ = {
+            **os.environ,
+            _LOGGER_ENV: logger,
+            _FLUSH_ENV: str(flush_interval),
+            "PYTHONHASHSEED": hash_seed,
+        }
         server = subprocess.Popen(
             ["valgrind", "--tool=callgrind", "--separate-threads=yes",
              f"--callgrind-out-file={folder}/callgrind.out.%p",
@@ -245,6 +255,12 @@ def main() -> None:
         help="send the header fields Firefox sends for a page instead of wrk's Host alone",
     )
     parser.add_argument(
+        "--hash-seed",
+        default="0",
+        help="the server's PYTHONHASHSEED (default 0: the same str hashes in every run; "
+        "'random' draws them anew, as Python does by default)",
+    )
+    parser.add_argument(
         "--keep", type=Path, help="keep callgrind's files in KEEP/<logger> (callgrind_annotate)"
     )
     args = parser.parse_args()
@@ -262,7 +278,7 @@ def main() -> None:
     for logger in loggers:
         threads = measure(
             logger, args.seconds, args.connections, args.flush_interval, args.keep,
-            BROWSER_HEADERS if args.browser else (),
+            BROWSER_HEADERS if args.browser else (), args.hash_seed,
         )  # fmt: skip
         loop, writer = threads[0], sum(threads[1:])
         total = loop + writer

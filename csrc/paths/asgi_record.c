@@ -181,6 +181,26 @@ scope_fields(Capture *capture, PyObject **fields)
     return size > capture->middleware->budget_limit ? UNUSUAL : 0;
 }
 
+/* The reference's copy of the request's notes: capture's budget.<name>(notes, *rest),
+ * a RecordBudget method (`count` arguments in `rest`, at most 3); a new reference.
+ * Each argument is held for the call, which may run code. */
+static PyObject *
+reference_notes(Capture *capture, const char *name, PyObject *const *rest, Py_ssize_t count)
+{
+    PyObject *args[5] = {Py_NewRef(capture->middleware->budget), Py_NewRef(capture->notes)};
+    for (Py_ssize_t i = 0; i < count; i++) {
+        args[2 + i] = Py_NewRef(rest[i]);
+    }
+    PyObject *method = PyUnicode_FromString(name);
+    PyObject *bounded = method == NULL ? NULL
+                                       : PyObject_VectorcallMethod(method, args, 2 + count, NULL);
+    Py_XDECREF(method);
+    for (Py_ssize_t i = 0; i < 2 + count; i++) {
+        Py_DECREF(args[i]);
+    }
+    return bounded;
+}
+
 /* RecordBudget.notes(notes, path, query, headers): the request's notes copied and cut
  * to what the record's other fields leave of the budget; None when there are none.
  * In C for the usual notes (record/budget.h); a call into Python for the others. */
@@ -199,16 +219,8 @@ bounded_notes(Capture *capture, PyObject *path, PyObject *query, PyObject *heade
             return rc < 0 ? NULL : bounded;
         }
     }
-    /* Each held: the call may run code. */
-    PyObject *args[] = {Py_NewRef(capture->middleware->budget), Py_NewRef(capture->notes),
-                        Py_NewRef(path), Py_NewRef(query), Py_NewRef(headers)};
-    PyObject *name = PyUnicode_FromString("notes");
-    bounded = name == NULL ? NULL : PyObject_VectorcallMethod(name, args, 5, NULL);
-    Py_XDECREF(name);
-    for (int i = 0; i < 5; i++) {
-        Py_DECREF(args[i]);
-    }
-    return bounded;
+    PyObject *rest[] = {path, query, headers};
+    return reference_notes(capture, "notes", rest, 3);
 }
 
 /* asgi._record(scope, started, status, sent, response, keeps_response_headers, budget,
@@ -302,6 +314,22 @@ made_extras(PyObject **extras, PyTypeObject *learnt_type, PyObject **learnt)
     return *extras;
 }
 
+/* The bytes sent, as an int: what the send wrapper counted, added to sent_object when
+ * the count outgrew a Py_ssize_t (asgi_send.c).  A new reference, NULL on error. */
+static PyObject *
+sent_of(Capture *capture)
+{
+    if (capture->sent_object == NULL) {
+        return PyLong_FromSsize_t(capture->sent);
+    }
+    PyObject *base = Py_NewRef(capture->sent_object);
+    PyObject *counted = PyLong_FromSsize_t(capture->sent);
+    PyObject *sent = counted == NULL ? NULL : PyNumber_Add(base, counted);
+    Py_XDECREF(counted);
+    Py_DECREF(base);
+    return sent;
+}
+
 PyObject *
 asgi_record(Capture *capture, PyObject *status, int completed)
 {
@@ -317,26 +345,14 @@ asgi_record(Capture *capture, PyObject *status, int completed)
     if (learn_extras(capture, completed, &extras, learnt, &learnt_type) < 0) {
         return NULL;
     }
-    PyObject *sent;
-    if (capture->sent_object != NULL) {
-        PyObject *base = Py_NewRef(capture->sent_object);
-        PyObject *counted = PyLong_FromSsize_t(capture->sent);
-        sent = counted == NULL ? NULL : PyNumber_Add(base, counted);
-        Py_XDECREF(counted);
-        Py_DECREF(base);
-    }
-    else {
-        sent = PyLong_FromSsize_t(capture->sent);
-    }
-    if (sent == NULL) {
-        goto learnt_only;
-    }
     PyObject *fields[FIELDS] = {NULL};
     int rc = scope_fields(capture, fields);
     if (rc == UNUSUAL) {
-        if (made_extras(&extras, learnt_type, learnt) != NULL) {
+        PyObject *sent = sent_of(capture);
+        if (sent != NULL && made_extras(&extras, learnt_type, learnt) != NULL) {
             record = python_record(capture, status, sent, extras);
         }
+        Py_XDECREF(sent);
         goto done;
     }
     if (rc < 0 || (fields[10] = response_headers(capture)) == NULL) {
@@ -349,7 +365,13 @@ asgi_record(Capture *capture, PyObject *status, int completed)
         goto done;
     }
     fields[7] = Py_NewRef(status);
-    fields[8] = Py_NewRef(sent);
+    /* The count as an int only for a record made of objects: a packed one takes it as
+     * it is, when it is all of it. */
+    long long sent_count = capture->sent;
+    const long long *sent_given = capture->sent_object == NULL ? &sent_count : NULL;
+    if (sent_given == NULL && (fields[8] = sent_of(capture)) == NULL) {
+        goto done;
+    }
     /* A copy, for the application may add fields after the response ends.  Not for
      * the record of a response that ended, for a log that reads notes: held until the
      * application returns, it then takes the notes there are (asgi_with_notes), and
@@ -370,7 +392,7 @@ asgi_record(Capture *capture, PyObject *status, int completed)
         ExtrasFields given = {learnt_type, learnt};
         record = packed_from_fields(packed_type, (PyTypeObject *)middleware->record_type,
                                     now - duration, duration, fields,
-                                    extras == NULL ? &given : NULL,
+                                    extras == NULL ? &given : NULL, sent_given,
                                     &((Handoff *)middleware->handoff)->keeps);
         if (record != NULL || PyErr_Occurred()) {
             goto done;
@@ -380,7 +402,8 @@ asgi_record(Capture *capture, PyObject *status, int completed)
         goto done;
     }
     Py_XSETREF(fields[EXTRAS], Py_NewRef(extras));
-    if ((fields[0] = PyFloat_FromDouble(now - duration)) == NULL
+    if ((fields[8] == NULL && (fields[8] = sent_of(capture)) == NULL)
+        || (fields[0] = PyFloat_FromDouble(now - duration)) == NULL
         || (fields[1] = PyFloat_FromDouble(duration)) == NULL) {
         goto done;
     }
@@ -400,8 +423,6 @@ done:
     for (int i = 0; i < FIELDS; i++) {
         Py_XDECREF(fields[i]);
     }
-    Py_DECREF(sent);
-learnt_only:
     Py_XDECREF(extras);
     for (int i = 0; i < EXTRAS_FIELDS; i++) {
         Py_XDECREF(learnt[i]);
@@ -431,27 +452,6 @@ record_with_notes(PyObject *record, PyObject *notes)
     return copy;
 }
 
-/* The notes of a packed record whose path, query and header fields took `used` of the
- * budget, copied and cut by the reference (RecordBudget.notes_within): a new reference. */
-static PyObject *
-reference_notes_within(Capture *capture, Py_ssize_t used)
-{
-    PyObject *amount = PyLong_FromSsize_t(used);
-    PyObject *name = amount == NULL ? NULL : PyUnicode_FromString("notes_within");
-    PyObject *bounded = NULL;
-    if (name != NULL) {
-        /* Each held: the call may run code. */
-        PyObject *args[] = {Py_NewRef(capture->middleware->budget), Py_NewRef(capture->notes),
-                            amount};
-        bounded = PyObject_VectorcallMethod(name, args, 3, NULL);
-        Py_DECREF(args[0]);
-        Py_DECREF(args[1]);
-    }
-    Py_XDECREF(name);
-    Py_XDECREF(amount);
-    return bounded;
-}
-
 PyObject *
 asgi_with_notes(Capture *capture, PyObject *record)
 {
@@ -473,8 +473,14 @@ asgi_with_notes(Capture *capture, PyObject *record)
         if (rc < 0) {
             return NULL;
         }
-        if (rc == 0 && (bounded = reference_notes_within(capture, used)) == NULL) {
-            return NULL;
+        if (rc == 0) {
+            /* The reference's RecordBudget.notes_within(notes, used). */
+            PyObject *amount = PyLong_FromSsize_t(used);
+            bounded = amount == NULL ? NULL : reference_notes(capture, "notes_within", &amount, 1);
+            Py_XDECREF(amount);
+            if (bounded == NULL) {
+                return NULL;
+            }
         }
         if (bounded == Py_None && packed->notes == NULL) {
             Py_DECREF(bounded);

@@ -166,7 +166,8 @@ pack_notes(PyObject *notes, Texts *texts)
  * only, so that unpacking gives back what was packed and the formats read it as they
  * read the record. */
 static int
-packable(PyObject *const *fields, const ExtrasFields *learnt, Texts *texts)
+packable(PyObject *const *fields, const ExtrasFields *learnt, const long long *sent,
+         Texts *texts)
 {
     PyObject *client = fields[CLIENT];
     PyObject *headers = fields[REQUEST_HEADERS];
@@ -177,8 +178,13 @@ packable(PyObject *const *fields, const ExtrasFields *learnt, Texts *texts)
         || !pack_notes(fields[NOTES], texts)
         || (!PyList_CheckExact(headers) && !PyTuple_CheckExact(headers)
             && !PyDict_CheckExact(headers))
-        || record_integer(fields[STATUS], &texts->status) != 0
-        || record_integer(fields[BYTES_SENT], &texts->sent) != 0) {
+        || record_integer(fields[STATUS], &texts->status) != 0) {
+        return 0;
+    }
+    if (sent != NULL) {
+        texts->sent = *sent;
+    }
+    else if (record_integer(fields[BYTES_SENT], &texts->sent) != 0) {
         return 0;
     }
     texts->flags = PyTuple_CheckExact(headers)  ? PACKED_HEADER_TUPLE
@@ -383,11 +389,12 @@ visit_headers(PyObject *headers, int environ, const PackedKeeps *keeps, int *kin
 
 PyObject *
 packed_from_fields(PyTypeObject *type, PyTypeObject *record_type, double time, double duration,
-                   PyObject *const *fields, const ExtrasFields *learnt, const PackedKeeps *keeps)
+                   PyObject *const *fields, const ExtrasFields *learnt, const long long *sent,
+                   const PackedKeeps *keeps)
 {
     Texts texts;
     memset(&texts, 0, sizeof(texts));
-    int rc = packable(fields, learnt, &texts);
+    int rc = packable(fields, learnt, sent, &texts);
     if (rc <= 0) {
         return NULL;
     }
@@ -484,7 +491,7 @@ packed_from_record(PyTypeObject *type, PyObject *record, const PackedKeeps *keep
     return packed_from_fields(type, Py_TYPE(record),
                               PyFloat_AS_DOUBLE(PyTuple_GET_ITEM(record, TIME)),
                               PyFloat_AS_DOUBLE(PyTuple_GET_ITEM(record, DURATION)),
-                              &PyTuple_GET_ITEM(record, 0), NULL, keeps);
+                              &PyTuple_GET_ITEM(record, 0), NULL, NULL, keeps);
 }
 
 static PyObject *

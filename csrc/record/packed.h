@@ -142,12 +142,15 @@ typedef struct {
 
 /* packed_from_record for a record of `record_type` not made yet: its times, and its
  * other fields in `fields`, indexed as a Record's (TIME and DURATION not read); its
- * extras fields[EXTRAS], or `learnt` when not NULL (fields[EXTRAS] then not read).
+ * extras fields[EXTRAS], or `learnt` when not NULL (fields[EXTRAS] then not read); its
+ * bytes sent fields[BYTES_SENT], or *sent when `sent` is not NULL (fields[BYTES_SENT]
+ * then not read: a count past the small ints is an int made for nothing here).
  * `keeps`: the header fields kept (NULL: all); an environ's picked fields (WSGI, which
  * picks what the log reads) are all kept. */
 PyObject *packed_from_fields(PyTypeObject *type, PyTypeObject *record_type, double time,
                              double duration, PyObject *const *fields,
-                             const ExtrasFields *learnt, const PackedKeeps *keeps);
+                             const ExtrasFields *learnt, const long long *sent,
+                             const PackedKeeps *keeps);
 
 /* The Record `packed` holds, equal to the one it was made of but for the header fields
  * it did not keep: a new reference. */

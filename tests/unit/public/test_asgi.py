@@ -457,6 +457,17 @@ def test_pathsend_logs_the_content_length_or_else_the_file_size(
     assert [record.bytes_sent for record in capture.records] == [logged]
 
 
+def test_a_line_of_a_pathsend_shows_the_files_size(tmp_path: Path) -> None:
+    """The combined line, whose records the C core queues packed, shows the size of the
+    file sent (which the record learns apart from the body bytes it counts)."""
+    sent = tmp_path / "file.txt"
+    sent.write_bytes(b"12345")
+    path = tmp_path / "access.log"
+    with AccessLog(str(path), format="combined") as log:
+        asyncio.run(call(AccessLogMiddleware(pathsend_app([], sent), log=log), http_scope()))
+    assert '"GET /items?page=2 HTTP/1.1" 200 5 "/r" "probe/1"' in path.read_text()
+
+
 def test_the_duration_never_depends_on_the_wall_clock(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
