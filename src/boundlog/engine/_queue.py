@@ -15,6 +15,7 @@ equal.
 
 from __future__ import annotations
 
+import contextlib
 from collections import deque
 from collections.abc import Iterator
 from itertools import repeat
@@ -44,11 +45,14 @@ class Pending(deque[Any]):
         if count < 0:
             raise ValueError(f"Queue.take(): count must not be negative, not {count}")
         # map() calls popleft in C, each call atomic as in a loop: a Python loop costs
-        # the writer a frame's worth of bytecode per record.  Only the writer takes, and
-        # only withdraw() removes otherwise (a submitter that found the queue closed:
-        # under the Admission's count lock, which take's caller holds too, or a
-        # finalizer's, for a record within its share), so the length read here holds.
-        return list(map(deque.popleft, repeat(self, min(count, len(self)))))
+        # the writer a frame's worth of bytecode per record.  Only the writer takes, but
+        # a withdraw() may remove meanwhile (a finalizer's takes no lock): without the
+        # GIL it can land between the length read here and the last popleft, which
+        # then finds the deque empty.  extend() keeps what it was given before that.
+        taken: list[Any] = []
+        with contextlib.suppress(IndexError):
+            taken.extend(map(deque.popleft, repeat(self, min(count, len(self)))))
+        return taken
 
     def withdraw(self, record: Any, /) -> bool:
         """Remove ``record`` itself (by identity) if it waits; whether it did.

@@ -74,3 +74,20 @@ def test_withdraw_is_atomic_while_others_append_and_take(make: Callable[[], Any]
     assert not {id(record) for record in withdrawn} & set(taken_ids)
     expected = {id(record) for records in appended for record in records}
     assert expected | {id(record) for record in kept} == set(taken_ids)
+
+
+def test_a_take_keeps_what_it_popped_when_a_withdraw_came_between() -> None:
+    """Without the GIL, a withdraw may land between the reference's length read and its
+    last popleft, which then finds the deque empty: what was popped is still returned
+    (and the count lock, which the finalizer's withdraw does not take, cannot prevent
+    it)."""
+
+    class WithdrawnAfterTheRead(Pending):
+        def __len__(self) -> int:
+            return super().__len__() + 1  # as read before a withdraw took one
+
+    queue = WithdrawnAfterTheRead()
+    for record in ("a", "b", "c"):
+        queue.append(record)
+    assert queue.take(10) == ["a", "b", "c"]
+    assert queue.take(10) == []
