@@ -24,7 +24,7 @@ import pytest
 
 import boundlog.bench
 from _records import make_record
-from _servers import poll_until
+from _servers import free_port, poll_until
 from boundlog import AccessLog
 from boundlog.bench._asgi import CaptureOnlyMiddleware, FixedBodyApp
 from boundlog.bench._breakdown import Breakdown, median_breakdown
@@ -61,7 +61,6 @@ from boundlog.bench._report import checks_text, tables
 from boundlog.bench._servers import (
     HOST,
     fetch_stats,
-    free_port,
     probe,
     server_command,
     start_server,
