@@ -97,11 +97,54 @@ queue_append_method(PyObject *self, PyObject *item)
     Py_RETURN_NONE;
 }
 
+/* The oldest min(count, len) records as a new list: moved out of the queue when
+ * `remove` (a take), else copied (a snapshot).  The list is made before the critical
+ * section: making it may run a collection, and with it a finalizer that appends or
+ * withdraws a record; fewer may wait by then (only withdrawals remove otherwise), and
+ * the list is cut to those.  NULL on error. */
+static PyObject *
+oldest(Queue *queue, Py_ssize_t count, int remove)
+{
+    Py_ssize_t wanted = queue_length(queue);
+    if (wanted > count) {
+        wanted = count;
+    }
+    PyObject *list = PyList_New(wanted);
+    if (list == NULL) {
+        return NULL;
+    }
+    Py_ssize_t got;
+    Py_BEGIN_CRITICAL_SECTION(queue);
+    got = queue->length < wanted ? queue->length : wanted;
+    for (Py_ssize_t i = 0; i < got; i++) {
+        /* Moved, the queue's reference becomes the list's. */
+        PyList_SET_ITEM(list, i, remove ? SLOT(queue, i) : Py_NewRef(SLOT(queue, i)));
+    }
+    if (remove) {
+        queue->head = (queue->head + got) & (queue->capacity - 1);
+        queue->length -= got;
+        if (queue->length == 0) {
+            queue->head = 0;
+        }
+        if (queue->capacity > QUEUE_MIN_CAPACITY && queue->length < queue->capacity / 8) {
+            /* Mostly empty after a burst: give half back (a failure keeps the array). */
+            if (resize(queue, queue->capacity / 2) < 0) {
+                PyErr_Clear();
+            }
+        }
+    }
+    Py_END_CRITICAL_SECTION();
+    if (got < wanted && PyList_SetSlice(list, got, wanted, NULL) < 0) {
+        Py_DECREF(list);
+        return NULL;
+    }
+    return list;
+}
+
 /* take(count): the oldest min(count, len) records, as a list, removed from the queue. */
 static PyObject *
 queue_take(PyObject *self, PyObject *argument)
 {
-    Queue *queue = (Queue *)self;
     Py_ssize_t count = PyNumber_AsSsize_t(argument, PyExc_OverflowError);
     if (count == -1 && PyErr_Occurred()) {
         return NULL;
@@ -111,41 +154,7 @@ queue_take(PyObject *self, PyObject *argument)
                      count);
         return NULL;
     }
-    Py_ssize_t wanted = queue_length(queue);
-    if (wanted > count) {
-        wanted = count;
-    }
-    /* Made before the critical section: making a list may run a collection, and with
-     * it a finalizer that appends (or withdraws) a record. */
-    PyObject *batch = PyList_New(wanted);
-    if (batch == NULL) {
-        return NULL;
-    }
-    Py_ssize_t taken;
-    Py_BEGIN_CRITICAL_SECTION(queue);
-    taken = queue->length < wanted ? queue->length : wanted;
-    for (Py_ssize_t i = 0; i < taken; i++) {
-        /* The queue's reference becomes the list's. */
-        PyList_SET_ITEM(batch, i, SLOT(queue, i));
-    }
-    queue->head = (queue->head + taken) & (queue->capacity - 1);
-    queue->length -= taken;
-    if (queue->length == 0) {
-        queue->head = 0;
-    }
-    if (queue->capacity > QUEUE_MIN_CAPACITY && queue->length < queue->capacity / 8) {
-        /* Mostly empty after a burst: give half back (a failure keeps the array). */
-        if (resize(queue, queue->capacity / 2) < 0) {
-            PyErr_Clear();
-        }
-    }
-    Py_END_CRITICAL_SECTION();
-    if (taken < wanted && PyList_SetSlice(batch, taken, wanted, NULL) < 0) {
-        /* Only withdrawn records make a take find fewer than it counted. */
-        Py_DECREF(batch);
-        return NULL;
-    }
-    return batch;
+    return oldest((Queue *)self, count, 1);
 }
 
 /* withdraw(record): remove `record` itself (by identity) if it waits; whether it did. */
@@ -190,21 +199,8 @@ queue_sq_length(PyObject *self)
 static PyObject *
 queue_iter(PyObject *self)
 {
-    Queue *queue = (Queue *)self;
-    Py_ssize_t wanted = queue_length(queue);
-    PyObject *snapshot = PyList_New(wanted);
+    PyObject *snapshot = oldest((Queue *)self, PY_SSIZE_T_MAX, 0);
     if (snapshot == NULL) {
-        return NULL;
-    }
-    Py_ssize_t copied;
-    Py_BEGIN_CRITICAL_SECTION(queue);
-    copied = queue->length < wanted ? queue->length : wanted;
-    for (Py_ssize_t i = 0; i < copied; i++) {
-        PyList_SET_ITEM(snapshot, i, Py_NewRef(SLOT(queue, i)));
-    }
-    Py_END_CRITICAL_SECTION();
-    if (copied < wanted && PyList_SetSlice(snapshot, copied, wanted, NULL) < 0) {
-        Py_DECREF(snapshot);
         return NULL;
     }
     PyObject *iterator = PyObject_GetIter(snapshot);
