@@ -37,6 +37,15 @@ gathers for ``--flush-interval`` (0.5 s) to take batches of the size it takes at
 speed (~150-250 lines); with the default 10 ms, its cost per batch would be spread over
 a handful of lines.
 
+Where CPU time and instructions disagree, ``--cache-sim`` has callgrind simulate the
+caches too (one cache for all threads, as on the one CPU the benchmark pins a server
+to, its last level the 512 KiB level 2 of a core; about twice as slow): it prints each logger's level-1 instruction and data misses
+and last-level misses a request, and the estimate of cycles kcachegrind makes of them
+(Ir + 10 x level-1 misses + 100 x last-level misses) against ``none``.  A model, and a
+crude one, but as deterministic as the instructions: it tells whether what boundlog
+adds costs more than its instructions because of its code (instruction misses) or its
+data (data misses).
+
 Needs valgrind (Debian: ``apt-get install valgrind``) and wrk.  Run from the
 repository: ``python benchmarks/instructions.py`` (about a minute per logger).
 This file is also the application uvicorn serves (``create_app``).
@@ -183,14 +192,31 @@ def _wrk(
     return int(match.group(1))
 
 
-def _thread_totals(folder: Path) -> list[int]:
-    """Instructions of each thread in the first dump, in thread order."""
+#: The last level of the simulated caches (size, ways, line): the 512 KiB level 2 a core
+#: of the benchmark's machine has to itself, rather than the level 3 it shares with
+#: its neighbours, which valgrind would take (and in which little misses).
+LAST_LEVEL = "524288,8,64"
+#: callgrind's events with --cache-sim=yes, in its order.
+CACHE_EVENTS = ("Ir", "Dr", "Dw", "I1mr", "D1mr", "D1mw", "ILmr", "DLmr", "DLmw")
+
+
+def _thread_totals(folder: Path) -> list[list[int]]:
+    """The events of each thread in the first dump, in thread order: its instructions,
+    then (with --cache-sim) the rest of CACHE_EVENTS."""
     totals = []
     for path in sorted(folder.glob("callgrind.out.*.1-*")):
-        match = re.search(r"^(?:summary|totals): (\d+)", path.read_text(), re.MULTILINE)
-        if match is not None and int(match.group(1)):
-            totals.append(int(match.group(1)))
+        match = re.search(r"^(?:summary|totals):((?: \d+)+)", path.read_text(), re.MULTILINE)
+        if match is not None and int(match.group(1).split()[0]):
+            totals.append([int(count) for count in match.group(1).split()])
     return totals
+
+
+def _cycles(events: Sequence[float]) -> float:
+    """kcachegrind's cycle estimate of CACHE_EVENTS."""
+    named = dict(zip(CACHE_EVENTS, events, strict=True))
+    level_1 = named["I1mr"] + named["D1mr"] + named["D1mw"]
+    last_level = named["ILmr"] + named["DLmr"] + named["DLmw"]
+    return named["Ir"] + 10 * level_1 + 100 * last_level
 
 
 def measure(
@@ -201,8 +227,10 @@ def measure(
     keep: Path | None,
     headers: Sequence[tuple[str, str]] = (),
     hash_seed: str = "0",
-) -> list[float]:
-    """Instructions per request of each busy thread of uvicorn serving ``logger``.
+    cache_sim: bool = False,
+) -> list[list[float]]:
+    """Events per request of each busy thread of uvicorn serving ``logger``: its
+    instructions, and with ``cache_sim`` the rest of CACHE_EVENTS.
 
     With ``keep``, callgrind's files stay in ``keep/logger`` for callgrind_annotate.
     """
@@ -222,6 +250,7 @@ def measure(
         }
         server = subprocess.Popen(
             ["valgrind", "--tool=callgrind", "--separate-threads=yes",
+             *(["--cache-sim=yes", f"--LL={LAST_LEVEL}"] if cache_sim else []),
              f"--callgrind-out-file={folder}/callgrind.out.%p",
              sys.executable, "-m", "uvicorn", "instructions:create_app", "--factory",
              "--app-dir", str(_HERE), "--host", "127.0.0.1", "--port", str(port),
@@ -240,7 +269,7 @@ def measure(
         finally:
             server.send_signal(signal.SIGINT)
             server.wait(timeout=120)
-        return [total / requests for total in _thread_totals(Path(folder))]
+        return [[count / requests for count in events] for events in _thread_totals(Path(folder))]
 
 
 def main() -> None:
@@ -261,6 +290,11 @@ def main() -> None:
         "'random' draws them anew, as Python does by default)",
     )
     parser.add_argument(
+        "--cache-sim",
+        action="store_true",
+        help="simulate the caches too: misses a request and an estimate of cycles",
+    )
+    parser.add_argument(
         "--keep", type=Path, help="keep callgrind's files in KEEP/<logger> (callgrind_annotate)"
     )
     args = parser.parse_args()
@@ -274,18 +308,35 @@ def main() -> None:
                 f"unknown logger {logger!r}: choose from {', '.join(LOGGERS + OPTIONAL_LOGGERS)}"
             )
     baseline = None
-    print("logger          event loop     writer       total   vs none   (instructions/request)")
+    baseline_cycles = None
+    heading = "logger          event loop     writer       total   vs none"
+    if args.cache_sim:
+        heading += "      I1m     D1m    LLm     cycles   vs none"
+    print(f"{heading}   (a request)")
     for logger in loggers:
         threads = measure(
             logger, args.seconds, args.connections, args.flush_interval, args.keep,
-            BROWSER_HEADERS if args.browser else (), args.hash_seed,
+            BROWSER_HEADERS if args.browser else (), args.hash_seed, args.cache_sim,
         )  # fmt: skip
-        loop, writer = threads[0], sum(threads[1:])
+        loop, writer = threads[0][0], sum(thread[0] for thread in threads[1:])
         total = loop + writer
         if logger == "none":
             baseline = total
         ratio = f"{total / baseline:7.3f}x" if baseline else "        "
-        print(f"{logger:<14} {loop:11,.0f} {writer:11,.0f} {total:11,.0f}  {ratio}")
+        line = f"{logger:<14} {loop:11,.0f} {writer:11,.0f} {total:11,.0f}  {ratio}"
+        if args.cache_sim:
+            events = [sum(thread[i] for thread in threads) for i in range(len(CACHE_EVENTS))]
+            named = dict(zip(CACHE_EVENTS, events, strict=True))
+            cycles = _cycles(events)
+            if logger == "none":
+                baseline_cycles = cycles
+            line += (
+                f"  {named['I1mr']:7,.0f} {named['D1mr'] + named['D1mw']:7,.0f}"
+                f" {named['ILmr'] + named['DLmr'] + named['DLmw']:6,.0f} {cycles:10,.0f}"
+            )
+            if baseline_cycles:
+                line += f"  {cycles / baseline_cycles:7.3f}x"
+        print(line)
 
 
 if __name__ == "__main__":

@@ -211,6 +211,10 @@ class Writer:
             # A batch's unconfirmed lines settle as they are confirmed (_fold).
             self._add_settled(len(batch) - unconfirmed)
             self._fold()
+            # Freed now, not when the next take replaces it: held over the wait for the
+            # next batch, a written batch is memory outside the queue's bound, and its
+            # records are no longer in the processor's caches when they are freed.
+            del batch
 
     def _add_settled(self, count: int) -> None:
         if count:

@@ -15,6 +15,7 @@ import os
 import resource
 import socket
 import threading
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -223,6 +224,39 @@ def _fails_once(original: Callable[..., Any]) -> Callable[..., Any]:
         return original(*args)
 
     return method
+
+
+class _Headers(list[tuple[bytes, bytes]]):
+    """A request's header fields that can be watched being freed (a tuple cannot)."""
+
+
+def test_a_written_batch_is_freed_before_the_writer_waits_for_the_next(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Held over the wait for the next batch, a written one would be memory outside the
+    queue's bound for as long as no request comes."""
+    freed = threading.Event()
+    headers = _Headers([(b"host", b"example.test")])
+    weakref.finalize(headers, freed.set)
+    # Each time the writer starts waiting: how many records it had taken, and whether
+    # the record was freed by then.
+    waits: list[tuple[int, bool]] = []
+    gather = Admission.gather
+
+    def watched(self: Admission, *args: Any, **kwargs: Any) -> bool:
+        waits.append((self.taken, freed.is_set()))
+        return gather(self, *args, **kwargs)
+
+    monkeypatch.setattr(Admission, "gather", watched)
+    # A format of Python's own: the records are queued as they are, not packed.
+    log = AccessLog(str(tmp_path / "access.log"), format=_Misbehaving(print), flush_interval=0)
+    assert log.submit(make_record(request_headers=headers))
+    del headers
+    assert log.flush(timeout=10)
+    log.close()  # one more wait, the last
+    after_the_batch = [was_freed for taken, was_freed in waits if taken]
+    assert after_the_batch
+    assert all(after_the_batch)
 
 
 def test_an_unforeseen_error_in_a_batch_loses_that_batch_and_the_writer_goes_on(
