@@ -236,8 +236,18 @@ def test_a_written_batch_is_freed_before_the_writer_waits_for_the_next(
     """Held over the wait for the next batch, a written one would be memory outside the
     queue's bound for as long as no request comes."""
     freed = threading.Event()
-    headers = _Headers([(b"host", b"example.test")])
-    weakref.finalize(headers, freed.set)
+    made: list[Record] = []
+
+    def make() -> None:
+        headers = _Headers([(b"host", b"example.test")])
+        weakref.finalize(headers, freed.set)
+        made.append(make_record(request_headers=headers))
+
+    # Made by a thread that has ended: on a free-threaded build, while the thread that
+    # made an object lives, that thread frees it, whichever thread drops it last.
+    maker = threading.Thread(target=make)
+    maker.start()
+    maker.join()
     # Each time the writer starts waiting: how many records it had taken, and whether
     # the record was freed by then.
     waits: list[tuple[int, bool]] = []
@@ -250,8 +260,7 @@ def test_a_written_batch_is_freed_before_the_writer_waits_for_the_next(
     monkeypatch.setattr(Admission, "gather", watched)
     # A format of Python's own: the records are queued as they are, not packed.
     log = AccessLog(str(tmp_path / "access.log"), format=_Misbehaving(print), flush_interval=0)
-    assert log.submit(make_record(request_headers=headers))
-    del headers
+    assert log.submit(made.pop())
     assert log.flush(timeout=10)
     log.close()  # one more wait, the last
     after_the_batch = [was_freed for taken, was_freed in waits if taken]
