@@ -39,9 +39,10 @@ a handful of lines.
 
 Where CPU time and instructions disagree, ``--cache-sim`` has callgrind simulate the
 caches too (one cache for all threads, as on the one CPU the benchmark pins a server
-to, its last level the 512 KiB level 2 of a core; about twice as slow): it prints each logger's level-1 instruction and data misses
-and last-level misses a request, and the estimate of cycles kcachegrind makes of them
-(Ir + 10 x level-1 misses + 100 x last-level misses) against ``none``.  A model, and a
+to, its last level the 512 KiB level 2 of a core; about twice as slow): it prints each
+logger's level-1 instruction and data misses and last-level misses a request, and the
+estimate of cycles kcachegrind makes of them (Ir + 10 x level-1 misses + 100 x
+last-level misses) against ``none``.  A model, and a
 crude one, but as deterministic as the instructions: it tells whether what boundlog
 adds costs more than its instructions because of its code (instruction misses) or its
 data (data misses).
@@ -211,14 +212,6 @@ def _thread_totals(folder: Path) -> list[list[int]]:
     return totals
 
 
-def _cycles(events: Sequence[float]) -> float:
-    """kcachegrind's cycle estimate of CACHE_EVENTS."""
-    named = dict(zip(CACHE_EVENTS, events, strict=True))
-    level_1 = named["I1mr"] + named["D1mr"] + named["D1mw"]
-    last_level = named["ILmr"] + named["DLmr"] + named["DLmw"]
-    return named["Ir"] + 10 * level_1 + 100 * last_level
-
-
 def measure(
     logger: str,
     seconds: float,
@@ -325,15 +318,17 @@ def main() -> None:
         ratio = f"{total / baseline:7.3f}x" if baseline else "        "
         line = f"{logger:<14} {loop:11,.0f} {writer:11,.0f} {total:11,.0f}  {ratio}"
         if args.cache_sim:
-            events = [sum(thread[i] for thread in threads) for i in range(len(CACHE_EVENTS))]
-            named = dict(zip(CACHE_EVENTS, events, strict=True))
-            cycles = _cycles(events)
+            # Every thread's, as the simulated cache is the one all threads share.
+            named = {
+                event: sum(thread[i] for thread in threads) for i, event in enumerate(CACHE_EVENTS)
+            }
+            data = named["D1mr"] + named["D1mw"]
+            last_level = named["ILmr"] + named["DLmr"] + named["DLmw"]
+            # kcachegrind's estimate of cycles.
+            cycles = named["Ir"] + 10 * (named["I1mr"] + data) + 100 * last_level
             if logger == "none":
                 baseline_cycles = cycles
-            line += (
-                f"  {named['I1mr']:7,.0f} {named['D1mr'] + named['D1mw']:7,.0f}"
-                f" {named['ILmr'] + named['DLmr'] + named['DLmw']:6,.0f} {cycles:10,.0f}"
-            )
+            line += f"  {named['I1mr']:7,.0f} {data:7,.0f} {last_level:6,.0f} {cycles:10,.0f}"
             if baseline_cycles:
                 line += f"  {cycles / baseline_cycles:7.3f}x"
         print(line)

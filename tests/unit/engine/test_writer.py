@@ -258,8 +258,10 @@ def test_a_written_batch_is_freed_before_the_writer_waits_for_the_next(
         return gather(self, *args, **kwargs)
 
     monkeypatch.setattr(Admission, "gather", watched)
-    # A format of Python's own: the records are queued as they are, not packed.
-    log = AccessLog(str(tmp_path / "access.log"), format=_Misbehaving(print), flush_interval=0)
+    # A format of Python's own (the combined lines: no record is /bad), so that the
+    # records are queued as they are, not packed.
+    fmt = _Misbehaving(_raise(AssertionError("no record is /bad")))
+    log = AccessLog(str(tmp_path / "access.log"), format=fmt, flush_interval=0)
     assert log.submit(made.pop())
     assert log.flush(timeout=10)
     log.close()  # one more wait, the last
