@@ -20,9 +20,8 @@ the application receives; and ``boundlog-logging``, a ``LoggingSink``
 in uvicorn's shape to uvicorn's ``AccessFormatter`` on /dev/null), uvicorn
 (httptools, uvloop, one process) runs under callgrind with each thread counted apart;
 wrk warms it up, the counters are zeroed, wrk runs for ``--seconds``, and the counters
-are dumped.  Printed: instructions per request of the
-event-loop thread and of the other threads (boundlog's writer), and their sum against
-``none``.
+are dumped.  Printed: instructions per request of the server's threads (uvicorn's
+event loop), of boundlog's writer thread, and their sum against ``none``.
 
 wrk sends a Host field and nothing else; ``--browser`` sends the 14 fields Firefox
 sends for a page (``boundlog.bench._wrk.BROWSER_HEADERS`` and Host), which a record
@@ -47,9 +46,23 @@ crude one, but as deterministic as the instructions: it tells whether what bound
 adds costs more than its instructions because of its code (instruction misses) or its
 data (data misses).
 
+``--server gunicorn`` counts gunicorn's gthread worker (one worker, ``--threads``
+threads, the benchmark's 1 KiB WSGI application) instead: ``none``; ``default``,
+gunicorn's own access log to /dev/null; ``capture-only``, the benchmark's WSGI
+capture-only middleware; ``boundlog``, the logger class a gunicorn user deploys
+(``--logger-class boundlog.gunicorn.Logger``, the combined line to /dev/null); on
+request ``boundlog-middleware``, ``boundlog.wsgi.AccessLogMiddleware``.  gunicorn
+serves from a process it forks, which ``callgrind_control`` cannot reach, and
+callgrind's client requests zero and dump the calling thread only: so the worker, once
+started (``post_worker_init``, this file being gunicorn's configuration too), zeroes
+and dumps on a signal by callgrind's monitor commands, which act on every thread, sent
+from a few lines of C built for the run (gcc and ``valgrind/valgrind.h``, which
+Debian's valgrind package installs).
+
 Needs valgrind (Debian: ``apt-get install valgrind``) and wrk.  Run from the
 repository: ``python benchmarks/instructions.py`` (about a minute per logger).
-This file is also the application uvicorn serves (``create_app``).
+This file is also the application uvicorn and gunicorn serve (``create_app``,
+``create_wsgi_app``) and gunicorn's configuration.
 """
 
 from __future__ import annotations
@@ -65,7 +78,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +91,9 @@ OPTIONAL_LOGGERS = (
     "boundlog-json", "boundlog-fields", "boundlog-json-no-extras", "boundlog-logging",
     "boundlog-received",
 )  # fmt: skip
+#: Under ``--server gunicorn``: ``boundlog`` is the logger class.
+GUNICORN_LOGGERS = ("none", "default", "capture-only", "boundlog")
+GUNICORN_OPTIONAL_LOGGERS = ("boundlog-middleware",)
 _LOGGER_ENV = "BENCHMARK_INSTRUCTIONS_LOGGER"
 _FLUSH_ENV = "BENCHMARK_INSTRUCTIONS_FLUSH_INTERVAL"
 _HERE = Path(__file__).resolve().parent
@@ -129,6 +145,56 @@ def _json_format(logger: str) -> Any:
     return JsonWithoutExtras()
 
 
+def create_wsgi_app() -> Any:
+    """The benchmark's 1 KiB WSGI application, wrapped as the logger in the environment
+    asks (gunicorn's own log and its boundlog logger class need no wrapper)."""
+    from boundlog.bench._wsgi import CaptureOnlyMiddleware, fixed_body_app
+    from boundlog.wsgi import AccessLogMiddleware
+
+    logger = os.environ[_LOGGER_ENV]
+    if logger == "capture-only":
+        return CaptureOnlyMiddleware(fixed_body_app)
+    if logger == "boundlog-middleware":
+        flush_interval = float(os.environ[_FLUSH_ENV])
+        return AccessLogMiddleware(fixed_body_app, sink=os.devnull, flush_interval=flush_interval)
+    return fixed_body_app
+
+
+#: callgrind's monitor commands from inside the process: ``VALGRIND_MONITOR_COMMAND``
+#: (valgrind.h) is a sequence of instructions that valgrind recognises, which only C
+#: can emit.  "zero" and "dump" act on every thread, where the client requests
+#: ``CALLGRIND_ZERO_STATS`` and ``CALLGRIND_DUMP_STATS`` act on the calling one.
+_MONITOR_C = """\
+#include <valgrind/valgrind.h>
+int monitor(const char *command) { return (int)VALGRIND_MONITOR_COMMAND(command); }
+"""
+#: The folder of the gunicorn worker's markers and of the monitor's library.
+_CONTROL_ENV = "BENCHMARK_INSTRUCTIONS_CONTROL"
+#: The signals on which the worker zeroes the counters and dumps them.
+_ZERO_SIGNAL = signal.SIGRTMIN + 1
+_DUMP_SIGNAL = signal.SIGRTMIN + 2
+
+
+def post_worker_init(worker: Any) -> None:
+    """gunicorn's hook (this file is its configuration): in the worker, zero and dump
+    callgrind's counters on a signal, and say so with a file in the control folder."""
+    import ctypes
+
+    folder = Path(os.environ[_CONTROL_ENV])
+    monitor = ctypes.CDLL(str(folder / "monitor.so")).monitor
+
+    def acting_on(command: bytes) -> Any:
+        def handler(signum: int, frame: Any) -> None:
+            monitor(command)
+            (folder / command.decode()).write_text("")
+
+        return handler
+
+    signal.signal(_ZERO_SIGNAL, acting_on(b"zero"))
+    signal.signal(_DUMP_SIGNAL, acting_on(b"dump"))
+    (folder / "ready").write_text(str(os.getpid()))
+
+
 def _uvicorn_formatted_logger() -> Any:
     """A LoggingSink in uvicorn's shape, to uvicorn's AccessFormatter on /dev/null."""
     import logging
@@ -165,17 +231,23 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def _wait_until_listening(port: int, server: subprocess.Popen[bytes]) -> None:
+def _listening(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def _wait_until(ready: Callable[[], bool], server: subprocess.Popen[bytes], what: str) -> None:
+    """Until ``ready()``, which the server under valgrind may take minutes to make so."""
     deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:
+    while not ready():
         if server.poll() is not None:
-            raise SystemExit(f"uvicorn exited with status {server.returncode} under valgrind")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1):
-                return
-        except OSError:
-            time.sleep(0.5)
-    raise SystemExit("uvicorn did not listen within 5 minutes under valgrind")
+            raise SystemExit(f"the server exited with status {server.returncode} under valgrind")
+        if time.monotonic() > deadline:
+            raise SystemExit(f"the server did not {what} within 5 minutes under valgrind")
+        time.sleep(0.2)
 
 
 def _wrk(
@@ -201,15 +273,66 @@ LAST_LEVEL = "524288,8,64"
 CACHE_EVENTS = ("Ir", "Dr", "Dw", "I1mr", "D1mr", "D1mw", "ILmr", "DLmr", "DLmw")
 
 
-def _thread_totals(folder: Path) -> list[list[int]]:
-    """The events of each thread in the first dump, in thread order: its instructions,
-    then (with --cache-sim) the rest of CACHE_EVENTS."""
-    totals = []
+def _thread_totals(folder: Path) -> tuple[list[list[int]], list[list[int]]]:
+    """The events of each thread in the first dump: the server's threads, then boundlog's
+    writer; each thread's instructions, then (with --cache-sim) the rest of CACHE_EVENTS.
+
+    The writer is the thread that took records from boundlog's queue (its C function
+    ``queue_take``; with the pure-Python core it is counted among the server's).
+    """
+    server: list[list[int]] = []
+    writer: list[list[int]] = []
     for path in sorted(folder.glob("callgrind.out.*.1-*")):
-        match = re.search(r"^(?:summary|totals):((?: \d+)+)", path.read_text(), re.MULTILINE)
+        text = path.read_text()
+        match = re.search(r"^(?:summary|totals):((?: \d+)+)", text, re.MULTILINE)
         if match is not None and int(match.group(1).split()[0]):
-            totals.append([int(count) for count in match.group(1).split()])
-    return totals
+            events = [int(count) for count in match.group(1).split()]
+            (writer if " queue_take\n" in text else server).append(events)
+    return server, writer
+
+
+def _valgrind(folder: str, cache_sim: bool) -> list[str]:
+    return [
+        "valgrind", "--tool=callgrind", "--separate-threads=yes",
+        *(["--cache-sim=yes", f"--LL={LAST_LEVEL}"] if cache_sim else []),
+        f"--callgrind-out-file={folder}/callgrind.out.%p",
+    ]  # fmt: skip
+
+
+def _uvicorn_command(logger: str, port: int) -> list[str]:
+    return [
+        sys.executable, "-m", "uvicorn", "instructions:create_app", "--factory",
+        "--app-dir", str(_HERE), "--host", "127.0.0.1", "--port", str(port),
+        "--http", "httptools", "--loop", "uvloop", "--lifespan", "on",
+        "--access-log" if logger == "default" else "--no-access-log",
+    ]  # fmt: skip
+
+
+def _gunicorn_command(logger: str, port: int, threads: int) -> list[str]:
+    logging = {
+        "default": ["--access-logfile", os.devnull],
+        "boundlog": ["--logger-class", "boundlog.gunicorn.Logger", "--access-logfile", os.devnull],
+    }.get(logger, [])
+    return [
+        sys.executable, "-m", "gunicorn", "--config", str(Path(__file__).resolve()),
+        "--worker-class", "gthread", "--workers", "1", "--threads", str(threads),
+        "--bind", f"127.0.0.1:{port}", "--no-control-socket", "--chdir", str(_HERE),
+        *logging, "instructions:create_wsgi_app()",
+    ]  # fmt: skip
+
+
+def _build_monitor(folder: Path) -> None:
+    source = folder / "monitor.c"
+    source.write_text(_MONITOR_C)
+    built = subprocess.run(
+        ["gcc", "-shared", "-fPIC", "-O1", "-o", str(folder / "monitor.so"), str(source)],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    if built.returncode != 0:
+        raise SystemExit(
+            "--server gunicorn builds a few lines of C with gcc and valgrind/valgrind.h "
+            f"(Debian: apt-get install gcc valgrind):\n{built.stderr}"
+        )
 
 
 def measure(
@@ -221,9 +344,12 @@ def measure(
     headers: Sequence[tuple[str, str]] = (),
     hash_seed: str = "0",
     cache_sim: bool = False,
-) -> list[list[float]]:
-    """Events per request of each busy thread of uvicorn serving ``logger``: its
-    instructions, and with ``cache_sim`` the rest of CACHE_EVENTS.
+    server_name: str = "uvicorn",
+    threads: int = 4,
+) -> tuple[list[list[float]], list[list[float]]]:
+    """Events per request of each busy thread of the server serving ``logger``, its own
+    threads then boundlog's writer: its instructions, and with ``cache_sim`` the rest of
+    CACHE_EVENTS.
 
     With ``keep``, callgrind's files stay in ``keep/logger`` for callgrind_annotate.
     """
@@ -235,41 +361,63 @@ def measure(
             folder = str(keep / logger)
             shutil.rmtree(folder, ignore_errors=True)
             os.makedirs(folder)
+        control = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="boundlog-ctl-")))
         environ = {
             **os.environ,
             _LOGGER_ENV: logger,
             _FLUSH_ENV: str(flush_interval),
+            "BOUNDLOG_FLUSH_INTERVAL": str(flush_interval),  # gunicorn's logger class
+            _CONTROL_ENV: str(control),
             "PYTHONHASHSEED": hash_seed,
         }
+        if server_name == "gunicorn":
+            _build_monitor(control)
+            command = _gunicorn_command(logger, port, threads)
+        else:
+            command = _uvicorn_command(logger, port)
         server = subprocess.Popen(
-            ["valgrind", "--tool=callgrind", "--separate-threads=yes",
-             *(["--cache-sim=yes", f"--LL={LAST_LEVEL}"] if cache_sim else []),
-             f"--callgrind-out-file={folder}/callgrind.out.%p",
-             sys.executable, "-m", "uvicorn", "instructions:create_app", "--factory",
-             "--app-dir", str(_HERE), "--host", "127.0.0.1", "--port", str(port),
-             "--http", "httptools", "--loop", "uvloop", "--lifespan", "on",
-             "--access-log" if logger == "default" else "--no-access-log"],
+            _valgrind(folder, cache_sim) + command,
             env=environ, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
         try:
-            _wait_until_listening(port, server)
-            _wrk(port, 5, connections, headers)
-            subprocess.run(["callgrind_control", "--zero", str(server.pid)], check=True,
-                           capture_output=True)  # fmt: skip
-            requests = _wrk(port, seconds, connections, headers)
-            subprocess.run(["callgrind_control", "--dump", str(server.pid)], check=True,
-                           capture_output=True)  # fmt: skip
+            _wait_until(lambda: _listening(port), server, "listen")
+            if server_name == "gunicorn":
+                # The worker gunicorn forked: callgrind_control cannot reach it, so it
+                # zeroes and dumps itself when signalled (post_worker_init).
+                _wait_until((control / "ready").exists, server, "start its worker")
+                worker = int((control / "ready").read_text())
+                _wrk(port, 5, connections, headers)
+                os.kill(worker, _ZERO_SIGNAL)
+                _wait_until((control / "zero").exists, server, "zero its counters")
+                requests = _wrk(port, seconds, connections, headers)
+                os.kill(worker, _DUMP_SIGNAL)
+                _wait_until((control / "dump").exists, server, "dump its counters")
+            else:
+                _wrk(port, 5, connections, headers)
+                subprocess.run(["callgrind_control", "--zero", str(server.pid)], check=True,
+                               capture_output=True)  # fmt: skip
+                requests = _wrk(port, seconds, connections, headers)
+                subprocess.run(["callgrind_control", "--dump", str(server.pid)], check=True,
+                               capture_output=True)  # fmt: skip
         finally:
             server.send_signal(signal.SIGINT)
             server.wait(timeout=120)
-        return [[count / requests for count in events] for events in _thread_totals(Path(folder))]
+        server_threads, writer_threads = _thread_totals(Path(folder))
+        return (
+            [[count / requests for count in events] for events in server_threads],
+            [[count / requests for count in events] for events in writer_threads],
+        )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--loggers", default=",".join(LOGGERS), help="comma-separated")
+    parser.add_argument("--server", choices=("uvicorn", "gunicorn"), default="uvicorn")
+    parser.add_argument(
+        "--loggers", help="comma-separated (default: every logger of the server but the optional)"
+    )
     parser.add_argument("--seconds", type=float, default=15.0, help="counted window")
     parser.add_argument("--connections", type=int, default=16)
+    parser.add_argument("--threads", type=int, default=4, help="gunicorn's gthread threads")
     parser.add_argument("--flush-interval", type=float, default=0.5)
     parser.add_argument(
         "--browser",
@@ -294,15 +442,21 @@ def main() -> None:
     for tool in ("valgrind", "callgrind_control", "wrk"):
         if shutil.which(tool) is None:
             raise SystemExit(f"{tool} is missing: apt-get install valgrind wrk")
-    loggers = args.loggers.split(",")
+    known, optional = (
+        (GUNICORN_LOGGERS, GUNICORN_OPTIONAL_LOGGERS)
+        if args.server == "gunicorn"
+        else (LOGGERS, OPTIONAL_LOGGERS)
+    )
+    loggers = args.loggers.split(",") if args.loggers else list(known)
     for logger in loggers:
-        if logger not in LOGGERS + OPTIONAL_LOGGERS:
+        if logger not in known + optional:
             raise SystemExit(
-                f"unknown logger {logger!r}: choose from {', '.join(LOGGERS + OPTIONAL_LOGGERS)}"
+                f"unknown logger {logger!r} for {args.server}: choose from "
+                f"{', '.join(known + optional)}"
             )
     baseline = None
     baseline_cycles = None
-    heading = "logger          event loop     writer       total   vs none"
+    heading = "logger              server     writer       total   vs none"
     if args.cache_sim:
         heading += "      I1m     D1m    LLm     cycles   vs none"
     print(f"{heading}   (a request)")
@@ -310,17 +464,21 @@ def main() -> None:
         threads = measure(
             logger, args.seconds, args.connections, args.flush_interval, args.keep,
             BROWSER_HEADERS if args.browser else (), args.hash_seed, args.cache_sim,
+            args.server, args.threads,
         )  # fmt: skip
-        loop, writer = threads[0][0], sum(thread[0] for thread in threads[1:])
+        server_threads, writer_threads = threads
+        loop = sum(thread[0] for thread in server_threads)
+        writer = sum(thread[0] for thread in writer_threads)
         total = loop + writer
         if logger == "none":
             baseline = total
         ratio = f"{total / baseline:7.3f}x" if baseline else "        "
-        line = f"{logger:<14} {loop:11,.0f} {writer:11,.0f} {total:11,.0f}  {ratio}"
+        line = f"{logger:<19} {loop:10,.0f} {writer:11,.0f} {total:11,.0f}  {ratio}"
         if args.cache_sim:
             # Every thread's, as the simulated cache is the one all threads share.
             named = {
-                event: sum(thread[i] for thread in threads) for i, event in enumerate(CACHE_EVENTS)
+                event: sum(thread[i] for thread in server_threads + writer_threads)
+                for i, event in enumerate(CACHE_EVENTS)
             }
             data = named["D1mr"] + named["D1mw"]
             last_level = named["ILmr"] + named["DLmr"] + named["DLmw"]
