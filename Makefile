@@ -105,7 +105,7 @@ $(EXT): $(shell find csrc -name '*.[ch]') setup.py | $(BIN)/pytest
 ASAN_TESTS ?= tests/speedups/test_speedups.py tests/speedups/test_speedups_json.py tests/speedups/test_speedups_logfmt.py tests/speedups/test_speedups_otlp.py tests/speedups/test_speedups_relp.py tests/speedups/test_speedups_packed.py tests/speedups/test_speedups_learn.py tests/speedups/test_speedups_templates.py \
 	tests/speedups/test_speedups_asgi.py tests/unit/formats/test_templates.py \
 	tests/speedups/test_speedups_handoff.py tests/speedups/test_speedups_queue.py tests/unit/engine/test_pending.py \
-	tests/speedups/test_speedups_environ.py tests/speedups/test_speedups_select.py \
+	tests/speedups/test_speedups_environ.py tests/speedups/test_speedups_gunicorn.py tests/speedups/test_speedups_select.py \
 	tests/speedups/test_speedups_wsgi.py tests/unit/selection/test_filters.py tests/unit/selection/test_redaction.py tests/unit/public/test_wsgi.py \
 	tests/unit/formats/test_formats.py tests/unit/formats/test_json_format.py tests/unit/formats/test_logfmt_format.py tests/unit/public/test_asgi.py tests/unit/engine/test_writer.py \
 	tests/unit/public/test_cli.py tests/unit/record/test_notes.py tests/unit/capture/test_extras.py tests/unit/capture/test_completed.py

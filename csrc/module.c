@@ -8,7 +8,8 @@
  *   record/     a Record as C reads it, its extras, a Record packed in bytes, and
  *               the record budget's measures (and the notes copied within it)
  *   paths/      the request paths: the ASGI and WSGI middlewares (asgi_*, wsgi_*),
- *               the record of a WSGI environ, the hand-off to the queue
+ *               the record of a WSGI environ, gunicorn's logger class's access, the
+ *               hand-off to the queue
  *   selection/  the writer's filters and query join before formatting
  *   formats/    records to bytes on the writer thread: common and combined lines
  *               (clf), JSON lines, templates, and what they share (escaping, header
@@ -32,6 +33,7 @@
 #include "module_state.h"
 #include "paths/asgi.h"
 #include "paths/environ.h"
+#include "paths/gunicorn.h"
 #include "paths/handoff.h"
 #include "paths/wsgi.h"
 #include "record/packed.h"
@@ -138,11 +140,13 @@ module_exec(PyObject *module)
     state->wsgi_body_type = (PyTypeObject *)PyType_FromModuleAndSpec(module, &wsgi_body_spec, NULL);
     state->packed_type = (PyTypeObject *)PyType_FromModuleAndSpec(module, &packed_spec, NULL);
     state->queue_type = (PyTypeObject *)PyType_FromModuleAndSpec(module, &queue_spec, NULL);
+    state->gunicorn_access_type =
+        (PyTypeObject *)PyType_FromModuleAndSpec(module, &gunicorn_access_spec, NULL);
     if (state->handoff_type == NULL || state->middleware_type == NULL
         || state->exchange_type == NULL || state->capture_type == NULL
         || state->wsgi_middleware_type == NULL || state->wsgi_exchange_type == NULL
         || state->wsgi_body_type == NULL || state->packed_type == NULL
-        || state->queue_type == NULL) {
+        || state->queue_type == NULL || state->gunicorn_access_type == NULL) {
         return -1;
     }
     if (environ_names(state->environ_names) < 0
@@ -150,6 +154,7 @@ module_exec(PyObject *module)
         || PyModule_AddType(module, state->packed_type) < 0
         || PyModule_AddType(module, state->queue_type) < 0
         || PyModule_AddType(module, state->wsgi_middleware_type) < 0
+        || PyModule_AddType(module, state->gunicorn_access_type) < 0
         || PyModule_AddIntConstant(module, "FIELD_OVERHEAD", FIELD_OVERHEAD) < 0) {
         return -1;
     }
@@ -169,6 +174,7 @@ module_traverse(PyObject *module, visitproc visit, void *arg)
     Py_VISIT(state->wsgi_body_type);
     Py_VISIT(state->packed_type);
     Py_VISIT(state->queue_type);
+    Py_VISIT(state->gunicorn_access_type);
     return 0;
 }
 
@@ -185,6 +191,7 @@ module_clear(PyObject *module)
     Py_CLEAR(state->wsgi_body_type);
     Py_CLEAR(state->packed_type);
     Py_CLEAR(state->queue_type);
+    Py_CLEAR(state->gunicorn_access_type);
     for (int i = 0; i < ENVIRON_VARIABLES; i++) {
         Py_CLEAR(state->environ_names[i]);
     }

@@ -24,6 +24,7 @@ typedef struct {
     PyTypeObject *wsgi_body_type;
     PyTypeObject *packed_type;          /* record/packed.h's */
     PyTypeObject *queue_type;           /* engine/queue.h's */
+    PyTypeObject *gunicorn_access_type; /* paths/gunicorn.h's */
     PyObject *environ_names[ENVIRON_VARIABLES];
 } ModuleState;
 

@@ -117,6 +117,11 @@ learn_asgi_extras: Callable[[tuple[Any, ...], Any, bool], Any] | None = None
 asgi_middleware: type[AsgiMiddleware] | None = None
 #: The base class of the WSGI middleware's compiled request path, else None.
 wsgi_middleware: type[WsgiMiddleware] | None = None
+#: ``GunicornAccess(offer=, submit=, bound=, limit=, learn=, reads_response_headers=,
+#: record_type=, status_codes=, timedelta_type=, wall_clock=)``: gunicorn's logger
+#: class's access in C, ``access(resp, req, environ, request_time) -> bool``, False for a
+#: request left to Logger.access (csrc/paths/gunicorn_access.c).
+gunicorn_access: Callable[..., Callable[[Any, Any, Any, Any], bool]] | None = None
 
 
 class CompiledFirst:
@@ -163,6 +168,7 @@ if speedups is not None:
     environ_record = speedups.environ_record
     asgi_middleware = speedups.AsgiMiddleware
     wsgi_middleware = speedups.WsgiMiddleware
+    gunicorn_access = speedups.GunicornAccess
     select_records = speedups.select_records
     joined_queries = speedups.joined_queries
     otlp_log_record = speedups.otlp_log_record

@@ -66,6 +66,7 @@ from typing import Any, Protocol
 
 from gunicorn.glogging import Logger as GunicornLogger  # type: ignore[import-untyped]
 
+from . import _core
 from ._errors import AccessLogError, ConfigurationError
 from .capture._environ import compiled as _compiled_environ_record
 from .capture._environ import environ_record
@@ -104,6 +105,8 @@ class Logger(GunicornLogger):  # type: ignore[misc]
     #: What that log's format reads of a record's extras, learnt from the environ
     #: (see _extras); None for a log that reads none.
     _extras: WsgiLearn | None = None
+    #: :meth:`access` in C for the usual request, with the C core (_compiled_access).
+    _compiled_access: Callable[[Any, Any, Any, Any], bool] | None = None
 
     def __new__(cls, cfg: Any) -> Logger:
         """The logger gunicorn asks for, with its statsd metrics when ``--statsd-host`` is set.
@@ -137,6 +140,7 @@ class Logger(GunicornLogger):  # type: ignore[misc]
             if log is None
             else wsgi_learner(log.reads_extras, log.environ_names, log.record_budget.limit)
         )
+        self._compiled_access = None if log is None else _compiled_access(log, self._extras)
         if replaced is not None:
             replaced.close()
 
@@ -182,6 +186,11 @@ class Logger(GunicornLogger):  # type: ignore[misc]
         request_time: timedelta | _Elapsed,
     ) -> None:
         """Hand the finished request to boundlog (to gunicorn's access log when it has none)."""
+        # The C core does all of what follows for the usual request; the code below is
+        # its reference, and runs for every request it leaves (csrc/paths/gunicorn_access.c).
+        compiled = self._compiled_access
+        if compiled is not None and compiled(resp, req, environ, request_time):
+            return
         log = self.boundlog
         if log is None:
             super().access(resp, req, environ, request_time)
@@ -242,6 +251,26 @@ class Logger(GunicornLogger):  # type: ignore[misc]
             # A worker calls this from its SIGUSR1 handler, which may have interrupted
             # this very thread inside one of the log's locks: only ask, never wait.
             log.request_reopen()
+
+
+def _compiled_access(log: AccessLog, learn: WsgiLearn | None) -> Any:
+    """Logger.access in C for ``log`` (its record made as Logger.access makes it, with
+    ``learn`` for the extras), or None without the C core."""
+    if _core.gunicorn_access is None:
+        return None
+    budget = log.record_budget
+    return _core.gunicorn_access(
+        offer=log._offer,
+        submit=log.submit,
+        bound=budget.bounded,
+        limit=budget.limit,
+        learn=learn,
+        reads_response_headers=log.reads_response_headers,
+        record_type=Record,
+        status_codes=_STANDARD_STATUS_CODES,
+        timedelta_type=timedelta,
+        wall_clock=time,
+    )
 
 
 class _StatsdAccess(Logger):
