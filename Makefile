@@ -87,8 +87,11 @@ test-unit: ext
 # setuptools pyproject.toml asks for, not the venv's): again when a C file is newer
 # than the built module.  The module built before is removed first: a failed build
 # (setup.py then installs the pure-Python core, and says so in a line --quiet hides)
-# must not leave the previous build's module to be tested in its place.  Without one,
-# tests/speedups/test_speedups.py fails: the suite must not pass on it unknowingly.
+# must not leave the previous build's module to be tested in its place.  A build that
+# fails stops here, saying so (-Werror makes a new warning a failed build; csrc-check's
+# -fsyntax-only does not see the warnings only code generation finds, such as a static
+# variable a header defines and nothing uses): the suite must not run on the
+# pure-Python core unknowingly (tests/speedups/test_speedups.py would fail too).
 EXT := src/boundlog/_speedups$(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
 
 ext: $(EXT)
@@ -96,6 +99,9 @@ ext: $(EXT)
 $(EXT): $(shell find csrc -name '*.[ch]') setup.py | $(BIN)/pytest
 	rm -f $(EXT)
 	$(BIN)/pip install --quiet --no-deps -e .
+	@test -f $(EXT) || { echo "make ext: the C core did not build; the compiler's error:" >&2; \
+	  $(BIN)/pip install --no-deps -e . -v 2>&1 | grep -E -A3 'error|C extension not built' >&2; \
+	  exit 1; }
 
 # The C core under AddressSanitizer and UndefinedBehaviorSanitizer: the package built
 # apart, into build/asan/lib (PYTHONPATH puts it before the editable install), then the
