@@ -192,7 +192,9 @@ def post_worker_init(worker: Any) -> None:
 
     signal.signal(_ZERO_SIGNAL, acting_on(b"zero"))
     signal.signal(_DUMP_SIGNAL, acting_on(b"dump"))
-    (folder / "ready").write_text(str(os.getpid()))
+    # Renamed into place: the benchmark reads the pid as soon as the file exists.
+    (folder / "ready.part").write_text(str(os.getpid()))
+    os.replace(folder / "ready.part", folder / "ready")
 
 
 def _uvicorn_formatted_logger() -> Any:
