@@ -368,11 +368,11 @@ def measure(
             **os.environ,
             _LOGGER_ENV: logger,
             _FLUSH_ENV: str(flush_interval),
-            "BOUNDLOG_FLUSH_INTERVAL": str(flush_interval),  # gunicorn's logger class
             _CONTROL_ENV: str(control),
             "PYTHONHASHSEED": hash_seed,
         }
         if server_name == "gunicorn":
+            environ["BOUNDLOG_FLUSH_INTERVAL"] = str(flush_interval)  # its logger class's
             _build_monitor(control)
             command = _gunicorn_command(logger, port, threads)
         else:

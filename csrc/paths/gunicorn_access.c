@@ -30,7 +30,7 @@ typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
     PyObject *module;         /* boundlog._speedups: environ_record's state */
-    PyObject *offer;          /* log._offer: a Handoff, or any callable -> bool */
+    PyObject *offer;          /* log._offer: a Handoff */
     PyObject *submit;         /* log.submit */
     PyObject *bound;          /* log.record_budget.bounded */
     PyObject *limit;          /* log.record_budget.limit, an int */
@@ -38,7 +38,7 @@ typedef struct {
     int reads_response_headers;
     PyObject *record_type;    /* boundlog.Record */
     PyObject *status_codes;   /* wsgi._STANDARD_STATUS_CODES: {"200 OK": 200, ...} */
-    PyObject *timedelta_type; /* datetime.timedelta */
+    PyObject *timedelta_type; /* datetime.timedelta, imported when made */
     PyObject *wall_clock;     /* time.time, for clock.h where C cannot read it */
     PyObject *empty;          /* () */
     PyObject *names[NAMES];
@@ -205,24 +205,9 @@ gunicorn_access_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf,
         PyErr_Clear();
         Py_RETURN_FALSE;
     }
-    /* The lock-free offer first: submit applies the policy when the queue is full. */
-    ModuleState *state = PyModule_GetState(access->module);
-    int accepted;
-    if (Py_IS_TYPE(access->offer, state->handoff_type)) {
-        accepted = handoff_offer((Handoff *)access->offer, record);
-    }
-    else {
-        PyObject *result = PyObject_CallOneArg(access->offer, record);
-        accepted = result == NULL ? -1 : PyObject_IsTrue(result);
-        Py_XDECREF(result);
-    }
-    if (accepted == 0) {
-        PyObject *result = PyObject_CallOneArg(access->submit, record);
-        accepted = result == NULL ? -1 : 1;
-        Py_XDECREF(result);
-    }
+    int rc = handoff_submit((Handoff *)access->offer, access->submit, record);
     Py_DECREF(record);
-    if (accepted < 0) {
+    if (rc < 0) {
         return NULL;
     }
     Py_RETURN_TRUE;
@@ -231,37 +216,39 @@ gunicorn_access_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf,
 static PyObject *
 gunicorn_access_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
-    PyObject *offer, *submit, *bound, *limit, *learn, *record_type, *status_codes;
-    PyObject *timedelta_type, *wall_clock;
+    PyObject *offer, *submit, *bound, *limit, *learn, *record_type, *status_codes, *wall_clock;
     int reads_response_headers;
     char *keywords[] = {"offer", "submit", "bound", "limit", "learn", "reads_response_headers",
-                        "record_type", "status_codes", "timedelta_type", "wall_clock", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "$OOOO!OpOO!O!O:GunicornAccess", keywords,
+                        "record_type", "status_codes", "wall_clock", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "$OOOO!OpOO!O:GunicornAccess", keywords,
                                      &offer, &submit, &bound, &PyLong_Type, &limit, &learn,
                                      &reads_response_headers, &record_type, &PyDict_Type,
-                                     &status_codes, &PyType_Type, &timedelta_type, &wall_clock)) {
+                                     &status_codes, &wall_clock)) {
         return NULL;
     }
-    /* The fields total_seconds reads are a timedelta's: the type must be it. */
-    PyObject *datetime = PyImport_ImportModule("datetime");
-    PyObject *timedelta = datetime == NULL ? NULL : PyObject_GetAttrString(datetime, "timedelta");
-    Py_XDECREF(datetime);
-    if (timedelta == NULL) {
-        return NULL;
-    }
-    Py_DECREF(timedelta); /* the module holds it */
-    if (timedelta != timedelta_type) {
-        PyErr_SetString(PyExc_TypeError, "GunicornAccess(): timedelta_type must be datetime.timedelta");
-        return NULL;
-    }
+    ModuleState *state = PyType_GetModuleState(type);
     PyObject *module = PyType_GetModule(type);
-    PyObject *empty = PyTuple_New(0);
-    if (module == NULL || empty == NULL) {
-        Py_XDECREF(empty);
+    if (state == NULL || module == NULL) {
+        return NULL;
+    }
+    if (!Py_IS_TYPE(offer, state->handoff_type)) {
+        PyErr_SetString(PyExc_TypeError,
+                        "GunicornAccess(): offer must be a Handoff (the log's _offer)");
+        return NULL;
+    }
+    /* The type total_seconds reads the fields of. */
+    PyObject *datetime = PyImport_ImportModule("datetime");
+    PyObject *timedelta_type = datetime == NULL ? NULL
+                               : PyObject_GetAttrString(datetime, "timedelta");
+    Py_XDECREF(datetime);
+    PyObject *empty = timedelta_type == NULL ? NULL : PyTuple_New(0);
+    if (empty == NULL) {
+        Py_XDECREF(timedelta_type);
         return NULL;
     }
     GunicornAccess *access = (GunicornAccess *)type->tp_alloc(type, 0);
     if (access == NULL) {
+        Py_DECREF(timedelta_type);
         Py_DECREF(empty);
         return NULL;
     }
@@ -275,7 +262,7 @@ gunicorn_access_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     access->reads_response_headers = reads_response_headers;
     access->record_type = Py_NewRef(record_type);
     access->status_codes = Py_NewRef(status_codes);
-    access->timedelta_type = Py_NewRef(timedelta_type);
+    access->timedelta_type = timedelta_type;
     access->wall_clock = Py_NewRef(wall_clock);
     access->empty = empty;
     /* Zeroed by tp_alloc: a failure here leaves NULLs for gunicorn_access_clear. */
@@ -345,7 +332,7 @@ static PyMemberDef gunicorn_access_members[] = {
 
 static PyType_Slot gunicorn_access_slots[] = {
     {Py_tp_doc, "GunicornAccess(*, offer, submit, bound, limit, learn, reads_response_headers,\n"
-                "record_type, status_codes, timedelta_type, wall_clock): a callable,\n"
+                "record_type, status_codes, wall_clock): a callable,\n"
                 "access(resp, req, environ, request_time) -> bool, that hands the request's\n"
                 "record over as boundlog.gunicorn.Logger.access does (True), or does\n"
                 "nothing and leaves the request to it (False)."},

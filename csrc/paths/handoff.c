@@ -251,6 +251,18 @@ done:
     return rc;
 }
 
+int
+handoff_submit(Handoff *handoff, PyObject *submit, PyObject *record)
+{
+    int accepted = handoff_offer(handoff, record);
+    if (accepted == 0) {
+        PyObject *result = PyObject_CallOneArg(submit, record);
+        accepted = result == NULL ? -1 : 1;
+        Py_XDECREF(result);
+    }
+    return accepted < 0 ? -1 : 0;
+}
+
 static PyObject *
 handoff_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {

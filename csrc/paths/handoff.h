@@ -57,4 +57,9 @@ extern PyType_Spec handoff_spec;
  * the header fields named in its keeps= (the log's request_header_names). */
 int handoff_offer(Handoff *handoff, PyObject *record);
 
+/* Hands `record` over as log.submit does, for a request path that may block: the
+ * lock-free offer first, then `submit` (log.submit: the policy waits or counts the
+ * drop) when the queue has no room.  0, or -1 on error. */
+int handoff_submit(Handoff *handoff, PyObject *submit, PyObject *record);
+
 #endif

@@ -378,15 +378,9 @@ submit_record(Exchange *exchange)
     if (record == NULL) {
         return -1;
     }
-    int accepted = handoff_offer((Handoff *)middleware->handoff, record);
-    if (accepted == 0) {
-        /* No room: log.submit offers again, then waits or counts the drop. */
-        PyObject *result = PyObject_CallOneArg(middleware->submit, record);
-        accepted = result == NULL ? -1 : 1;
-        Py_XDECREF(result);
-    }
+    int rc = handoff_submit((Handoff *)middleware->handoff, middleware->submit, record);
     Py_DECREF(record);
-    return accepted < 0 ? -1 : 0;
+    return rc;
 }
 
 /* Raises `error` (taken with exception_take) again, or, if another exception is

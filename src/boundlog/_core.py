@@ -118,7 +118,7 @@ asgi_middleware: type[AsgiMiddleware] | None = None
 #: The base class of the WSGI middleware's compiled request path, else None.
 wsgi_middleware: type[WsgiMiddleware] | None = None
 #: ``GunicornAccess(offer=, submit=, bound=, limit=, learn=, reads_response_headers=,
-#: record_type=, status_codes=, timedelta_type=, wall_clock=)``: gunicorn's logger
+#: record_type=, status_codes=, wall_clock=)``: gunicorn's logger
 #: class's access in C, ``access(resp, req, environ, request_time) -> bool``, False for a
 #: request left to Logger.access (csrc/paths/gunicorn_access.c).
 gunicorn_access: Callable[..., Callable[[Any, Any, Any, Any], bool]] | None = None

@@ -268,7 +268,6 @@ def _compiled_access(log: AccessLog, learn: WsgiLearn | None) -> Any:
         reads_response_headers=log.reads_response_headers,
         record_type=Record,
         status_codes=_STANDARD_STATUS_CODES,
-        timedelta_type=timedelta,
         wall_clock=time,
     )
 
