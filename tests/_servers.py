@@ -782,6 +782,8 @@ def check_log(
 # Read by tests/apps/faults.py (which the test process does not import).
 FAULT_CONFIG_VARIABLE = "TESTAPP_FAULT_CONFIG"
 FAULT_STATS_PATH = "/_stats"
+#: The stats query that starts tracemalloc's peak anew (tests/apps/faults.py).
+FAULT_RESET_PEAK = "reset-peak"
 F_SETPIPE_SZ = 1031
 LOAD_PREFIX = b"/load"
 _LOAD_TARGET = re.compile(rb"/load/(\d+)/(\d+)")
@@ -859,9 +861,11 @@ def poll_until(condition: Callable[[], bool], timeout: float, what: str) -> None
         time.sleep(POLL_INTERVAL)
 
 
-def fault_stats(port: int) -> dict[str, Any]:
-    """The ``/_stats`` document of the server process that answers: pid, ticks, stats."""
-    response = httpx.get(f"http://{LOOPBACK}:{port}{FAULT_STATS_PATH}", timeout=CLIENT_TIMEOUT)
+def fault_stats(port: int, query: str = "") -> dict[str, Any]:
+    """The ``/_stats`` document of the server process that answers: pid, ticks, stats
+    (tests/apps/faults.py; ``query`` its query string)."""
+    url = f"http://{LOOPBACK}:{port}{FAULT_STATS_PATH}" + (f"?{query}" if query else "")
+    response = httpx.get(url, timeout=CLIENT_TIMEOUT)
     assert response.status_code == 200, response.text
     document: dict[str, Any] = response.json()
     return document

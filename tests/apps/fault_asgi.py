@@ -76,6 +76,6 @@ _logged = AccessLogMiddleware(application, log=LOG)
 
 async def app(scope: MutableMapping[str, Any], receive: Receive, send: Send) -> None:
     if scope["type"] == "http" and scope["path"] == STATS_PATH:
-        await _respond(send, 200, stats_document(_ticks))
+        await _respond(send, 200, stats_document(_ticks, scope["query_string"].decode()))
         return
     await _logged(scope, receive, send)

@@ -33,5 +33,5 @@ _logged = AccessLogMiddleware(application, log=LOG)
 
 def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
     if environ["PATH_INFO"] == STATS_PATH:
-        return _respond(start_response, stats_document())
+        return _respond(start_response, stats_document(query=environ.get("QUERY_STRING", "")))
     return _logged(environ, start_response)

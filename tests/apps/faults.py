@@ -13,8 +13,9 @@ and gunicorn with ``tests.apps.fault_wsgi:app``.  Both applications borrow one
   master's queue while the workers are forked from it.
 
 Routes: ``/_stats`` answers the process's pid, counters, ticker count and whether the GIL
-is enabled as JSON and is never logged (it reads the log, it must not feed it); every
-other path answers 200 with ``ok PID`` and is logged.
+is enabled as JSON and is never logged (it reads the log, it must not feed it); with
+``PYTHONTRACEMALLOC`` set, also tracemalloc's current and peak bytes (``?reset-peak``
+starts the peak anew first); every other path answers 200 with ``ok PID`` and is logged.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import json
 import os
 import sys
 import time
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -50,14 +52,25 @@ def answer() -> bytes:
     return b"ok %d\n" % os.getpid()
 
 
-def stats_document(ticks: int = 0) -> bytes:
-    """The ``/_stats`` body: pid, the log's counters, the event-loop ticker, the GIL."""
+#: The ``/_stats`` query that starts tracemalloc's peak anew before answering.
+RESET_PEAK_QUERY = "reset-peak"
+
+
+def stats_document(ticks: int = 0, query: str = "") -> bytes:
+    """The ``/_stats`` body: pid, the log's counters, the event-loop ticker, the GIL, and
+    tracemalloc's ``[current, peak]`` bytes when it traces (else null)."""
+    traced = None
+    if tracemalloc.is_tracing():
+        if query == RESET_PEAK_QUERY:
+            tracemalloc.reset_peak()
+        traced = list(tracemalloc.get_traced_memory())
     document = {
         "pid": os.getpid(),
         "ticks": ticks,
         "stats": LOG.stats()._asdict(),
         # Whether this server process runs with the GIL (always, before Python 3.13).
         "gil": getattr(sys, "_is_gil_enabled", lambda: True)(),
+        "traced": traced,
     }
     return json.dumps(document).encode()
 
