@@ -143,6 +143,17 @@ class AccessLogMiddleware:
         self._reads_close_code = "close_code" in self.log.reads_extras
         # So does counting the request body's bytes (both request paths).
         self._counts_received = "bytes_received" in self.log.reads_extras
+        # Set by the first lifespan call (see _warn_if_the_lifespan_is_off).
+        self._lifespan_began = False
+        if (
+            self.owns_log
+            and not self.log._drains_on_sigterm
+            and _inside_event_loop()
+            and _called_by_uvicorn()
+        ):
+            # Built by a framework inside uvicorn's first call (add_middleware): the
+            # call that follows says whether uvicorn runs the lifespan.
+            asyncio.get_running_loop().call_soon(self._warn_if_the_lifespan_is_off)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -324,7 +335,25 @@ class AccessLogMiddleware:
             )
             await self._submit_async(entry)
 
+    def _warn_if_the_lifespan_is_off(self) -> None:
+        # Run once, soon after a framework built the middleware in the server's first
+        # call, when that call has reached it.  Under uvicorn with the lifespan off
+        # (--lifespan off, or an application whose framework refuses it), nothing drains
+        # a log built this late: uvicorn ends by re-raising SIGTERM on itself, which
+        # skips the exit handlers, and SIGTERM was uvicorn's when the log was built, so
+        # the log has no SIGTERM drain of its own.  The last batch window's lines would
+        # be lost without a word: say so now, with the fix.
+        if self._lifespan_began:
+            return
+        report_on_stderr(
+            "the lifespan is off (uvicorn --lifespan off?): nothing drains the access log "
+            "of AccessLogMiddleware when uvicorn stops, and the lines of its last moments "
+            "are lost; run uvicorn with --lifespan auto (the default) or on, or wrap the "
+            "application where it is defined: app = AccessLogMiddleware(app, ...)"
+        )
+
     async def _lifespan(self, scope: Scope, receive: Receive, send: Send) -> None:
+        self._lifespan_began = True
         # An application that ends its lifespan call without ever calling ``receive``
         # refuses the scope (Django raises ValueError at once).  The server would then
         # skip the lifespan (uvicorn's ``--lifespan auto``) or refuse to start

@@ -1,4 +1,5 @@
-"""End to end: the usual mistakes with uvicorn's own logging are said on stderr, once.
+"""End to end: the usual mistakes with uvicorn's own logging and lifespan are said on
+stderr, once.
 
 * Forgetting ``--no-access-log``: uvicorn logs every request too (twice the lines, its
   cost, and its lines show the query values boundlog redacts).  The ASGI middleware
@@ -7,6 +8,9 @@
 * ``LoggingSink("uvicorn.access")`` under ``--no-access-log``, which empties that
   logger's handlers: every line would be lost without a word.  Said when the log opens,
   and the lines are counted as failed.
+* ``--lifespan off`` with a middleware a framework builds in uvicorn's first call
+  (FastAPI's ``add_middleware``): nothing would drain its log.  Said at the first
+  request.
 """
 
 from __future__ import annotations
@@ -126,3 +130,51 @@ def test_logging_sink_uvicorn_access_under_no_access_log_is_said_and_counted(
     assert output.count(UNREACHED) == 1, output
     # The lines are counted lost, not written (the log's report when it closes).
     assert "2 of 2 records not written (0 dropped, 2 failed)" in output, output
+
+
+LIFESPAN_OFF = "boundlog: the lifespan is off"
+FASTAPI_APP = "tests.apps.fastapi_app:app"
+
+
+def serve_fastapi(tmp_path: Path, lifespan: str) -> tuple[str, str, Path]:
+    """The README's FastAPI quick start (``add_middleware``, a log built in uvicorn's
+    first call) under ``--lifespan LIFESPAN``: its output after the first request and
+    after a second and a stop, and the log's path."""
+    log_path = tmp_path / "access.log"
+
+    def argv(port: int) -> list[str]:
+        return [
+            PYTHON, "-m", "uvicorn", FASTAPI_APP, "--host", LOOPBACK, "--port", str(port),
+            "--no-access-log", "--lifespan", lifespan,
+        ]  # fmt: skip
+
+    with running_server(argv, {"TESTAPP_SINK": str(log_path)}, tmp_path / "out") as server:
+        first = ""
+        for _ in range(2):
+            response = httpx.get(f"{server.base_url}/", timeout=CLIENT_TIMEOUT)
+            assert response.status_code == 200
+            first = first or server.output()
+        server.stop()
+        return first, server.output(), log_path
+
+
+def test_a_log_built_by_add_middleware_under_lifespan_off_says_nothing_drains_it(
+    tmp_path: Path,
+) -> None:
+    """uvicorn ends by re-raising SIGTERM on itself, which skips the exit handlers, and
+    the log, built inside uvicorn's first call, has no SIGTERM drain of its own: with
+    the lifespan off, its last lines would go without a word.  It is said once, with
+    the fix, as the first request is served."""
+    first, output, _ = serve_fastapi(tmp_path, "off")
+    assert LIFESPAN_OFF in first, first
+    assert output.count("boundlog:") == 1, output
+    assert "--lifespan auto" in output
+    assert "app = AccessLogMiddleware(app" in output
+
+
+def test_the_same_app_under_the_default_lifespan_hears_nothing_and_drains(
+    tmp_path: Path,
+) -> None:
+    _, output, log_path = serve_fastapi(tmp_path, "auto")
+    assert "boundlog:" not in output, output
+    assert len(read_log_lines(log_path)) == 2

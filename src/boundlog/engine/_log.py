@@ -500,6 +500,12 @@ class AccessLog:
                 report_on_stderr(line, wait=FINAL_REPORT_WAIT)
             return self._final
 
+    @property
+    def _drains_on_sigterm(self) -> bool:
+        """Whether this log has SIGTERM's handler (``drain_on_sigterm``): not when the
+        server had one already when the log started."""
+        return self._sigterm is not None
+
     def _on_sigterm(self) -> None:
         # In the SIGTERM handler: every open log is drained, once, then the process dies.
         terminate_after(_close_open_logs)
