@@ -58,6 +58,7 @@ reopens the file, as it does gunicorn's.
 from __future__ import annotations
 
 import os
+import stat
 import sys
 from collections.abc import Callable, Mapping
 from datetime import timedelta
@@ -81,6 +82,13 @@ from .record._record import Record
 from .sinks._logging import SCHEME as LOGGING_SCHEME
 from .sinks._urls import looks_like_url
 from .wsgi import _STANDARD_STATUS_CODES, _parsed_status_code
+
+
+def _is_fifo(path: str) -> bool:
+    try:
+        return stat.S_ISFIFO(os.stat(path).st_mode)
+    except (OSError, ValueError):
+        return False  # gunicorn opens it, and says what is wrong
 
 
 class _Response(Protocol):
@@ -146,12 +154,13 @@ class Logger(GunicornLogger):  # type: ignore[misc]
 
     def _set_handler(self, log: Any, output: str | None, fmt: Any, stream: Any = None) -> None:
         # gunicorn would open a URL (--access-logfile syslog://...) or a logger
-        # (logging:gunicorn.access) as a file; boundlog sends to it instead, so gunicorn
-        # only removes its previous handler.
+        # (logging:gunicorn.access) as a file, and its open of a FIFO nobody reads yet
+        # would block its startup without a word; boundlog sends to each instead (and
+        # says so of a FIFO nobody reads), so gunicorn only removes its previous handler.
         if (
             log is self.access_log
             and output is not None
-            and (looks_like_url(output) or output.startswith(LOGGING_SCHEME))
+            and (looks_like_url(output) or output.startswith(LOGGING_SCHEME) or _is_fifo(output))
         ):
             output = None
         super()._set_handler(log, output, fmt, stream)

@@ -24,6 +24,7 @@ from _servers import (
     UVICORN_CLEAN_EXITS,
     fault_environment,
     fault_stats,
+    gunicorn_app_command,
     poll_until,
     running_server,
     uvicorn_fault_command,
@@ -192,3 +193,36 @@ def test_wait_holds_submitters_until_a_reader_comes(tmp_path: Path) -> None:
             stats = log.close()
             reader.close()
     assert (stats.submitted, stats.written, stats.dropped, stats.failed) == (3, 3, 0, 0)
+
+
+def test_gunicorn_with_the_logger_class_starts_and_answers_with_a_fifo_nobody_reads(
+    tmp_path: Path,
+) -> None:
+    """gunicorn's own setup opened ``--access-logfile`` for a handler of its own, which
+    for a FIFO nobody reads blocked its startup before a word was printed; the logger
+    class leaves a FIFO to boundlog, which says so, and writes once a reader comes."""
+    fifo = tmp_path / "access.fifo"
+    os.mkfifo(fifo)
+
+    def command(port: int) -> list[str]:
+        return [
+            *gunicorn_app_command(port, "tests.apps.bare_wsgi:app"),
+            "--logger-class", "boundlog.gunicorn.Logger", "--access-logfile", str(fifo),
+        ]  # fmt: skip
+
+    with (
+        running_server(command, {}, tmp_path / "server.out") as server,
+        httpx.Client(base_url=server.base_url, timeout=CLIENT_TIMEOUT) as client,
+    ):
+        assert client.get("/bytes/1").status_code == 200
+        assert f"boundlog: nobody reads the FIFO {fifo}:" in server.output()
+        reader = FifoReader(fifo)
+        try:
+            assert client.get("/bytes/2").status_code == 200
+            poll_until(
+                lambda: _paths(reader.lines()) == ["/bytes/1", "/bytes/2"],
+                TIMEOUT,
+                "both lines reach the reader",
+            )
+        finally:
+            reader.close()
