@@ -214,7 +214,10 @@ class _Exchange:
         self, status: str, headers: Headers, exc_info: ExcInfo | None = None
     ) -> Callable[[bytes], object]:
         # "200 OK" -> 200; a malformed status is the server's to reject, not ours.
-        self._status = _STANDARD_STATUS_CODES.get(status) or _parsed_status_code(status)
+        try:
+            self._status = _STANDARD_STATUS_CODES.get(status) or _parsed_status_code(status)
+        except TypeError:
+            self._status = 0  # an unhashable status: not a status line either
         if self._middleware._keeps_response_headers:
             self._response_headers = headers
         self._server_write = (
@@ -372,19 +375,26 @@ class _LearningExchange(_Exchange):
         return record._replace(extras=with_bytes_received(record.extras, counted.bytes_read))
 
 
-def _status_code(status: str) -> int:
+def _status_code(status: object) -> int:
     """The code of a WSGI status line, as ``_Exchange.start_response`` finds it (the C
     path calls this for a line not in the table)."""
+    if not isinstance(status, str):
+        return 0  # see _parsed_status_code
     return _STANDARD_STATUS_CODES.get(status) or _parsed_status_code(status)
 
 
-def _parsed_status_code(status: str) -> int:
+def _parsed_status_code(status: object) -> int:
     """The code a WSGI status line such as ``"299 Custom"`` starts with; 0 if none.
 
     Callers look the line up in ``_STANDARD_STATUS_CODES`` first and parse only what
-    that misses.
+    that misses.  Anything but a str (an int, which PEP 3333 does not allow) is 0 too:
+    the server refuses it with its own error, which boundlog must not replace with one
+    of its own.
     """
-    return int(status[:3]) if status[:3].isdigit() else 0
+    if not isinstance(status, str):
+        return 0
+    code = status[:3]
+    return int(code) if code.isascii() and code.isdigit() else 0
 
 
 def _header_picker(keys: Sequence[str]) -> HeaderPicker:

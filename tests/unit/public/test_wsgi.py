@@ -100,6 +100,7 @@ def test_a_response_is_logged_once_with_its_fields(tmp_path: Path) -> None:
         ("299 Custom Reason", 299),
         ("599 ", 599),
         ("OK", 0),
+        ("\u00b200 Superscript", 0),
     ],
 )
 def test_the_status_code_comes_from_the_status_line(
@@ -115,6 +116,31 @@ def test_the_status_code_comes_from_the_status_line(
     with AccessLog(str(tmp_path / "access.log"), format=capture) as log:
         run(AccessLogMiddleware(app, log=log), environ())
     assert [record.status for record in capture.records] == [status]
+
+
+class ServerRefusal(Exception):
+    """What a server raises for a status that is not a str (waitress: AssertionError)."""
+
+
+@pytest.mark.parametrize("status", [200, None, ["200 OK"]], ids=["int", "none", "list"])
+def test_a_status_that_is_no_str_meets_the_servers_own_error(tmp_path: Path, status: Any) -> None:
+    """PEP 3333's status is a str; the server refuses anything else with its own error,
+    which the middleware's reading of the code must not replace (it raised TypeError)."""
+
+    def start_response(status: Any, headers: Any, exc_info: Any = None) -> Any:
+        if not isinstance(status, str):
+            raise ServerRefusal(status)
+        return None
+
+    def app(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        start_response(status, [])
+        return [b""]
+
+    capture = CapturingFormat(frozenset())
+    with AccessLog(str(tmp_path / "access.log"), format=capture) as log:
+        with pytest.raises(ServerRefusal):
+            AccessLogMiddleware(app, log=log)(environ(), start_response)
+    assert len(capture.records) == 1
 
 
 class ClosingList(list[bytes]):
