@@ -137,9 +137,11 @@ def test_a_status_that_is_no_str_meets_the_servers_own_error(tmp_path: Path, sta
         return [b""]
 
     capture = CapturingFormat(frozenset())
-    with AccessLog(str(tmp_path / "access.log"), format=capture) as log:
-        with pytest.raises(ServerRefusal):
-            AccessLogMiddleware(app, log=log)(environ(), start_response)
+    with (
+        AccessLog(str(tmp_path / "access.log"), format=capture) as log,
+        pytest.raises(ServerRefusal),
+    ):
+        AccessLogMiddleware(app, log=log)(environ(), start_response)
     assert len(capture.records) == 1
 
 
