@@ -107,13 +107,16 @@ count(Capture *capture, PyObject *message)
     else if ((is = asgi_is(kind, names[NAME_START_MESSAGE])) != 0) {
         PyObject *status = is < 0 ? NULL
                            : asgi_item_hinted(message, names[NAME_STATUS], &hints[HINT_STATUS]);
+        if (status != NULL && !PyLong_Check(status)) {
+            /* No status code: 0, as asgi.py's counting_send says why. */
+            Py_SETREF(status, PyLong_FromLong(0));
+        }
         if (status == NULL) {
             rc = -1;
         }
         else {
             Py_XSETREF(capture->status, status);
             Py_XSETREF(capture->response, Py_NewRef(message));
-            capture->finished = 0;
         }
     }
     else if ((is = asgi_is(kind, names[NAME_TRAILERS_MESSAGE])) != 0) {
@@ -161,51 +164,30 @@ finish(Capture *capture)
     return record;
 }
 
-/* Counts `message` and sends it on, with the record before the last one. */
+/* Counts `message` and sends it on, with the record before the last one.  Once the
+ * response has ended, a message goes on uncounted: a server ignores what follows the
+ * end (uvicorn raises), so it is no part of any record. */
 static PyObject *
 capture_send(Capture *capture, PyObject *message)
 {
     PyObject *record = NULL;
-    PyObject *earlier = NULL; /* a held record that cannot wait any longer */
     int rc;
     Py_BEGIN_CRITICAL_SECTION((PyObject *)capture);
-    rc = count(capture, message);
+    rc = capture->finished ? FORWARD : count(capture, message);
     if (rc == FINAL) {
         record = finish(capture);
         if (record == NULL) {
             rc = -1;
         }
         else if (capture->notes != NULL) {
-            /* A second end of a response: the first one's record goes now. */
-            earlier = capture->held;
             capture->held = record; /* stolen */
             record = NULL;
             rc = FORWARD;
         }
     }
-    else if (rc == FORWARD && capture->held != NULL && !capture->finished) {
-        /* A response begun after one that ended: the ended one's record goes now. */
-        earlier = capture->held;
-        capture->held = NULL;
-    }
-    if (earlier != NULL) {
-        Py_SETREF(earlier, asgi_with_notes(capture, earlier));
-        if (earlier == NULL) {
-            rc = -1;
-        }
-    }
     Py_END_CRITICAL_SECTION();
     if (rc < 0) {
         return NULL;
-    }
-    if (earlier != NULL) {
-        /* The application broke the protocol: no waiting (asgi.py does the same). */
-        PyObject *done = PyObject_CallOneArg(capture->middleware->submit_on_close, earlier);
-        Py_DECREF(earlier);
-        if (done == NULL) {
-            return NULL;
-        }
-        Py_DECREF(done);
     }
     if (rc == FORWARD) {
         return PyObject_CallOneArg(capture->send, message);

@@ -143,17 +143,8 @@ class AccessLogMiddleware:
         self._reads_close_code = "close_code" in self.log.reads_extras
         # So does counting the request body's bytes (both request paths).
         self._counts_received = "bytes_received" in self.log.reads_extras
-        # Set by the first lifespan call (see _warn_if_the_lifespan_is_off).
-        self._lifespan_began = False
-        if (
-            self.owns_log
-            and not self.log._drains_on_sigterm
-            and _inside_event_loop()
-            and _called_by_uvicorn()
-        ):
-            # Built by a framework inside uvicorn's first call (add_middleware): the
-            # call that follows says whether uvicorn runs the lifespan.
-            asyncio.get_running_loop().call_soon(self._warn_if_the_lifespan_is_off)
+        if self.owns_log and not self.log._drains_on_sigterm and _called_by_uvicorn():
+            _warn_if_built_in_an_http_call()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -190,6 +181,10 @@ class AccessLogMiddleware:
         def counting_send(message: Message) -> Awaitable[None]:
             # Runs on the event loop for every message: no formatting, no I/O, no lock.
             nonlocal status, sent, response, held
+            if response is _FINISHED:
+                # The response has ended: a server ignores what the application sends
+                # after it (uvicorn raises), so it is no part of any record.
+                return send(message)
             kind = message["type"]
             if kind == "http.response.body":
                 sent += len(message.get("body", b""))
@@ -197,12 +192,12 @@ class AccessLogMiddleware:
                     return send(message)
             elif kind == "http.response.start":
                 status = message["status"]
+                if not isinstance(status, int):
+                    # No status code (a str, a float): the server refuses it, and a
+                    # record's status is an int: 0, as for a WSGI line with no code (500
+                    # if the response then never ends, as the server answers).
+                    status = 0
                 response = message
-                if held is not None:
-                    # A response begun after one that ended: the ended one's record
-                    # goes now (the application broke the protocol; no waiting).
-                    self._submit_on_close(self._with_notes(held, notes))
-                    held = None
                 return send(message)
             elif kind == "http.response.trailers":
                 if message.get("more_trailers", False):
@@ -226,9 +221,6 @@ class AccessLogMiddleware:
             )
             response = _FINISHED
             if notes is not None:
-                if held is not None:
-                    # A second end of a response: the first one's record goes now.
-                    self._submit_on_close(self._with_notes(held, notes))
                 held = entry
                 return send(message)
             if self._offer(entry):
@@ -276,8 +268,7 @@ class AccessLogMiddleware:
     def _submit_on_close(self, entry: Record) -> None:
         # For a request that cannot wait for room: a closed exchange (coroutine.close(),
         # which the finalizer of an exchange its server dropped calls, on whatever thread
-        # the garbage collector runs: hence no lock), or a record held for a log reading
-        # notes whose response the application began again (csrc/paths/asgi_send.c too).
+        # the garbage collector runs: hence no lock; csrc/paths/asgi_exchange.c too).
         self.log._admission.offer_unlocked(entry)
 
     async def _admit_then(self, entry: Record, send: Send, message: Message) -> None:
@@ -335,25 +326,7 @@ class AccessLogMiddleware:
             )
             await self._submit_async(entry)
 
-    def _warn_if_the_lifespan_is_off(self) -> None:
-        # Run once, soon after a framework built the middleware in the server's first
-        # call, when that call has reached it.  Under uvicorn with the lifespan off
-        # (--lifespan off, or an application whose framework refuses it), nothing drains
-        # a log built this late: uvicorn ends by re-raising SIGTERM on itself, which
-        # skips the exit handlers, and SIGTERM was uvicorn's when the log was built, so
-        # the log has no SIGTERM drain of its own.  The last batch window's lines would
-        # be lost without a word: say so now, with the fix.
-        if self._lifespan_began:
-            return
-        report_on_stderr(
-            "the lifespan is off (uvicorn --lifespan off?): nothing drains the access log "
-            "of AccessLogMiddleware when uvicorn stops, and the lines of its last moments "
-            "are lost; run uvicorn with --lifespan auto (the default) or on, or wrap the "
-            "application where it is defined: app = AccessLogMiddleware(app, ...)"
-        )
-
     async def _lifespan(self, scope: Scope, receive: Receive, send: Send) -> None:
-        self._lifespan_began = True
         # An application that ends its lifespan call without ever calling ``receive``
         # refuses the scope (Django raises ValueError at once).  The server would then
         # skip the lifespan (uvicorn's ``--lifespan auto``) or refuse to start
@@ -422,6 +395,34 @@ def _warn_if_uvicorn_logs_too() -> None:
 
 
 _uvicorn_warned = False
+
+
+def _warn_if_built_in_an_http_call() -> None:
+    """Say on stderr that nothing drains the log of a middleware that a framework builds
+    in uvicorn's first call when that call is an HTTP request: the lifespan is off.
+
+    A framework builds its middleware stack in its first call (Starlette's and
+    FastAPI's ``add_middleware``), which is the lifespan's when uvicorn runs it.  In an
+    HTTP call, the lifespan is off (``--lifespan off``), and so is the drain at its
+    shutdown; uvicorn ends by re-raising SIGTERM on itself, which skips the exit
+    handlers, and SIGTERM was uvicorn's when the log was built, so the log has no drain
+    of its own (the caller checked): the lines of its last batch window would be lost
+    without a word.  The call is the nearest caller whose ``scope`` is an ASGI scope.
+    """
+    frame = sys._getframe(2)
+    while frame is not None:
+        scope = frame.f_locals.get("scope")
+        if isinstance(scope, dict) and "type" in scope:
+            if scope["type"] == "http":
+                report_on_stderr(
+                    "the lifespan is off (uvicorn --lifespan off?): nothing drains the "
+                    "access log of AccessLogMiddleware when uvicorn stops, and the lines "
+                    "of its last moments are lost; run uvicorn with --lifespan auto (the "
+                    "default) or on, or wrap the application where it is defined: "
+                    "app = AccessLogMiddleware(app, ...)"
+                )
+            return
+        frame = frame.f_back  # type: ignore[assignment]
 
 
 def _called_by_uvicorn() -> bool:
