@@ -229,6 +229,45 @@ def test_what_an_application_sends_after_its_response_ended_makes_no_record(
         assert line.endswith(b'" 200 1')
 
 
+class Refused(Exception):
+    """What a server raises for a start message it cannot send (uvicorn: a status that is
+    not an int)."""
+
+
+@pytest.mark.parametrize("refused", [False, True], ids=["server-takes-it", "server-refuses"])
+@pytest.mark.parametrize("status", ["200", 200.0, float("nan"), None], ids=repr)
+@pytest.mark.parametrize("core", ["c", "python"])
+def test_a_status_that_is_no_int_is_logged_as_0_or_as_the_500_of_a_response_never_ended(
+    tmp_path: Path, core: str, status: Any, refused: bool
+) -> None:
+    """A record's status is an int, which every format writes: a status that is none
+    (a str, a float) made a record that no format could write, counted as failed."""
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": status, "headers": []})
+        await send({"type": "http.response.body", "body": b"ab"})
+
+    async def server_send(message: Message) -> None:
+        if refused and message["type"] == "http.response.start":
+            raise Refused(message["status"])
+
+    async def receive() -> Message:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    path = tmp_path / "access.log"
+    with AccessLog(str(path), format="json") as log:
+        middleware = AccessLogMiddleware(app, log=log)
+        run = middleware if core == "c" else middleware.__call__
+        if refused:
+            with pytest.raises(Refused):
+                asyncio.run(run(http_scope(), receive, server_send))
+        else:
+            asyncio.run(run(http_scope(), receive, server_send))
+    assert log.stats().failed == 0
+    [line] = json_lines(path)
+    assert (line["status"], line["completed"]) == ((500, False) if refused else (0, True))
+
+
 def test_scopes_of_other_types_reach_the_app_untouched(tmp_path: Path) -> None:
     """A scope of a type the middleware does not log goes through with the same scope
     and receive, no record (websocket sessions: tests/unit/capture/test_websockets.py)."""
