@@ -80,6 +80,22 @@ def test_a_busy_collector_is_retried_and_nothing_is_lost() -> None:
     assert stats.write_errors >= 3
 
 
+def test_a_retry_after_of_0_still_waits_the_growing_pause(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """A collector that answers 503 with ``Retry-After: 0`` (or a past date) had the
+    writer ask again at once, about 2,000 requests a second while it asked clients to
+    back off; the growing pause is the least wait."""
+    answers = [(503, {"Retry-After": "0"}, 0), (200, {}, 0)]
+    with otlp_collector(answers) as running:
+        log = AccessLog(f"otlp+http://{LOOPBACK}:{running.port}", flush_interval=0.01)
+        submit_all(log)
+        assert log.flush(timeout=120)
+        log.close()
+    assert log.stats().written == COUNT
+    assert "answered HTTP 503; retrying in 0.5 s" in capfd.readouterr().err
+
+
 def test_a_collector_down_at_start_gets_every_record_once_it_is_up() -> None:
     port = free_port()
     log = AccessLog(f"otlp+http://{LOOPBACK}:{port}", flush_interval=0.01)

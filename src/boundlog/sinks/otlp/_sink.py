@@ -214,7 +214,10 @@ class OtlpSink(Pathless):
                 self._failed(f"cannot send to {self.name}: {cause_of(error)}", wait, len(pending))
             else:
                 if status in RETRYABLE:
-                    wait = retry_after if retry_after is not None else pause
+                    # The growing pause is the least: a Retry-After of 0 or of a past
+                    # date would have the writer ask again at once, as fast as the
+                    # collector answers, while it asks clients to back off.
+                    wait = pause if retry_after is None else max(retry_after, pause)
                     self._failed(f"{self.name} answered HTTP {status}", wait, len(pending))
                 else:
                     self._reports.recovered()
