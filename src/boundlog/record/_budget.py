@@ -25,8 +25,10 @@ fields picked from one :meth:`RecordBudget.bounded_environ`).  A cut-down record
 The fields the application adds (``add_fields``, the record's notes) count against
 the same budget: :meth:`RecordBudget.notes` copies them when the application is done
 and, when their names, values and :data:`FIELD_OVERHEAD` each do not fit in what the
-rest of the record left of the budget, cuts the longest text values to one length
-that does, each ending in the :data:`CUT_MARKER`.  A value that is not a JSON scalar
+rest of the record left of the budget, keeps the fields, in the order added, whose
+names and :data:`FIELD_OVERHEAD` fit in half of it (the others dropped, and counted
+in a last field, :data:`FIELDS_CUT`), then cuts the longest text values to one length
+that fits the rest, each ending in the :data:`CUT_MARKER`.  A value that is not a JSON scalar
 is made the text the formats would write (its ``str()``) then, so that what it keeps
 alive is measured too.
 
@@ -52,6 +54,9 @@ FIELD_OVERHEAD = 160
 #: other fields, the header list itself and the queue's slot, with room for the
 #: allocator's rounding (tracemalloc sees a fifth to a half of it).
 RECORD_OVERHEAD = 1024
+#: The field that says how many of the application's fields a record dropped: those
+#: whose names did not fit in half of what the rest of the record left of the budget.
+FIELDS_CUT = "fields_cut"
 #: What ends a value cut to fit the budget; the number is the bytes cut.  It is
 #: printable ASCII without quotes or backslashes, so every format writes it as it is.
 CUT_MARKER = b"[...%d bytes cut]"
@@ -198,7 +203,22 @@ class RecordBudget:
         room = self.limit - used
         if size <= room:
             return copy
-        names = sum(FIELD_OVERHEAD + len(name) for name in copy)
+        # The names are the application's bytes too, and may be a client's
+        # (add_fields(**request_json)): fields are kept in the order added while their
+        # names and FIELD_OVERHEAD fit in half the room, the others dropped, and
+        # FIELDS_CUT says how many were.
+        names = FIELD_OVERHEAD + len(FIELDS_CUT)
+        kept: dict[str, Any] = {}
+        for name, value in copy.items():
+            cost = FIELD_OVERHEAD + len(name)
+            if names + cost <= room // 2:
+                names += cost
+                kept[name] = value
+        if len(kept) == len(copy):
+            names -= FIELD_OVERHEAD + len(FIELDS_CUT)
+        else:
+            kept[FIELDS_CUT] = len(copy) - len(kept)
+        copy = kept
         texts = [name for name, value in copy.items() if type(value) is str]
         share = _share([len(copy[name]) for name in texts], room - names)
         if share is not None:

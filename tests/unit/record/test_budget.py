@@ -374,6 +374,36 @@ def test_added_fields_count_against_the_budget_and_a_cut_one_ends_in_the_marker(
     assert budget.notes(None, b"/", b"", headers) is None
 
 
+@pytest.mark.parametrize(
+    "notes",
+    [
+        {"n" * MIB: 1, "user": "ada"},
+        {f"field{number}": number for number in range(20_000)},
+        {f"field{number}": "v" * 50 for number in range(20_000)},
+    ],
+    ids=["a-1-MiB-name", "20000-ints", "20000-strs"],
+)
+def test_added_field_names_count_too_and_the_fields_that_do_not_fit_are_counted(
+    notes: dict[str, Any],
+) -> None:
+    """A name is the application's bytes too, and may be a client's
+    (``add_fields(**request_json)``): only values were cut, so a 1 MiB name or 20,000
+    fields made a record of 1 MB or 400 KB.  Fields are kept in the order added while
+    their names fit in half the room, and ``fields_cut`` says how many were dropped."""
+    budget = RecordBudget(DEFAULT_MAX_RECORD_BYTES, COMBINED_NAMES)
+    headers = list(BROWSER_HEADERS)
+    kept = budget.notes(notes, b"/p", b"q=1", headers)
+    assert kept is not None
+    used = client_bytes(b"/p", b"q=1", headers)
+    assert used + _notes_bytes(kept) <= DEFAULT_MAX_RECORD_BYTES
+    assert kept["fields_cut"] == len(notes) + 1 - len(kept)
+    if "user" in notes:
+        assert kept == {"user": "ada", "fields_cut": 1}
+    else:
+        # The first fields added are those kept, then the count of the others.
+        assert list(kept)[:-1] == list(notes)[: len(kept) - 1]
+
+
 def test_the_middlewares_cut_a_1_mib_added_field(tmp_path: Any) -> None:
     """End to end in process, ASGI and WSGI: the JSON line shows the value cut, marked."""
     log_path = tmp_path / "access.log"
