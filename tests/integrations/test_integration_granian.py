@@ -1,8 +1,12 @@
-"""granian (ASGI interface) serving an application wrapped in boundlog's ASGI middleware.
+"""granian serving an application wrapped in boundlog's middleware: ASGI, ASGI without
+the lifespan (``asginl``), and WSGI.
 
 granian writes its own access log only with ``--access-log``; it stays off here.  The
-application (tests/apps/asgi_app.py) runs in granian's worker process, whose lifespan
-shutdown, on SIGTERM to the main process, closes the middleware's log.
+application (tests/apps/asgi_app.py, tests/apps/wsgi_app.py) runs in granian's worker
+process.  Under ``asgi``, its lifespan shutdown, on SIGTERM to the main process, closes
+the middleware's log.  Under ``asginl`` and ``wsgi`` there is no lifespan, and the
+worker, a multiprocessing child, ends with ``os._exit``, which skips the exit handlers:
+multiprocessing's finalizers drain the log there (engine/_log.py).
 """
 
 from __future__ import annotations
@@ -11,18 +15,19 @@ from pathlib import Path
 
 import pytest
 
-from _servers import LOOPBACK, PYTHON, build_exchanges, check_drained_on_stop
+from _servers import LOOPBACK, PYTHON, Exchange, build_exchanges, check_drained_on_stop
 
 pytestmark = pytest.mark.needs("granian")
 
 REQUESTS = 150
 
 
-def granian_command(port: int) -> list[str]:
+def granian_command(port: int, interface: str = "asgi") -> list[str]:
+    app = "tests.apps.wsgi_app:app" if interface == "wsgi" else "tests.apps.asgi_app:app"
     return [
-        PYTHON, "-m", "granian", "--interface", "asgi", "--host", LOOPBACK,
+        PYTHON, "-m", "granian", "--interface", interface, "--host", LOOPBACK,
         "--port", str(port), "--workers", "1", "--no-access-log", "--log-level", "warning",
-        "tests.apps.asgi_app:app",
+        app,
     ]  # fmt: skip
 
 
@@ -40,3 +45,29 @@ def test_http10_requests_are_logged_as_http10(tmp_path: Path) -> None:
     exchanges = [exchange for exchange in build_exchanges(40) if exchange.protocol == "HTTP/1.0"]
     assert exchanges
     check_drained_on_stop(tmp_path, granian_command, exchanges, "combined")
+
+
+@pytest.mark.parametrize("interface", ["asginl", "wsgi"])
+def test_without_a_lifespan_the_workers_exit_drains_the_log(tmp_path: Path, interface: str) -> None:
+    """No lifespan, and no exit handlers in granian's worker: every line was lost on
+    SIGTERM, without a word, until multiprocessing's finalizers drained the log."""
+    exchanges = [
+        exchange
+        for exchange in build_exchanges(40)
+        if exchange.protocol == "HTTP/1.1" and (interface != "wsgi" or _wsgi_usable(exchange))
+    ]
+    assert len(exchanges) > 10
+    check_drained_on_stop(
+        tmp_path, lambda port: granian_command(port, interface), exchanges, "combined"
+    )
+
+
+def _wsgi_usable(exchange: Exchange) -> bool:
+    """Whether granian's WSGI interface serves ``exchange`` as the routes expect: it
+    answers 500 to an application using PEP 3333's write() callable (the streamed
+    routes of tests/apps/wsgi_app.py), and gives a header field whose value is not
+    ASCII as an empty str in the environ."""
+    fields = (exchange.referer, exchange.user_agent)
+    return not exchange.path.startswith(b"/stream/") and all(
+        field is None or field.isascii() for field in fields
+    )

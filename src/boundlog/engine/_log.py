@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable, Coroutine, Iterable
@@ -337,6 +338,7 @@ class AccessLog:
         # Where nothing else catches SIGTERM (waitress, http.server, a script), its
         # default action would end the process before the writer wrote what waits.
         self._sigterm = drain_on_sigterm(self._on_sigterm)
+        _drain_at_multiprocessing_exits()
         if self._metrics is not None or self._loss_report is not None:
             monitor.watch(id(self), self._look)
 
@@ -560,6 +562,46 @@ def _close_open_logs() -> None:
     for log in logs:
         limit = log._close_timeout
         log.close(timeout=None if limit is None else max(0.0, start + limit - time.monotonic()))
+
+
+class _AfterMultiprocessingFork:
+    """What multiprocessing's after-fork registry holds (weakly: kept alive here)."""
+
+
+_AFTER_MULTIPROCESSING_FORK = _AfterMultiprocessingFork()
+# The process that registered _drain_at_multiprocessing_exits' hooks, if any.
+_registered_in: int | None = None
+
+
+def _drain_at_multiprocessing_exits() -> None:
+    """Have a multiprocessing child drain its logs when it ends.
+
+    multiprocessing ends a child with ``os._exit`` once its target returns (granian's
+    workers, a ``Pool``'s), which skips the exit handlers: only multiprocessing's own
+    finalizers run there.  So in such a child the drain is one of them too, and a child
+    forked with logs open registers it once multiprocessing has cleared the finalizers
+    it inherited.  Nothing is imported for a process that does not use multiprocessing.
+    """
+    global _registered_in
+    if _registered_in == os.getpid() or "multiprocessing" not in sys.modules:
+        return
+    import multiprocessing
+    import multiprocessing.util
+
+    _registered_in = os.getpid()
+    if multiprocessing.parent_process() is not None:
+        multiprocessing.util.Finalize(None, _close_open_logs, exitpriority=0)
+    multiprocessing.util.register_after_fork(
+        _AFTER_MULTIPROCESSING_FORK, _after_multiprocessing_fork
+    )
+
+
+def _after_multiprocessing_fork(_: object) -> None:
+    global _registered_in
+    import multiprocessing.util
+
+    _registered_in = os.getpid()
+    multiprocessing.util.Finalize(None, _close_open_logs, exitpriority=0)
 
 
 def _restart_in_child() -> None:
