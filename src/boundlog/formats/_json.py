@@ -24,7 +24,7 @@ against (``tests/speedups/test_speedups_json.py``) and formats any batch the C c
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Container, Iterable, Mapping, Sequence
 from itertools import chain, repeat
 from json.encoder import encode_basestring_ascii
 from operator import mul
@@ -394,7 +394,7 @@ class JsonFormat(CompiledFirst):
         return notes_json(notes, self._keys) + "}\n" if notes else "}\n"
 
 
-def notes_json(notes: Notes, taken: frozenset[str]) -> str:
+def notes_json(notes: Notes, taken: Container[str]) -> str:
     """A record's notes as ``,"key":value`` pairs, ``""`` for none.
 
     A note named like a key the object already has (``taken``: a built-in field, an

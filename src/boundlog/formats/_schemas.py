@@ -40,7 +40,7 @@ from __future__ import annotations
 import ipaddress
 import math
 import os
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Callable, Container, Hashable, Iterable, Sequence
 from functools import cached_property
 from itertools import repeat
 from operator import mul
@@ -165,7 +165,7 @@ class _Columns:
             for extras in self.extras
         ]
 
-    def notes_text(self, taken: frozenset[str]) -> list[str]:
+    def notes_text(self, taken: Container[str]) -> list[str]:
         """Each line's notes as ``,"key":value`` pairs (``_json.notes_json``)."""
         return [notes_json(notes, taken) for notes in self.notes]
 
@@ -329,8 +329,24 @@ _ECS_OUTCOMES = ('"success"', '"failure"', '"failure"')
 _ECS_CLIENT = _client(',"client":{{"address":{0}}}', ',"client":{{"address":{0},"ip":{0}}}')
 _ECS_REFERRER = _header('"referrer":%s')
 _ECS_USER_AGENT = _header('"user_agent":{"original":%s}')
-# The top-level keys of an ECS line, which an application's field must not take.
-_ECS_KEYS = frozenset(
+class _Paths:
+    """The names an application's field must not take in a line whose readers take a
+    dotted name for a path into objects, as ECS's do (Elasticsearch, ecs-logging):
+    ``"http.response.status_code"`` is the line's own status, and ``"message.x"`` would
+    make the line's ``message`` an object, refused by the index.  So a name is taken
+    when its first part is the first part of one of the line's keys."""
+
+    __slots__ = ("_roots",)
+
+    def __init__(self, keys: Iterable[str]) -> None:
+        self._roots = frozenset(key.partition(".")[0] for key in keys)
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and name.partition(".")[0] in self._roots
+
+
+# The top-level keys of an ECS line, whose paths an application's field must not take.
+_ECS_KEYS = _Paths(
     ("@timestamp", "log.level", "message", "ecs.version", "event", "http", "url", "client",
      "user_agent", "trace", "span")
 )  # fmt: skip

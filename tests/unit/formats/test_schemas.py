@@ -851,12 +851,40 @@ def test_the_applications_fields_go_where_each_schema_keeps_custom_fields() -> N
     ecs = preset_line("ecs", record)
     assert (ecs["user"], ecs["tenant"], ecs["app.http"], ecs["severity"]) == ("ada", 7, "x", "y")
     assert ecs["http"]["request"]["method"] == "GET"
+    # ECS reads a dotted name as a path: url.path is the line's own.
+    assert (ecs["app.url.path"], "url.path" in ecs) == ("z", False)
     gcp = preset_line("gcp", record)
     assert (gcp["user"], gcp["http"], gcp["app.severity"]) == ("ada", "x", "y")
     assert gcp["severity"] == "INFO"
     attributes = preset_line("otel", record)["attributes"]
     assert (attributes["user"], attributes["app.url.path"]) == ("ada", "z")
     assert attributes["url.path"] == "/hello"
+
+
+def test_an_ecs_field_named_by_the_path_of_one_of_the_lines_own_cannot_forge_it() -> None:
+    """Elasticsearch and ecs-logging read a dotted name as a path into objects: an
+    application's ``http.response.status_code`` was the line's status a second time,
+    its ``event.outcome`` the line's outcome; ``message.x`` would make ``message`` an
+    object, which the index refuses.  Each is prefixed ``app.``; a name that starts
+    elsewhere is kept."""
+    notes = {
+        "http.response.status_code": 999, "event.outcome": "success", "url.path": "/evil",
+        "message.x": 1, "log.level": "debug", "user.name": "ada",
+    }  # fmt: skip
+    ecs = preset_line("ecs", make_record(notes=notes))
+    expanded: dict[str, Any] = {}
+    for key, value in ecs.items():
+        # As ecs-logging's and Elasticsearch's readers do (Elasticsearch's dotted names).
+        *parents, leaf = key.split(".")
+        node = expanded
+        for parent in parents:
+            node = node.setdefault(parent, {})
+        assert leaf not in node, key
+        node[leaf] = value
+    assert expanded["http"]["response"]["status_code"] == 200
+    assert expanded["app"]["http"]["response"]["status_code"] == 999
+    assert expanded["app"]["event"]["outcome"] == "success"
+    assert expanded["user"]["name"] == "ada"
 
 
 def test_ecs_logging_reads_the_trace_and_the_fields_as_its_own() -> None:
