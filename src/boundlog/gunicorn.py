@@ -68,7 +68,7 @@ from typing import Any, Protocol
 from gunicorn.glogging import Logger as GunicornLogger  # type: ignore[import-untyped]
 
 from . import _core
-from ._errors import AccessLogError, ConfigurationError
+from ._errors import AccessLogError, ConfigurationError, report_on_stderr
 from .capture._environ import compiled as _compiled_environ_record
 from .capture._environ import environ_record
 from .capture._extras import WsgiLearn, wsgi_learner
@@ -82,6 +82,9 @@ from .record._record import Record
 from .sinks._logging import SCHEME as LOGGING_SCHEME
 from .sinks._urls import looks_like_url
 from .wsgi import _STANDARD_STATUS_CODES, _parsed_status_code
+
+# Whether this process said that BOUNDLOG_* settings came without --access-logfile.
+_told_no_access_log = False
 
 
 def _is_fifo(path: str) -> bool:
@@ -133,6 +136,7 @@ class Logger(GunicornLogger):  # type: ignore[misc]
         super().setup(cfg)
         if cfg.accesslog is None:
             replaced, self.boundlog = self.boundlog, None
+            self._check_settings_without_a_log(cfg)
         else:
             # gunicorn's setup opened a handler of its own on the file (creating it, and
             # giving it to the workers' user so that they can reopen it); boundlog
@@ -164,6 +168,24 @@ class Logger(GunicornLogger):  # type: ignore[misc]
         ):
             output = None
         super()._set_handler(log, output, fmt, stream)
+
+    def _check_settings_without_a_log(self, cfg: Any) -> None:
+        # Without --access-logfile gunicorn writes no access log, and neither does
+        # boundlog; BOUNDLOG_* settings then say a log was meant.  They are checked as
+        # they would be with one (a misspelt one stops gunicorn, naming it), and the
+        # missing option is said once a process (gunicorn calls setup again on HUP),
+        # unless statsd is what the logger class is there for.
+        global _told_no_access_log
+        try:
+            options = self.log_options(cfg)
+        except AccessLogError as error:
+            raise RuntimeError(f"boundlog: {error}") from error
+        if options and not cfg.statsd_host and not _told_no_access_log:
+            _told_no_access_log = True
+            report_on_stderr(
+                "BOUNDLOG_* settings are given, but no --access-logfile: gunicorn and "
+                "boundlog write no access log; give --access-logfile PATH (- for stdout)"
+            )
 
     def _open(self, cfg: Any) -> AccessLog:
         try:

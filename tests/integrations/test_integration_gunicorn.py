@@ -369,6 +369,26 @@ def test_unusable_configuration_stops_gunicorn_at_startup_with_one_clear_line(
     assert "Booting worker" not in finished.stderr
 
 
+def test_settings_without_an_access_logfile_are_checked_and_said(tmp_path: Path) -> None:
+    """BOUNDLOG_* settings without --access-logfile: no log, and it used to be silent,
+    a misspelt variable included."""
+    misspelt = gunicorn_command("--env", "BOUNDLOG_MAXQUEUE=100")
+    finished = subprocess.run(
+        misspelt(1), capture_output=True, timeout=STOP_TIMEOUT, check=False, text=True
+    )
+    assert finished.returncode == 1, finished.stderr
+    assert "unknown setting BOUNDLOG_MAXQUEUE" in finished.stderr
+    with running_server(
+        gunicorn_command("--env", "BOUNDLOG_POLICY=wait"), {}, tmp_path / "server.out"
+    ) as server:
+        assert httpx.get(f"{server.base_url}/bytes/1", timeout=CLIENT_TIMEOUT).status_code == 200
+        server.stop()
+        output = server.output()
+    told = [line for line in output.splitlines() if "no --access-logfile" in line]
+    assert len(told) == 1, output
+    assert "give --access-logfile PATH" in told[0]
+
+
 @pytest.mark.parametrize(
     ("raw_env", "options"),
     [
