@@ -329,6 +329,8 @@ _ECS_OUTCOMES = ('"success"', '"failure"', '"failure"')
 _ECS_CLIENT = _client(',"client":{{"address":{0}}}', ',"client":{{"address":{0},"ip":{0}}}')
 _ECS_REFERRER = _header('"referrer":%s')
 _ECS_USER_AGENT = _header('"user_agent":{"original":%s}')
+
+
 class _Paths:
     """The names an application's field must not take in a line whose readers take a
     dotted name for a path into objects, as ECS's do (Elasticsearch, ecs-logging):
