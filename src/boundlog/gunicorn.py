@@ -60,6 +60,7 @@ from __future__ import annotations
 import os
 import stat
 import sys
+import weakref
 from collections.abc import Callable, Mapping
 from datetime import timedelta
 from time import time
@@ -82,6 +83,22 @@ from .record._record import Record
 from .sinks._logging import SCHEME as LOGGING_SCHEME
 from .sinks._urls import looks_like_url
 from .wsgi import _STANDARD_STATUS_CODES, _parsed_status_code
+
+# The logs the logger class opened in this process (gunicorn calls setup in its
+# master).  The master only forks the workers that serve: each fork leaves its logs out
+# of the queue capacity the metrics sum over processes (their gauges in
+# prometheus_client's multiprocess mode), where a master's queue counted as one
+# worker's more.  A worker starts with none (its copies restart and count as theirs),
+# so a fork of its own changes nothing.
+_logs_of_this_process: weakref.WeakSet[AccessLog] = weakref.WeakSet()
+
+
+def _forked_a_worker() -> None:
+    for log in list(_logs_of_this_process):
+        log._serves_no_requests()
+
+
+os.register_at_fork(after_in_parent=_forked_a_worker, after_in_child=_logs_of_this_process.clear)
 
 # Whether this process said that BOUNDLOG_* settings came without --access-logfile.
 _told_no_access_log = False
@@ -147,6 +164,8 @@ class Logger(GunicornLogger):  # type: ignore[misc]
                     handler.close()
             replaced, self.boundlog = self.boundlog, self._open(cfg)
         log = self.boundlog
+        if log is not None:
+            _logs_of_this_process.add(log)
         self._extras = (
             None
             if log is None

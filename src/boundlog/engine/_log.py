@@ -502,6 +502,12 @@ class AccessLog:
                 report_on_stderr(line, wait=FINAL_REPORT_WAIT)
             return self._final
 
+    def _serves_no_requests(self) -> None:
+        """Called in a process whose requests other processes serve (gunicorn's master,
+        once it forked its workers): the capacity gauge leaves its queue out."""
+        if self._metrics is not None:
+            self._metrics.serves_no_requests()
+
     @property
     def _drains_on_sigterm(self) -> bool:
         """Whether this log has SIGTERM's handler (``drain_on_sigterm``): not when the

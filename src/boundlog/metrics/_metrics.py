@@ -156,6 +156,11 @@ class PrometheusMetrics:
                     self._last[index] = value
             self._queue.set(stats.queued)
 
+    def serves_no_requests(self) -> None:
+        """In a process that hands requests to others (gunicorn's master): its queue is
+        no capacity of the server's, which the gauge sums over processes."""
+        self._capacity_gauge.set(0)
+
     def restart_after_fork(self) -> None:
         """In a forked child, whose log counts from zero again."""
         self._lock = threading.Lock()

@@ -27,6 +27,7 @@ from _helpers import BlockedPipe, stalled_fifo
 from _records import make_record
 from _servers import LOOPBACK, PYTHON, free_port, read_log_lines, running_server
 from boundlog import AccessLog, ConfigurationError
+from boundlog._options import DEFAULT_MAX_QUEUE
 from boundlog.metrics import _metrics
 
 PROMETHEUS = shutil.which("prometheus")
@@ -233,12 +234,14 @@ def test_prometheus_scraping_uvicorn_sees_every_request_written(tmp_path: Path) 
 # -- gunicorn workers in multiprocess mode ----------------------------------------------
 
 
-def _scraped(base_url: str, sink: str) -> float | None:
-    """boundlog_records_written_total of one scrape, on a connection of its own."""
+def _scraped(
+    base_url: str, sink: str, name: str = "boundlog_records_written_total"
+) -> float | None:
+    """The sample ``name`` of one scrape, on a connection of its own."""
     text = httpx.get(f"{base_url}/metrics", timeout=10, headers={"Connection": "close"}).text
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
-            if sample.name == "boundlog_records_written_total" and sample.labels == {"sink": sink}:
+            if sample.name == name and sample.labels == {"sink": sink}:
                 return float(sample.value)
     return None
 
@@ -277,4 +280,7 @@ def test_gunicorn_workers_in_multiprocess_mode_show_the_sum_on_every_scrape(
         # The sum is of several workers' files (the master's own log has one too).
         pids = {path.stem.split("_")[-1] for path in multiprocess_dir.glob("counter_*.db")}
         assert len(pids - {str(server.process.pid)}) >= 2, sorted(multiprocess_dir.iterdir())
+        # The queues that serve: the three workers', not the master's (it was a fourth).
+        capacity = _scraped(server.base_url, str(sink), "boundlog_queue_capacity")
+        assert capacity == 3 * DEFAULT_MAX_QUEUE
     assert len(read_log_lines(sink)) == requests
