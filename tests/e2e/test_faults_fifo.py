@@ -154,6 +154,21 @@ def test_a_log_closed_before_any_reader_came_counts_its_records_failed(
     assert f"the last failure: close() gave up waiting: nobody reads the FIFO {fifo}" in err, err
 
 
+def test_a_log_closed_with_nothing_queued_does_not_wait_for_a_reader(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """gunicorn's master opens the log and serves no request: its close() at exit
+    waited close_timeout for a reader that would have had nothing to read."""
+    fifo = tmp_path / "access.fifo"
+    os.mkfifo(fifo)
+    log = AccessLog(str(fifo), close_timeout=5)
+    stats = log.close()
+    assert (stats.submitted, stats.written, stats.failed) == (0, 0, 0), stats
+    # Not given up on after close_timeout: the writer ended at once.
+    assert "close() gave up" not in capfd.readouterr().err
+    assert not log._writer.thread.is_alive()  # type: ignore[attr-defined]
+
+
 def test_a_fifo_with_a_reader_is_written_as_before(tmp_path: Path) -> None:
     fifo = tmp_path / "access.fifo"
     os.mkfifo(fifo)

@@ -468,6 +468,13 @@ class Admission:
         """Whether the queue refuses new records."""
         return self._closed
 
+    def closed_and_empty(self) -> bool:
+        """Whether the queue refuses new records and holds none."""
+        if not self._closed:
+            return False
+        with self._count_lock:
+            return len(self._pending) == 0
+
     def counts(self) -> tuple[int, int, int, int]:
         """``(taken, waiting, refused, peak)`` read together.
 

@@ -160,8 +160,10 @@ class Writer:
                 f"{sink.unavailable}; until then records wait in the queue, and the "
                 "policy decides what happens to those that find it full"
             )
-            if not sink.open_when_read():
-                return  # close() gave up waiting, and counted what the queue held
+            if not sink.open_when_read(admission.closed_and_empty):
+                # close() gave up waiting, and counted what the queue held; or it was
+                # closed with nothing queued.
+                return
         while True:
             # Read before the take: a take that found nothing after the queue closed is
             # the last one.  Closed after the take, the queue may have got records

@@ -164,14 +164,17 @@ class Sink:
         )
         return sink
 
-    def open_when_read(self) -> bool:
+    def open_when_read(self, nothing_to_write: Callable[[], bool]) -> bool:
         """On the writer thread: wait until the FIFO has a reader and open it.
 
-        True once open (at once for any other sink); False if close() gave up first.
-        Records wait in the queue meanwhile, as behind a slow sink: the policy decides.
+        True once open (at once for any other sink); False if close() gave up first, or
+        once ``nothing_to_write`` says no record will come (a log closed with none
+        waiting: gunicorn's master, which serves no request, exits without waiting for
+        a reader).  Records wait in the queue meanwhile, as behind a slow sink: the
+        policy decides.
         """
         while self.fd < 0:
-            if self.stopped:
+            if self.stopped or nothing_to_write():
                 return False
             assert self.path is not None
             try:
