@@ -193,11 +193,9 @@ def log_for_middleware(
 def _sink_error(text: str, error: SinkError) -> str:
     """What to say when the file ``BOUNDLOG_SINK`` names cannot be opened."""
     message = f"{SINK_VARIABLE}={text!r}: {error}"
-    if isinstance(error.__cause__, FileNotFoundError):
-        directory = os.path.dirname(os.path.abspath(text.strip()))
-        message += f": create its directory (mkdir -p {directory}) or name another file"
-        if _HALF_URL.match(text.strip()):
-            message += "; a network sink is scheme://HOST:PORT"
+    if isinstance(error.__cause__, FileNotFoundError) and _HALF_URL.match(text.strip()):
+        # The error says which directory to create (sinks/_files.py).
+        message += "; a network sink is scheme://HOST:PORT"
     return message
 
 

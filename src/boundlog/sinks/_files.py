@@ -325,7 +325,11 @@ def open_sink(spec: SinkSpec) -> Destination:
         except OSError as error:
             if error.errno == errno.ENXIO and _is_fifo(path):
                 return Sink.awaiting_reader(path)
-            raise SinkError(f"cannot open {path}: {error.strerror}") from error
+            message = f"cannot open {path}: {error.strerror}"
+            if isinstance(error, FileNotFoundError):
+                directory = os.path.dirname(os.path.abspath(path))
+                message += f": create its directory (mkdir -p {directory}) or name another file"
+            raise SinkError(message) from error
         return Sink(fd, path, owns_fd=True, path=path)
     fileno = getattr(spec, "fileno", None)
     if fileno is None:

@@ -319,10 +319,12 @@ def test_a_log_closed_outside_the_main_thread_leaves_a_handler_that_only_chains(
 def _environment_options(monkeypatch: pytest.MonkeyPatch, **variables: str) -> dict[str, Any]:
     for name in [name for name in os.environ if name.startswith("BOUNDLOG_")]:
         monkeypatch.delenv(name)
+    # Made first: without --access-logfile, its setup checks the variables too.
+    cfg = Config()
+    logger = Logger(cfg)
     for name, value in variables.items():
         monkeypatch.setenv(name, value)
-    cfg = Config()
-    return Logger(cfg).log_options(cfg)  # type: ignore[no-any-return]
+    return logger.log_options(cfg)  # type: ignore[no-any-return]
 
 
 @pytest.mark.parametrize(
