@@ -18,6 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import httpx
+import pytest
 
 from _servers import (
     CLIENT_TIMEOUT,
@@ -158,6 +159,7 @@ def serve_fastapi(tmp_path: Path, lifespan: str) -> tuple[str, str, Path]:
         return first, server.output(), log_path
 
 
+@pytest.mark.needs("fastapi")
 def test_a_log_built_by_add_middleware_under_lifespan_off_says_nothing_drains_it(
     tmp_path: Path,
 ) -> None:
@@ -172,6 +174,7 @@ def test_a_log_built_by_add_middleware_under_lifespan_off_says_nothing_drains_it
     assert "app = AccessLogMiddleware(app" in output
 
 
+@pytest.mark.needs("fastapi")
 def test_the_same_app_under_the_default_lifespan_hears_nothing_and_drains(
     tmp_path: Path,
 ) -> None:
