@@ -211,12 +211,15 @@ class Writer:
                     return
                 continue
             # A batch's unconfirmed lines settle as they are confirmed (_fold).
-            self._add_settled(len(batch) - unconfirmed)
-            self._fold()
+            settled = len(batch) - unconfirmed
             # Freed now, not when the next take replaces it: held over the wait for the
             # next batch, a written batch is memory outside the queue's bound, and its
-            # records are no longer in the processor's caches when they are freed.
+            # records are no longer in the processor's caches when they are freed.  And
+            # before flush() hears of it: once flush() returns, nothing of what it
+            # waited for is held here.
             del batch
+            self._add_settled(settled)
+            self._fold()
 
     def _add_settled(self, count: int) -> None:
         if count:
