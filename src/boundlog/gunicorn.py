@@ -58,7 +58,6 @@ reopens the file, as it does gunicorn's.
 from __future__ import annotations
 
 import os
-import stat
 import sys
 import weakref
 from collections.abc import Callable, Mapping
@@ -80,6 +79,7 @@ from .engine._log import (
 from .formats._apache import FORMATS
 from .formats._templates import Template
 from .record._record import Record
+from .sinks._files import _is_fifo
 from .sinks._logging import SCHEME as LOGGING_SCHEME
 from .sinks._urls import looks_like_url
 from .wsgi import _STANDARD_STATUS_CODES, _parsed_status_code
@@ -102,13 +102,6 @@ os.register_at_fork(after_in_parent=_forked_a_worker, after_in_child=_logs_of_th
 
 # Whether this process said that BOUNDLOG_* settings came without --access-logfile.
 _told_no_access_log = False
-
-
-def _is_fifo(path: str) -> bool:
-    try:
-        return stat.S_ISFIFO(os.stat(path).st_mode)
-    except (OSError, ValueError):
-        return False  # gunicorn opens it, and says what is wrong
 
 
 class _Response(Protocol):

@@ -365,8 +365,8 @@ def _open_for_append(path: str) -> int:
 def _is_fifo(path: str) -> bool:
     try:
         return stat.S_ISFIFO(os.stat(path).st_mode)
-    except OSError:
-        return False
+    except (OSError, ValueError):
+        return False  # whoever opens it says what is wrong (a NUL in the path: ValueError)
 
 
 def _is_pipe(fd: int) -> bool:
