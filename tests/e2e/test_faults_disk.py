@@ -9,6 +9,7 @@ freed.  Mounting a tmpfs needs root; the test skips, saying so, without it.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import time
 from collections.abc import Iterator
@@ -183,6 +184,49 @@ def test_a_reopen_after_a_short_write_starts_the_new_file_with_a_whole_line(
     assert log.reopen(timeout=10)
     # The old descriptor is closed: deleting the rotated file frees its space.
     rotated.unlink()
+    assert log.submit(make_record(path=b"/after"))
+    stats = log.close()
+    assert stats.submitted == stats.written + stats.failed == 101, stats
+    (line,) = log_path.read_bytes().split(b"\n")[:-1]
+    assert line.startswith(RECORD_START), line[:100]
+    assert line.split(b'"')[1] == b"GET /after HTTP/1.1"
+
+
+LOGROTATE = shutil.which("logrotate") or shutil.which("logrotate", path="/usr/sbin:/sbin")
+
+
+@pytest.mark.skipif(LOGROTATE is None, reason="needs logrotate (Debian package logrotate)")
+def test_copytruncate_after_a_short_write_leaves_no_empty_line(
+    small_disk: Path, tmp_path: Path
+) -> None:
+    """A full disk cuts a batch mid-line; logrotate's copytruncate then copies the file
+    away and empties it in place (same file, no reopen).  The newline that would close
+    the fragment has nothing left to close: the emptied file starts with a whole line,
+    not with an empty one."""
+    assert LOGROTATE is not None
+    log_path = small_disk / "access.log"
+    log = AccessLog(str(log_path), flush_interval=3600, batch_size=1000)
+    # About 1.1 KiB a line: 100 lines are more than the disk holds.
+    for number in range(100):
+        assert log.submit(make_record(path=b"/%d" % number, user_agent=b"u" * 1000))
+    assert log.flush(timeout=10)
+    assert log.stats().write_errors == 1, log.stats()
+    assert not log_path.read_bytes().endswith(b"\n"), "the disk should cut a line short"
+    # The copy goes to another file system (copytruncate allows an olddir elsewhere).
+    old = tmp_path / "old"
+    old.mkdir()
+    config = tmp_path / "logrotate.conf"
+    # su: the tmpfs is world-writable, and logrotate wants to be told whose it is.
+    directives = ["copytruncate", f"olddir {old}", "rotate 1", "su root root"]
+    body = "".join(f"    {directive}\n" for directive in directives)
+    config.write_text(f"{log_path} {{\n{body}}}\n")
+    rotated = subprocess.run(
+        [LOGROTATE, "--force", "--state", str(tmp_path / "state"), str(config)],
+        capture_output=True,
+        text=True,
+    )
+    assert rotated.returncode == 0, rotated.stderr
+    assert log_path.stat().st_size == 0
     assert log.submit(make_record(path=b"/after"))
     stats = log.close()
     assert stats.submitted == stats.written + stats.failed == 101, stats

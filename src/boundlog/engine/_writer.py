@@ -130,6 +130,8 @@ class Writer:
         # A failed write may leave part of a line in the sink; the next write starts
         # with a newline so that the fragment never joins the next record's line.
         self._fragment_open = False
+        # The file's size just past that fragment (None: not a regular file).
+        self._fragment_end: int | None = None
         self._last_report = -_REPORT_EVERY
         self._unreported = 0
         self.thread = threading.Thread(target=self._run, name="boundlog-writer", daemon=True)
@@ -375,7 +377,7 @@ class Writer:
             batch = kept
         data, unformattable = self._format_batch(batch)
         lines = len(batch) - unformattable
-        prefix = 1 if self._fragment_open else 0
+        prefix = 1 if self._fragment_open and not self._fragment_emptied() else 0
         if prefix:
             data = b"\n" + data
         with self._accounting:
@@ -414,11 +416,26 @@ class Writer:
                 # newline that ends it opens the next write.  Counted as failed, it
                 # would be a line in the file that the counters call lost.
                 complete += 1
+            if self._fragment_open:
+                self._fragment_end = self._sink.size()
             self.written += complete
             self.failed += lines - complete
             self.write_errors += 1
         self.last_failure = f"cannot write to {self._sink.name}: {error.strerror or error}"
         return 0
+
+    def _fragment_emptied(self) -> bool:
+        """Whether the file holding the open fragment was emptied since (logrotate's
+        copytruncate copies the file away and truncates it in place: same file, no
+        reopen).  The fragment went with the copy; the newline that would close it
+        would start the emptied file with an empty line.  Asked only after a failed
+        write, so it costs a stat then and nothing otherwise."""
+        end = self._fragment_end
+        size = None if end is None else self._sink.size()
+        if end is None or size is None or size >= end:
+            return False
+        self._fragment_open = False
+        return True
 
     def _format_batch(self, batch: Sequence[Record]) -> tuple[bytes, int]:
         # BaseException too: a format is user code, and a SystemExit raised in it would

@@ -85,6 +85,9 @@ class Destination(Protocol):
     def replaced(self) -> bool:
         """Whether the path now names another file."""
 
+    def size(self) -> int | None:
+        """The size of the regular file being written; None for anything else."""
+
     def watch_backlog(self, waiting: Callable[[], int]) -> None:
         """Learn how many records wait in the queue behind the sink, for its own reports."""
 
@@ -228,6 +231,15 @@ class Sink:
         except OSError:
             return True
         return (named.st_dev, named.st_ino) != self.identity()
+
+    def size(self) -> int | None:
+        """The size of the regular file being written; None for a pipe, a terminal, a
+        socket or a descriptor that cannot be told."""
+        try:
+            current = os.fstat(self.fd)
+        except OSError:
+            return None
+        return current.st_size if stat.S_ISREG(current.st_mode) else None
 
     def write(self, data: bytes) -> tuple[int, OSError | None]:
         """Write ``data``; return how many bytes went out and the error that stopped it.

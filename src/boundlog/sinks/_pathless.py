@@ -36,3 +36,7 @@ class Pathless:
     def replaced(self) -> bool:
         """No path that could name another file."""
         return False
+
+    def size(self) -> int | None:
+        """No file whose size could tell that it was emptied."""
+        return None
