@@ -164,12 +164,8 @@ def test_dev_full_costs_no_request_and_warns_once_per_period(tmp_path: Path) -> 
     assert "Traceback" not in server.output()
 
 
-def test_a_reopen_after_a_short_write_starts_the_new_file_with_a_whole_line(
-    small_disk: Path,
-) -> None:
-    """A full disk cuts a batch mid-line; rotation moves that file away.  The newline
-    that closes such a fragment belongs to the old file: the new one starts with a line."""
-    log_path = small_disk / "access.log"
+def _log_with_a_line_cut_short(log_path: Path) -> AccessLog:
+    """A log whose file on the small disk ends inside a line the disk cut short."""
     log = AccessLog(str(log_path), flush_interval=3600, batch_size=1000)
     # About 1.1 KiB a line: 100 lines are more than the disk holds.
     for number in range(100):
@@ -179,17 +175,32 @@ def test_a_reopen_after_a_short_write_starts_the_new_file_with_a_whole_line(
     assert cut.write_errors == 1, cut
     assert cut.failed >= 1, cut
     assert not log_path.read_bytes().endswith(b"\n"), "the disk should cut a line short"
-    rotated = small_disk / "access.log.1"
-    log_path.rename(rotated)
-    assert log.reopen(timeout=10)
-    # The old descriptor is closed: deleting the rotated file frees its space.
-    rotated.unlink()
+    return log
+
+
+def _only_the_line_after(log: AccessLog, log_path: Path) -> None:
+    """One more record, then the log closed: the file holds that line and nothing else."""
     assert log.submit(make_record(path=b"/after"))
     stats = log.close()
     assert stats.submitted == stats.written + stats.failed == 101, stats
     (line,) = log_path.read_bytes().split(b"\n")[:-1]
     assert line.startswith(RECORD_START), line[:100]
     assert line.split(b'"')[1] == b"GET /after HTTP/1.1"
+
+
+def test_a_reopen_after_a_short_write_starts_the_new_file_with_a_whole_line(
+    small_disk: Path,
+) -> None:
+    """A full disk cuts a batch mid-line; rotation moves that file away.  The newline
+    that closes such a fragment belongs to the old file: the new one starts with a line."""
+    log_path = small_disk / "access.log"
+    log = _log_with_a_line_cut_short(log_path)
+    rotated = small_disk / "access.log.1"
+    log_path.rename(rotated)
+    assert log.reopen(timeout=10)
+    # The old descriptor is closed: deleting the rotated file frees its space.
+    rotated.unlink()
+    _only_the_line_after(log, log_path)
 
 
 LOGROTATE = shutil.which("logrotate") or shutil.which("logrotate", path="/usr/sbin:/sbin")
@@ -205,13 +216,7 @@ def test_copytruncate_after_a_short_write_leaves_no_empty_line(
     not with an empty one."""
     assert LOGROTATE is not None
     log_path = small_disk / "access.log"
-    log = AccessLog(str(log_path), flush_interval=3600, batch_size=1000)
-    # About 1.1 KiB a line: 100 lines are more than the disk holds.
-    for number in range(100):
-        assert log.submit(make_record(path=b"/%d" % number, user_agent=b"u" * 1000))
-    assert log.flush(timeout=10)
-    assert log.stats().write_errors == 1, log.stats()
-    assert not log_path.read_bytes().endswith(b"\n"), "the disk should cut a line short"
+    log = _log_with_a_line_cut_short(log_path)
     # The copy goes to another file system (copytruncate allows an olddir elsewhere).
     old = tmp_path / "old"
     old.mkdir()
@@ -227,9 +232,4 @@ def test_copytruncate_after_a_short_write_leaves_no_empty_line(
     )
     assert rotated.returncode == 0, rotated.stderr
     assert log_path.stat().st_size == 0
-    assert log.submit(make_record(path=b"/after"))
-    stats = log.close()
-    assert stats.submitted == stats.written + stats.failed == 101, stats
-    (line,) = log_path.read_bytes().split(b"\n")[:-1]
-    assert line.startswith(RECORD_START), line[:100]
-    assert line.split(b'"')[1] == b"GET /after HTTP/1.1"
+    _only_the_line_after(log, log_path)
