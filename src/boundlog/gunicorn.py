@@ -79,9 +79,7 @@ from .engine._log import (
 from .formats._apache import FORMATS
 from .formats._templates import Template
 from .record._record import Record
-from .sinks._files import _is_fifo
-from .sinks._logging import SCHEME as LOGGING_SCHEME
-from .sinks._urls import looks_like_url
+from .sinks._files import _is_fifo, names_a_path
 from .wsgi import _STANDARD_STATUS_CODES, _parsed_status_code
 
 # The logs the logger class opened in this process (gunicorn calls setup in its
@@ -169,14 +167,16 @@ class Logger(GunicornLogger):  # type: ignore[misc]
             replaced.close()
 
     def _set_handler(self, log: Any, output: str | None, fmt: Any, stream: Any = None) -> None:
-        # gunicorn would open a URL (--access-logfile syslog://...) or a logger
-        # (logging:gunicorn.access) as a file, and its open of a FIFO nobody reads yet
-        # would block its startup without a word; boundlog sends to each instead (and
-        # says so of a FIFO nobody reads), so gunicorn only removes its previous handler.
+        # gunicorn would open a URL (--access-logfile syslog://...), a logger
+        # (logging:gunicorn.access), stdout, stderr or otlp as a file of that name (an
+        # empty file in the working directory, or a startup error where a directory has
+        # that name), and its open of a FIFO nobody reads yet would block its startup
+        # without a word; boundlog sends to each instead (and says so of a FIFO nobody
+        # reads), so gunicorn only removes its previous handler.
         if (
             log is self.access_log
             and output is not None
-            and (looks_like_url(output) or output.startswith(LOGGING_SCHEME) or _is_fifo(output))
+            and (not names_a_path(output) or _is_fifo(output))
         ):
             output = None
         super()._set_handler(log, output, fmt, stream)

@@ -301,6 +301,24 @@ def test_without_access_logfile_no_access_line_is_written(tmp_path: Path) -> Non
 
 
 @pytest.mark.parametrize(
+    "spec", ["stdout", "stderr", "-", "otlp", "tcp://127.0.0.1:9", "logging:gunicorn.access"]
+)
+def test_an_access_logfile_that_names_no_file_leaves_no_file_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spec: str
+) -> None:
+    """gunicorn's own setup opens --access-logfile as a file unless it is "-": for what
+    boundlog sends elsewhere it made an empty file of that name in the working directory
+    (or failed to start where a directory had that name)."""
+    monkeypatch.chdir(tmp_path)
+    cfg = Config()
+    cfg.set("accesslog", spec)
+    logger = Logger(cfg)
+    assert logger.boundlog is not None
+    logger.boundlog.close()
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
     ("options", "message"),
     [
         (

@@ -314,7 +314,7 @@ def open_sink(spec: SinkSpec) -> Destination:
     """
     if isinstance(spec, NetworkSink | LoggingSink | OtlpSink):
         return spec
-    if isinstance(spec, str) and (spec == "otlp" or spec.lower().startswith(OTLP_SCHEMES)):
+    if isinstance(spec, str) and _names_otlp(spec):
         return OtlpSink(spec)
     if isinstance(spec, str) and spec.startswith(LOGGING_SCHEME):
         return LoggingSink.from_spec(spec)
@@ -356,6 +356,21 @@ def open_sink(spec: SinkSpec) -> Destination:
     spec.flush()
     name = getattr(spec, "name", None)
     return Sink(fd, name if isinstance(name, str) else repr(spec), owns_fd=False)
+
+
+def names_a_path(spec: str) -> bool:
+    """Whether open_sink takes ``spec`` as the path of a file (or a FIFO), not as
+    stdout, stderr, a logger, a network URL or an OTLP collector."""
+    return not (
+        spec in ("stdout", "-", "stderr")
+        or _names_otlp(spec)
+        or spec.startswith(LOGGING_SCHEME)
+        or looks_like_url(spec)
+    )
+
+
+def _names_otlp(spec: str) -> bool:
+    return spec == "otlp" or spec.lower().startswith(OTLP_SCHEMES)
 
 
 def _open_for_append(path: str) -> int:
