@@ -159,12 +159,9 @@ record_of(GunicornAccess *access, PyObject *resp, PyObject *req, PyObject *envir
         extras = Py_NewRef(Py_None);
     }
     else {
-        /* Logged from gunicorn's finally (or except): an exception on its way through
-         * means the response did not complete; and no span is current any more. */
-        PyObject *handled = PyErr_GetHandledException();
-        int completed = handled == NULL || handled == Py_None;
-        Py_XDECREF(handled);
-        PyObject *args[] = {environ, completed ? Py_True : Py_False, Py_None};
+        /* The response completed (a request logged with an exception on its way
+         * through goes to the reference), and no span is current any more. */
+        PyObject *args[] = {environ, Py_True, Py_None};
         if ((extras = PyObject_Vectorcall(access->learn, args, 3, NULL)) == NULL) {
             goto done;
         }
@@ -197,6 +194,15 @@ gunicorn_access_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf,
         PyErr_SetString(PyExc_TypeError,
                         "GunicornAccess takes (resp, req, environ, request_time)");
         return NULL;
+    }
+    /* Logged from gunicorn's finally (or except) with an exception on its way through:
+     * the request failed, and gunicorn may log it again from handle_error.  Which call
+     * is the line is the reference's to tell (Logger._status_after_a_failure). */
+    PyObject *handled = PyErr_GetHandledException();
+    int failed = handled != NULL && handled != Py_None;
+    Py_XDECREF(handled);
+    if (failed) {
+        Py_RETURN_FALSE;
     }
     GunicornAccess *access = (GunicornAccess *)self;
     PyObject *record = record_of(access, args[0], args[1], args[2], args[3]);

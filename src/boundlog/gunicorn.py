@@ -59,10 +59,12 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import weakref
 from collections.abc import Callable, Mapping
 from datetime import timedelta
 from time import time
+from types import FrameType
 from typing import Any, Protocol
 
 from gunicorn.glogging import Logger as GunicornLogger  # type: ignore[import-untyped]
@@ -234,10 +236,52 @@ class Logger(GunicornLogger):  # type: ignore[misc]
         compiled = self._compiled_access
         if compiled is not None and compiled(resp, req, environ, request_time):
             return
-        log = self.boundlog
-        if log is None:
+        if self.boundlog is None:
             super().access(resp, req, environ, request_time)
             return
+        status = self._status_after_a_failure(resp, req)
+        if status != _LOGGED_ALREADY:
+            self._hand_over(resp, req, environ, request_time, status)
+
+    def _status_after_a_failure(self, resp: _Response, req: Any) -> int | None:
+        """500 for a request whose application failed before anything was sent;
+        _LOGGED_ALREADY for gunicorn's second call for it; None for any other request.
+
+        gunicorn logs such a request twice (its own logger writes two lines): from
+        handle_request's ``finally``, with the status the application gave, and then
+        from handle_error, with the error page it sends instead (500).  One line, with
+        what the client got: the first call logs 500 and the second is left out.  Which
+        call is which comes from the worker's frame (handle_error also logs requests
+        that failed before handle_request's ``finally``, e.g. a forbidden scheme header,
+        once, with their own status); runs only with an exception on its way through.
+        """
+        failure = sys.exception()
+        if failure is None:
+            return None
+        if _worker_function() == "handle_error":
+            if getattr(_failed, "req", None) is req:
+                _failed.req = None
+                return _LOGGED_ALREADY
+            return None
+        if isinstance(failure, OSError) or getattr(resp, "headers_sent", True):
+            # A client that went away (gunicorn sends nothing more), or a response
+            # already under way: gunicorn closes the connection, and logs once.
+            return None
+        _failed.req = req
+        return 500
+
+    def _hand_over(
+        self,
+        resp: _Response,
+        req: Any,
+        environ: Mapping[str, Any],
+        request_time: timedelta | _Elapsed,
+        answered: int | None,
+    ) -> None:
+        """Make the request's record and hand it to the log (the reference of the C
+        access); ``answered`` in place of the response's status when not None."""
+        log = self.boundlog
+        assert log is not None
         # Runs in the request's thread once per request: no formatting, no I/O, no lock.
         # gunicorn's sync, gthread and async workers measure the request by the wall
         # clock, and a timedelta keeps its sign in ``days``, which ``seconds`` leaves
@@ -249,7 +293,7 @@ class Logger(GunicornLogger):  # type: ignore[misc]
         else:
             # The ASGI worker's stand-in, measured by the monotonic clock.
             duration = request_time.seconds + request_time.microseconds / 1_000_000
-        status = resp.status
+        status = resp.status if answered is None else answered
         if isinstance(status, str):
             status = _STANDARD_STATUS_CODES.get(status) or _parsed_status_code(status)
         elif status is None:
@@ -296,6 +340,23 @@ class Logger(GunicornLogger):  # type: ignore[misc]
             log.request_reopen()
 
 
+# What Logger._status_after_a_failure says of gunicorn's second call for a request.
+_LOGGED_ALREADY = -1
+# In each of gunicorn's threads, the request whose failure it logged and whose second
+# call (from handle_error) has yet to come.
+_failed = threading.local()
+_WORKERS = os.path.join("gunicorn", "workers", "")
+
+
+def _worker_function() -> str:
+    """The name of the gunicorn worker's function that called the logger's access (past
+    the logger classes' own access methods, a subclass's included)."""
+    frame: FrameType | None = sys._getframe(2)
+    while frame is not None and _WORKERS not in frame.f_code.co_filename:
+        frame = frame.f_back
+    return "" if frame is None else frame.f_code.co_name
+
+
 def _compiled_access(log: AccessLog, learn: WsgiLearn | None) -> Any:
     """Logger.access in C for ``log`` (its record made as Logger.access makes it, with
     ``learn`` for the extras), or None without the C core."""
@@ -338,19 +399,26 @@ class _StatsdAccess(Logger):
         request_time: timedelta | _Elapsed,
     ) -> None:
         """Log the request, then send the metrics gunicorn's Statsd logger sends for it."""
-        log = self.boundlog
-        super().access(resp, req, environ, request_time)
-        if log is None:
-            # Logger.access handed the request to gunicorn's access method, Statsd's
-            # here, which has sent the metrics (access log or not, as gunicorn does).
+        if self.boundlog is None:
+            # Logger.access hands the request to gunicorn's access method, Statsd's
+            # here, which sends the metrics (access log or not, as gunicorn does).
+            super().access(resp, req, environ, request_time)
             return
+        # As Logger.access, asked once: a request whose application failed is one
+        # request in the metrics too, with the 500 gunicorn answered.
+        status = self._status_after_a_failure(resp, req)
+        if status == _LOGGED_ALREADY:
+            return
+        compiled = self._compiled_access
+        if status is not None or compiled is None or not compiled(resp, req, environ, request_time):
+            self._hand_over(resp, req, environ, request_time, status)
         # boundlog has the request; send what Statsd.access sends besides its line.
         # Three datagrams, as gunicorn's own logger sends them; _sock_send keeps a
         # failure to send out of the request (it logs a warning, as gunicorn does).
         duration = request_time.seconds * 1000 + float(request_time.microseconds) / 10**3
         self._send_duration("gunicorn.request.duration", duration)
         self.increment("gunicorn.requests", 1)
-        self.increment(f"gunicorn.request.status.{_status_code(resp.status)}", 1)
+        self.increment(f"gunicorn.request.status.{status or _status_code(resp.status)}", 1)
 
 
 # Each logger class combined with gunicorn's Statsd, made once per class.

@@ -300,6 +300,27 @@ def test_without_access_logfile_no_access_line_is_written(tmp_path: Path) -> Non
     assert list(tmp_path.iterdir()) == [tmp_path / "gunicorn.out"]
 
 
+@pytest.mark.parametrize("worker", ["sync", "gthread"])
+def test_a_body_that_raises_before_its_first_piece_is_one_line_with_gunicorns_500(
+    tmp_path: Path, worker: str
+) -> None:
+    """gunicorn calls the logger twice for such a request (its own logger writes two
+    lines, the first with the application's 200): one line, with the 500 it answers."""
+    log_path = tmp_path / "access.log"
+    command = gunicorn_command("-k", worker, "-w", "1", "--access-logfile", str(log_path))
+    paths = ["/raise-in-body", "/raise", "/bytes/3", "/raise-in-body"]
+    with running_server(command, {}, tmp_path / "gunicorn.out") as server:
+        statuses = [
+            httpx.get(f"{server.base_url}{path}", timeout=CLIENT_TIMEOUT).status_code
+            for path in paths
+        ]
+        server.stop()
+    assert statuses == [500, 500, 200, 500]
+    lines = read_log_lines(log_path)
+    assert [line.split(b'"')[1].split()[1].decode() for line in lines] == paths, lines
+    assert [int(line.split(b'"')[2].split()[0]) for line in lines] == statuses, lines
+
+
 @pytest.mark.parametrize(
     "spec", ["stdout", "stderr", "-", "otlp", "tcp://127.0.0.1:9", "logging:gunicorn.access"]
 )
