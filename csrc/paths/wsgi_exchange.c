@@ -53,6 +53,7 @@ typedef struct {
     PyObject *body;     /* until the first step calls iter() on it */
     PyObject *iterator; /* from then until it ends */
     int counts;         /* adds each chunk's size: 0 for a list or tuple counted whole */
+    int taken;          /* the server took a chunk (it sent the headers with it) */
 } Body;
 
 static void
@@ -63,6 +64,8 @@ add_sent(Exchange *exchange, Py_ssize_t size)
                                                             : exchange->sent + size;
     Py_END_CRITICAL_SECTION();
 }
+
+static void failed_before_a_chunk(Exchange *exchange);
 
 /* The code of `status`: the table's for a standard status line, else wsgi._status_code's. */
 static PyObject *
@@ -587,6 +590,7 @@ wsgi_exchange_run(WsgiMiddleware *middleware, PyObject *environ, PyObject *start
     Py_XDECREF(respond);
     if (body == NULL) {
         /* The reference's `except BaseException: exchange.close(); raise`. */
+        failed_before_a_chunk(exchange);
         PyObject *error = exception_take();
         PyObject *closed = exchange_close(self, NULL);
         Py_XDECREF(closed);
@@ -646,11 +650,42 @@ exchange_iter(PyObject *self)
         counting->body = Py_NewRef(body);
         counting->iterator = NULL;
         counting->counts = counts;
+        counting->taken = 0;
         PyObject_GC_Track(counting);
     }
     iterator = (PyObject *)counting;
     Py_DECREF(body);
     return iterator;
+}
+
+/* The application or its body raised before the server took a chunk, and write() sent
+ * no byte: the server has sent no header either (gunicorn, waitress and wsgiref send
+ * them with the first chunk, even an empty one), and answers 500 in place of the status
+ * the application gave, as wsgi._Exchange._failed_unsent records it.  Called with the
+ * exception set; leaves it so. */
+static void
+failed_before_a_chunk(Exchange *exchange)
+{
+    PyObject *error = exception_take();
+    if (error == NULL) {
+        return;
+    }
+    PyObject *code = PyLong_FromLong(500);
+    if (code == NULL) {
+        /* No memory for 500: the status the application gave stays, and the body's
+         * exception is the one the server sees. */
+        PyErr_Clear();
+    }
+    else {
+        Py_BEGIN_CRITICAL_SECTION(exchange);
+        if (exchange->sent == 0) {
+            Py_SETREF(exchange->status, code);
+            code = NULL;
+        }
+        Py_END_CRITICAL_SECTION();
+        Py_XDECREF(code);
+    }
+    exception_restore(error);
 }
 
 /* The next chunk, counted; the end (NULL, with or without an exception) for good. */
@@ -668,6 +703,7 @@ body_next(PyObject *self)
         iterator = PyObject_GetIter(body);
         Py_DECREF(body);
         if (iterator == NULL) {
+            failed_before_a_chunk((Exchange *)counting->exchange); /* no body at all */
             return NULL;
         }
         Py_BEGIN_CRITICAL_SECTION(self);
@@ -684,18 +720,26 @@ body_next(PyObject *self)
         /* The end, or an exception: the reference's generator is finished either way;
          * the end without one means the whole body went (_LearningExchange). */
         int ended = chunk == NULL && !PyErr_Occurred();
+        int taken;
         Py_XDECREF(chunk);
         Py_BEGIN_CRITICAL_SECTION(self);
         Py_CLEAR(counting->iterator);
+        taken = counting->taken;
         Py_END_CRITICAL_SECTION();
         if (ended) {
             exchange_exhausted((Exchange *)counting->exchange);
+        }
+        else if (!taken) {
+            failed_before_a_chunk((Exchange *)counting->exchange);
         }
         return NULL;
     }
     if (counting->counts) {
         add_sent((Exchange *)counting->exchange, size);
     }
+    Py_BEGIN_CRITICAL_SECTION(self);
+    counting->taken = 1;
+    Py_END_CRITICAL_SECTION();
     return chunk;
 }
 

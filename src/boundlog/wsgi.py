@@ -9,9 +9,10 @@ written, so the record is accurate then), else from ``close()``: once.  A server
 never calls ``close()`` (a PEP 3333 violation seen in the wild) still logs every body
 it sent in full; a response it drops, neither exhausted nor closed, is logged when it
 is garbage-collected, without waiting for room (a finalizer must not block): queued
-if there is room, else counted as refused.  An application that raises before returning a body is
-logged with status 500 (or the status it had already passed to ``start_response``) and
-the exception propagates unchanged.
+if there is room, else counted as refused.  An application that raises before returning
+a body, or whose body raises before the server took a chunk of it, is logged with status
+500, what the server answers then (it has sent no header yet; unless the application's
+write() sent bytes: then the status it gave), and the exception propagates unchanged.
 
 For a log that reads them, a record's extras say whether the response completed (the
 server took the body's last chunk and asked for more: it stopped early when the client
@@ -144,6 +145,7 @@ class AccessLogMiddleware:
                 else request_ids.wsgi(environ, exchange.start_response),
             )
         except BaseException:
+            exchange._failed_unsent()
             exchange.close()
             raise
         exchange.body = body
@@ -245,10 +247,25 @@ class _Exchange:
         return self._counting(body)
 
     def _counting(self, body: Iterable[bytes]) -> Iterator[bytes]:
-        for chunk in body:
-            self._sent += len(chunk)
-            yield chunk
+        taken = False
+        try:
+            for chunk in body:
+                self._sent += len(chunk)
+                taken = True
+                yield chunk
+        except BaseException:
+            if not taken:
+                self._failed_unsent()
+            raise
         self._exhausted()
+
+    def _failed_unsent(self) -> None:
+        # The application or its body raised before the server took a chunk: unless
+        # write() sent bytes, the server has sent no header either (gunicorn, waitress
+        # and wsgiref send them with the first chunk, even an empty one), and answers
+        # 500 in place of the status the application gave.
+        if not self._sent:
+            self._status = 500
 
     def _ending(self) -> Iterator[bytes]:
         self._exhausted()

@@ -215,6 +215,59 @@ def test_an_exception_before_start_response_is_500_and_propagates(tmp_path: Path
     assert (line["status"], line["bytes_sent"]) == (500, 0)
 
 
+def test_a_body_raising_before_the_server_took_a_chunk_is_the_500_it_answers(
+    tmp_path: Path,
+) -> None:
+    """wsgiref (as gunicorn and waitress) sends the headers with the first chunk it
+    takes, even an empty one: an application or a body that raises before leaves it free
+    to answer 500, and the line says so.  A body that raises later keeps the status that
+    was sent."""
+
+    def failing(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        if environ["PATH_INFO"] == "/started":
+            raise LookupError("the application fails after start_response, on purpose")
+        first = {"/first": [], "/empty": [b""], "/later": [b"abc"]}[environ["PATH_INFO"]]
+
+        def chunks() -> Iterator[bytes]:
+            yield from first
+            raise LookupError("the body fails, on purpose")
+
+        return chunks()
+
+    class Quiet(WSGIRequestHandler):
+        def log_request(self, *args: Any) -> None:
+            pass
+
+    path = tmp_path / "access.log"
+    statuses = []
+    with AccessLog(str(path), format="json") as log:
+        server = make_server(
+            "127.0.0.1", 0, AccessLogMiddleware(failing, log=log), handler_class=Quiet
+        )
+        # wsgiref prints the application's traceback: expected, and not this test's.
+        server.handle_error = lambda *args: None  # type: ignore[method-assign]
+        thread = threading.Thread(target=server.serve_forever)
+        thread.start()
+        try:
+            for request_path in ("/started", "/first", "/empty", "/later"):
+                connection = http.client.HTTPConnection("127.0.0.1", server.server_port, timeout=10)
+                connection.request("GET", request_path)
+                statuses.append(connection.getresponse().status)
+                connection.close()
+        finally:
+            server.shutdown()
+            thread.join()
+            server.server_close()
+    assert statuses == [500, 500, 200, 200]
+    assert [(line["path"], line["status"], line["bytes_sent"]) for line in lines(path)] == [
+        ("/started", 500, 0),
+        ("/first", 500, 0),
+        ("/empty", 200, 0),
+        ("/later", 200, 3),
+    ]
+
+
 def test_a_body_abandoned_midway_logs_the_bytes_taken(tmp_path: Path) -> None:
     """A server that stops iterating (client gone) and closes logs only what it took."""
     closed = threading.Event()
