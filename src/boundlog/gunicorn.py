@@ -148,6 +148,7 @@ class Logger(GunicornLogger):  # type: ignore[misc]
             replaced, self.boundlog = self.boundlog, None
             self._check_settings_without_a_log(cfg)
         else:
+            _refuse_a_worker_that_never_calls_access(cfg)
             # gunicorn's setup opened a handler of its own on the file (creating it, and
             # giving it to the workers' user so that they can reopen it); boundlog
             # writes the lines instead.
@@ -340,6 +341,31 @@ class Logger(GunicornLogger):  # type: ignore[misc]
             log.request_reopen()
 
 
+def _refuse_a_worker_that_never_calls_access(cfg: Any) -> None:
+    """Stop gunicorn at startup, saying what to do, under uvicorn's worker class.
+
+    uvicorn's worker (``-k uvicorn.workers.UvicornWorker``, or uvicorn-worker's) logs
+    through uvicorn and never calls the logger class's ``access``: it copies the
+    handlers of gunicorn's access logger onto ``uvicorn.access``, and boundlog's logger
+    class leaves it none.  The access log would stay empty, without a word.
+    """
+    try:
+        worker = cfg.worker_class
+    except Exception:  # gunicorn says itself what is wrong with its worker class
+        return
+    if any(type(base.__module__) is str and base.__module__.split(".")[0] in _UVICORN
+           for base in getattr(worker, "__mro__", ())):  # fmt: skip
+        raise RuntimeError(
+            f"boundlog: gunicorn's worker class {cfg.worker_class_str} serves requests "
+            "through uvicorn, which never calls the logger class: no access line would be "
+            "written; drop --logger-class and wrap the application in "
+            'boundlog.asgi.AccessLogMiddleware (docs/gunicorn.md, "uvicorn\'s worker"), '
+            "or serve it with gunicorn's own -k asgi worker"
+        )
+
+
+# The packages of uvicorn's gunicorn worker classes.
+_UVICORN = ("uvicorn", "uvicorn_worker")
 # What Logger._status_after_a_failure says of gunicorn's second call for a request.
 _LOGGED_ALREADY = -1
 # In each of gunicorn's threads, the request whose failure it logged and whose second

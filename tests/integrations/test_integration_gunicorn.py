@@ -408,6 +408,25 @@ def test_unusable_configuration_stops_gunicorn_at_startup_with_one_clear_line(
     assert "Booting worker" not in finished.stderr
 
 
+@pytest.mark.needs("uvicorn")
+def test_uvicorns_worker_class_stops_gunicorn_at_startup_saying_what_to_do(
+    tmp_path: Path,
+) -> None:
+    """uvicorn's worker never calls the logger class: the log would stay empty, silently."""
+    command = gunicorn_command(
+        "-k", "uvicorn.workers.UvicornWorker", "--access-logfile", str(tmp_path / "access.log")
+    )
+    finished = subprocess.run(
+        command(1), capture_output=True, timeout=STOP_TIMEOUT, check=False, text=True
+    )
+    assert finished.returncode == 1, finished.stderr
+    assert "Error: boundlog: gunicorn's worker class uvicorn.workers.UvicornWorker" in (
+        finished.stderr
+    )
+    assert "wrap the application in boundlog.asgi.AccessLogMiddleware" in finished.stderr
+    assert "Booting worker" not in finished.stderr
+
+
 def test_settings_without_an_access_logfile_are_checked_and_said(tmp_path: Path) -> None:
     """BOUNDLOG_* settings without --access-logfile: no log, and it used to be silent,
     a misspelt variable included."""
