@@ -44,7 +44,7 @@ import asyncio
 import contextlib
 import threading
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from .. import _core
 from .._options import DEFAULT_MAX_QUEUE_BYTES, Policy
@@ -67,7 +67,7 @@ class Admission:
         "_async_waiters", "_backlog", "_batch_size", "_charged", "_closed", "_cost",
         "_count_lock", "_excess", "_excess_room", "_hurry", "_lock", "_max_queue", "_pending",
         "_refused_unlocked", "_room", "_room_waiters", "_share", "_wait_for_room", "_wake_at",
-        "_work", "peak", "refused", "taken", "writer_ident",
+        "_work", "after_close", "peak", "refused", "taken", "writer_ident",
     )  # fmt: skip
 
     def __init__(
@@ -88,6 +88,9 @@ class Admission:
         # What a record costs the budget: with the C core, the record may be one its
         # hand-off packed (and refused: the policy then brings it here).
         self._cost = record_cost if _core.Packed is None else queued_cost
+        #: Called (on the submitter's thread) for each record refused because the queue
+        #: was closed: the log says so, once (see AccessLog._refused_after_close).
+        self.after_close: Callable[[], None] | None = None
         self._start_afresh()
 
     def _start_afresh(self) -> None:
@@ -347,9 +350,13 @@ class Admission:
     def _count_refused(self) -> None:
         with self._count_lock:
             self.refused += 1
-            if self.peak < self._max_queue and not self._closed:
+            closed = self._closed
+            if self.peak < self._max_queue and not closed:
                 # Refused while open: the queue was full when its bound was checked.
                 self.peak = self._max_queue
+        after_close = self.after_close
+        if closed and after_close is not None:
+            after_close()
 
     def _saw_full(self) -> None:
         # A submitter waits for room: the queue is full.  Rare (the queue stays full

@@ -303,6 +303,10 @@ class AccessLog:
             if options["report_loss"]
             else None
         )
+        if self._loss_report is not None:
+            self._admission.after_close = self._refused_after_close
+        # Whether a record came after close() (said once, see _refused_after_close).
+        self._late = False
         # Held by the monitor's look and by close(): the final line follows the last look.
         self._health_lock = threading.Lock()
         self._final: Stats | None = None
@@ -502,6 +506,15 @@ class AccessLog:
                 report_on_stderr(line, wait=FINAL_REPORT_WAIT)
             return self._final
 
+    def _refused_after_close(self) -> None:
+        # close()'s last line has the totals so far; a record that comes later is
+        # counted in dropped where nobody would look, so the first one is said.
+        loss_report = self._loss_report
+        if self._late or loss_report is None:
+            return
+        self._late = True
+        report_on_stderr(loss_report.after_close())
+
     def _serves_no_requests(self) -> None:
         """Called in a process whose requests other processes serve (gunicorn's master,
         once it forked its workers): the capacity gauge leaves its queue out."""
@@ -525,6 +538,7 @@ class AccessLog:
         return seconds_to_wait("timeout", timeout, example=DEFAULT_CLOSE_TIMEOUT)
 
     def _restart_after_fork(self) -> None:
+        self._late = False
         self._close_lock = threading.Lock()
         self._health_lock = threading.Lock()
         if self._loss_report is not None:

@@ -134,6 +134,15 @@ class LossReport:
         self._unavailable = unavailable
         return "; ".join(parts)
 
+    def after_close(self) -> str:
+        """The line a log writes, once, when a record comes after it closed."""
+        return (
+            f"{self._sink} is closed: a record that came after close() was dropped, and "
+            "every later one is (counted in dropped); a request still running when the "
+            "log closed (the server ended the application's lifespan before its requests, "
+            "e.g. one running a background task), or code that submits after close()"
+        )
+
     def final(self, stats: Stats, *, last_failure: str | None) -> str | None:
         """The line ``close()`` writes: the totals, when anything was lost in the log's life."""
         if not stats.dropped and not stats.failed:

@@ -46,17 +46,40 @@ def test_close_writes_every_accepted_record(tmp_path: Path) -> None:
     assert 2 <= stats.batches <= 1000
 
 
-def test_close_is_idempotent_and_submit_after_close_is_counted(tmp_path: Path) -> None:
-    """A second close returns the same stats; a later record is dropped, not written."""
+def test_close_is_idempotent_and_submit_after_close_is_counted_and_said(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A second close returns the same stats; a later record is dropped, not written,
+    and the first such record is said on stderr (close()'s totals did not count it)."""
     path = tmp_path / "access.log"
     log = AccessLog(str(path))
     log.submit(make_record())
     first = log.close()
     assert log.close() == first
+    assert capfd.readouterr().err == ""
+    assert log.submit(make_record()) is False
+    assert log._offer(make_record()) is False
     assert log.submit(make_record()) is False
     after = log.stats()
-    assert (after.submitted, after.written, after.dropped) == (2, 1, 1)
+    assert (after.submitted, after.written, after.dropped) == (3, 1, 2)
     assert len(path.read_bytes().splitlines()) == 1
+    said = capfd.readouterr().err.splitlines()
+    assert said == [
+        f"boundlog: {path} is closed: a record that came after close() was dropped, and "
+        "every later one is (counted in dropped); a request still running when the log "
+        "closed (the server ended the application's lifespan before its requests, e.g. "
+        "one running a background task), or code that submits after close()"
+    ]
+
+
+def test_a_record_after_close_is_not_said_without_loss_reports(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    log = AccessLog(str(tmp_path / "access.log"), report_loss=False)
+    log.close()
+    assert log.submit(make_record()) is False
+    assert log.stats().dropped == 1
+    assert capfd.readouterr().err == ""
 
 
 def test_context_manager_closes(tmp_path: Path) -> None:
