@@ -120,6 +120,8 @@ class Writer:
         self.last_failure: str | None = None
         # Records taken and dealt with (written, filtered or failed), for flush().
         self.settled = 0
+        # The thread has ended: whatever it will ever settle is settled.
+        self.ended = False
         # The bytes being written and the length of their fragment-closing prefix.
         self._in_flight_data: tuple[bytes, int] | None = None
         self.reopens_done = self.reopens_requested
@@ -152,6 +154,13 @@ class Writer:
             # Only a defect in boundlog itself gets here: every call into user code and
             # every batch is guarded in _serve.
             self._stop(error)
+        finally:
+            # A flush() that raced close() may wait for a record its submitter took
+            # back from the closing queue (refused, never settled): the end of the
+            # thread ends its wait, as everything accepted is settled by then.
+            with self._settled_changed:
+                self.ended = True
+                self._settled_changed.notify_all()
 
     def _serve(self) -> None:
         admission = self._admission
@@ -323,12 +332,16 @@ class Writer:
     def wait_settled(self, target: int, timeout: float | None) -> bool:
         """Wait until ``target`` records have been dealt with; False on timeout."""
         with self._settled_changed:
-            return self._settled_changed.wait_for(lambda: self.settled >= target, timeout)
+            return self._settled_changed.wait_for(
+                lambda: self.settled >= target or self.ended, timeout
+            )
 
     def wait_reopened(self, target: int, timeout: float | None) -> bool:
         """Wait until the ``target``-th reopen request has been carried out."""
         with self._settled_changed:
-            return self._settled_changed.wait_for(lambda: self.reopens_done >= target, timeout)
+            return self._settled_changed.wait_for(
+                lambda: self.reopens_done >= target or self.ended, timeout
+            )
 
     def _reopen(self, request: int) -> None:
         try:

@@ -82,6 +82,25 @@ def test_a_record_after_close_is_not_said_without_loss_reports(
     assert capfd.readouterr().err == ""
 
 
+def test_a_flush_that_counted_a_record_taken_back_ends_when_the_log_closes(
+    tmp_path: Path,
+) -> None:
+    """A submitter that appends just as the log closes takes its record back (refused):
+    a flush() racing that close counted it among the records to wait for, and waited
+    its whole timeout for a record that never settles.  It ends with the writer."""
+    log = AccessLog(str(tmp_path / "access.log"), flush_interval=3600)
+    assert log.submit(make_record())
+    # What flush() waits for, with one record appended then taken back.
+    target = log._admission.hurry() + 1
+    flushed: list[bool] = []
+    waiting = threading.Thread(target=lambda: flushed.append(log._writer.wait_settled(target, 60)))
+    waiting.start()
+    stats = log.close()
+    waiting.join()
+    assert flushed == [True]
+    assert stats.written == 1
+
+
 def test_context_manager_closes(tmp_path: Path) -> None:
     """Leaving a with-block closes the log, so every record is on disk afterwards."""
     path = tmp_path / "access.log"
