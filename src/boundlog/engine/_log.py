@@ -449,8 +449,7 @@ class AccessLog:
         the log's locks at that moment, so this only counts the request; the writer
         notices it within a second, or at its next batch.
         """
-        self._writer.reopens_requested += 1
-        return self._writer.reopens_requested
+        return self._writer.request_reopen()
 
     def close(self, timeout: float | None = None) -> Stats:
         """Stop accepting, write every accepted record, close the sink, return the stats.

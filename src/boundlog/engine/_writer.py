@@ -93,7 +93,7 @@ class Writer:
         # Names the reopen_signal once boundlog's handler is no longer installed.
         self._lost_signal = lost_signal
         # Reopen requests are a counter the writer catches up with, so that a signal
-        # handler can ask by incrementing it, without a lock.
+        # handler can ask by incrementing it (request_reopen).
         self.reopens_requested = 0
         self._start_afresh()
 
@@ -118,6 +118,9 @@ class Writer:
         # (None between writes), and what last lost records.
         self.write_started: float | None = None
         self.last_failure: str | None = None
+        # Makes the count of reopen requests go up by one each (see request_reopen); new
+        # in a forked child, where another thread of the parent may have held it.
+        self._requests_lock = threading.RLock()
         # Records taken and dealt with (written, filtered or failed), for flush().
         self.settled = 0
         # The thread has ended: whatever it will ever settle is settled.
@@ -335,6 +338,20 @@ class Writer:
             return self._settled_changed.wait_for(
                 lambda: self.settled >= target or self.ended, timeout
             )
+
+    def request_reopen(self) -> int:
+        """Count one more request to reopen; return the count the writer must reach.
+
+        From any thread, and from a signal handler, which runs between two bytecodes of
+        the main thread: a plain ``+= 1`` from several threads loses requests, and
+        without the GIL a stale store can move the count back below what a waiter
+        waits for, which then times out.  A reentrant lock, held for two bytecodes:
+        a handler that interrupts its own thread inside it takes it again, and the two
+        requests then share one count, which one reopen after both answers.
+        """
+        with self._requests_lock:
+            self.reopens_requested += 1
+            return self.reopens_requested
 
     def wait_reopened(self, target: int, timeout: float | None) -> bool:
         """Wait until the ``target``-th reopen request has been carried out."""

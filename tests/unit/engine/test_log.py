@@ -101,6 +101,28 @@ def test_a_flush_that_counted_a_record_taken_back_ends_when_the_log_closes(
     assert stats.written == 1
 
 
+def test_reopen_requests_from_many_threads_are_each_counted(tmp_path: Path) -> None:
+    """Without the GIL, a plain increment of the count lost requests and could move it
+    back below what a reopen() waited for, which then timed out on a healthy file."""
+    log = AccessLog(str(tmp_path / "access.log"), flush_interval=3600)
+    threads, each = 8, 5000
+    start = threading.Barrier(threads)
+
+    def request() -> None:
+        start.wait()
+        for _ in range(each):
+            log.request_reopen()
+
+    workers = [threading.Thread(target=request) for _ in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert log._writer.reopens_requested == threads * each
+    assert log.reopen(timeout=60)
+    log.close()
+
+
 def test_context_manager_closes(tmp_path: Path) -> None:
     """Leaving a with-block closes the log, so every record is on disk afterwards."""
     path = tmp_path / "access.log"
