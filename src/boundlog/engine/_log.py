@@ -379,17 +379,22 @@ class AccessLog:
         return self._snapshot()
 
     def _snapshot(self) -> Stats:
-        taken, waiting, refused, peak = self._admission.counts()
-        writer = self._writer
+        # Read together with the queue's (the writer takes a batch and counts it under
+        # the same lock): read apart, the writer running on meanwhile (without the GIL
+        # truly at once) made snapshots with more written than submitted.
+        (written, filtered, failed, write_errors, bytes_written, batches), queue = (
+            self._writer.counts()
+        )
+        taken, waiting, refused, peak = queue
         return Stats(
             submitted=taken + waiting + refused,
-            written=writer.written + self._delivered_on_timeout,
+            written=written + self._delivered_on_timeout,
             dropped=refused,
-            filtered=writer.filtered,
-            failed=writer.failed + self._lost_on_timeout,
-            write_errors=writer.write_errors + self._sink.retries,
-            bytes_written=writer.bytes_written,
-            batches=writer.batches,
+            filtered=filtered,
+            failed=failed + self._lost_on_timeout,
+            write_errors=write_errors + self._sink.retries,
+            bytes_written=bytes_written,
+            batches=batches,
             queued=waiting,
             queue_peak=peak,
         )

@@ -339,6 +339,18 @@ class Writer:
                 lambda: self.settled >= target or self.ended, timeout
             )
 
+    def counts(self) -> tuple[tuple[int, int, int, int, int, int], tuple[int, int, int, int]]:
+        """``(written, filtered, failed, write_errors, bytes_written, batches)`` and the
+        queue's ``counts()``, at one moment: under the lock the writer takes batches and
+        counts them by, so that what is neither queued nor settled is the batch in
+        flight.  (The queue's count lock is taken inside this one, as take() does.)"""
+        with self._accounting:
+            return (
+                (self.written, self.filtered, self.failed, self.write_errors,
+                 self.bytes_written, self.batches),
+                self._admission.counts(),
+            )  # fmt: skip
+
     def request_reopen(self) -> int:
         """Count one more request to reopen; return the count the writer must reach.
 

@@ -123,6 +123,41 @@ def test_reopen_requests_from_many_threads_are_each_counted(tmp_path: Path) -> N
     log.close()
 
 
+def test_stats_read_while_records_flow_never_settle_more_than_was_submitted(
+    tmp_path: Path,
+) -> None:
+    """Read while the writer works (without the GIL, truly at once), the snapshot read
+    the queue's counts before the writer's, and showed more written than submitted."""
+    log = AccessLog(str(tmp_path / "access.log"), batch_size=16, policy="wait")
+    submitters, each = 4, 5000
+    done = threading.Event()
+    bad: list[Stats] = []
+
+    def submit() -> None:
+        for _ in range(each):
+            log.submit(make_record())
+
+    def read() -> None:
+        while not done.is_set():
+            stats = log.stats()
+            if stats.written + stats.failed + stats.filtered + stats.dropped + stats.queued > (
+                stats.submitted
+            ):
+                bad.append(stats)
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    workers = [threading.Thread(target=submit) for _ in range(submitters)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    done.set()
+    reader.join()
+    assert log.close().written == submitters * each
+    assert bad == []
+
+
 def test_context_manager_closes(tmp_path: Path) -> None:
     """Leaving a with-block closes the log, so every record is on disk afterwards."""
     path = tmp_path / "access.log"
