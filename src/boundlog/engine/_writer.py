@@ -494,7 +494,9 @@ class Writer:
                 parts.append(self._formatted((record,)))
             except BaseException:
                 bad += 1
-        self.last_failure = f"cannot format {bad} record(s): {describe(first_error)}"
+        if bad:
+            # (None failed alone: whatever made the batch fail, it passed.)
+            self.last_failure = f"cannot format {bad} record(s): {describe(first_error)}"
         return b"".join(parts), bad
 
     def _formatted(self, records: Sequence[Record]) -> bytes:

@@ -101,17 +101,15 @@ class _PerSecond(Generic[_Text]):
         return text
 
     def all(self, seconds: list[int]) -> list[_Text]:
-        """Return the text of each second, in order."""
-        cache = self._cache
-        needed = set(seconds)
-        missing = needed.difference(cache)
-        if missing:
-            if len(cache) + len(missing) > _CACHE_SECONDS:
-                cache.clear()
-                missing = needed
-            for second in missing:
-                cache[second] = self._make(second)
-        return list(map(cache.__getitem__, seconds))
+        """Return the text of each second, in order.
+
+        The texts are gathered apart from the cache, which is only read and added to
+        one item at a time: a format object shared by several logs is used by as many
+        writer threads, and another one may clear the cache meanwhile (without the GIL,
+        even while this one iterates it).
+        """
+        texts = {second: self[second] for second in set(seconds)}
+        return list(map(texts.__getitem__, seconds))
 
 
 class ClfClock:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import math
+import random
 import re
+import threading
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
@@ -12,7 +14,7 @@ from hypothesis import strategies as st
 
 from _examples import examples
 from _helpers import local_zone
-from boundlog.formats._timestamps import ClfClock, Rfc3339Clock
+from boundlog.formats._timestamps import ClfClock, Rfc3339Clock, _PerSecond
 
 MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}(?:Z|[+-]\d{2}:\d{2})")
@@ -198,3 +200,31 @@ def test_a_batch_gets_each_time_its_own_second(times: list[float]) -> None:
     """A batch whose times share one second gets one stamp; a time that rounds into the
     next second, or lies in another, gets its own."""
     assert ClfClock(True).stamps(times) == [ClfClock(True)(when) for when in times]
+
+
+def test_a_cache_shared_by_writer_threads_gives_every_second_its_own_text() -> None:
+    """A format object given to several logs is used by as many writer threads: one
+    cleared the per-second cache while another gathered a batch's texts from it
+    (KeyError, or "dictionary changed size during iteration" without the GIL), and
+    the batch failed."""
+    cache = _PerSecond(str)
+    threads, rounds = 4, 2000
+    errors: list[BaseException] = []
+    start = threading.Barrier(threads)
+
+    def format_batches(seed: int) -> None:
+        chosen = random.Random(seed)
+        start.wait()
+        try:
+            for _ in range(rounds):
+                seconds = [chosen.randrange(1000) for _ in range(8)]
+                assert cache.all(seconds) == list(map(str, seconds))
+        except BaseException as error:
+            errors.append(error)
+
+    workers = [threading.Thread(target=format_batches, args=(seed,)) for seed in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert errors == []
