@@ -225,6 +225,8 @@ class LoggingSink(Pathless):
     def _warn_if_unreached(self, *, opening: bool) -> None:
         """Say on stderr, once, that the logger reaches no handler, and what to do."""
         unreached = _unreached(self.logger, self.level)
+        if unreached is None and not opening and not self._warned:
+            self._warn_if_below_the_level()
         if unreached is None or self._warned:
             return
         if opening and not _cut_off(self.logger):
@@ -244,6 +246,27 @@ class LoggingSink(Pathless):
                 "dictConfig's handlers), or name another sink, e.g. sink='access.log'"
             )
         report_on_stderr(f"{unreached}: its access lines are lost (counted as failed); {fix}")
+
+    def _warn_if_below_the_level(self) -> None:
+        """Say on stderr, once, that the logger discards the lines for their level.
+
+        A level is the logger's choice, so such lines count as written; but the usual
+        cause is no choice: ``logging.basicConfig()`` leaves the root logger at WARNING,
+        and a logger that sets no level of its own takes that one.
+        """
+        logger, level = self.logger, self.level
+        if logger.isEnabledFor(level):
+            return
+        self._warned = True
+        name = logging.getLevelName(level)
+        keeps = logging.getLevelName(logger.getEffectiveLevel())
+        report_on_stderr(
+            f"logger {logger.name!r} keeps {keeps} and above: it discards the access lines, "
+            f"at {name} (they count as written, the logger's choice); a logger with no "
+            "level takes its parent's, and logging.basicConfig() leaves the root at WARNING: "
+            f"give it one (logging.getLogger({logger.name!r}).setLevel(logging.{name}), or "
+            "level in a dictConfig), or log at a level it keeps (level=... in the sink)"
+        )
 
     def watch_backlog(self, waiting: Callable[[], int]) -> None:
         """The writer reports a slow handler, as it does a slow file."""

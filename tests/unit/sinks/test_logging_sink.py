@@ -608,6 +608,29 @@ def test_a_logger_no_handler_reaches_loses_its_records_whatever_its_level(
     assert (log.stats().written, log.stats().failed) == (0, 1)
 
 
+def test_a_logger_whose_level_discards_the_lines_is_named_once(
+    logger: logging.Logger, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """logging.basicConfig() leaves the root at WARNING, and a logger with no level of
+    its own takes it: every INFO line was discarded without a word."""
+    handler = collected(logger)
+    logger.setLevel(logging.NOTSET)
+    logger.parent = logging.getLogger("test.warning-root")
+    logger.parent.setLevel(logging.WARNING)
+    log = write(LoggingSink(logger.name), [record(), record()])
+    (warning,) = boundlog_lines(capfd)
+    assert f"logger {logger.name!r} keeps WARNING and above: it discards the access lines" in (
+        warning
+    )
+    assert f"logging.getLogger({logger.name!r}).setLevel(logging.INFO)" in warning
+    assert handler.records == []
+    assert log.stats().written == 2
+    # At a level it keeps: no word.
+    write(LoggingSink(logger.name, level="WARNING"), [record()])
+    assert boundlog_lines(capfd) == []
+    assert len(handler.records) == 1
+
+
 def test_a_logger_configured_after_the_log_is_built_is_no_false_alarm(
     capfd: pytest.CaptureFixture[str],
 ) -> None:
