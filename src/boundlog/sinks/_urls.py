@@ -70,9 +70,13 @@ def parse_url(url: str) -> Address:
     framing, transport, default_port = SCHEMES[scheme]
     try:
         parts = urlsplit(url)
-        port = parts.port
     except ValueError as error:
         raise ConfigurationError(f"malformed network sink URL {url!r}: {error}") from None
+    try:
+        port = parts.port
+    except ValueError:
+        # Out of range, or no number: said as a port of 0 is.
+        raise ConfigurationError(f"{url!r}: {scheme}:// needs a port from 1 to 65535") from None
     if parts.query or parts.fragment or "?" in url or "#" in url:
         raise ConfigurationError(f"{url!r}: a network sink URL takes no query nor fragment")
     if parts.username is not None or parts.password is not None:
