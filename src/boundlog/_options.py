@@ -285,6 +285,8 @@ MIN_QUEUE_BYTES = 65536
 MIN_RECORD_BYTES = 4096
 
 Policy = Literal["drop", "wait"]
+#: The overload policies a log takes (``policy=``): ``drop`` refuses, and counts, a record
+#: that finds the queue full; ``wait`` blocks its submitter until there is room.
 POLICIES: tuple[Policy, ...] = ("drop", "wait")
 
 #: The forwarding headers a log can read, the default first.

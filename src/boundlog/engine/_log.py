@@ -135,7 +135,13 @@ class AccessLog:
     final totals if anything was lost in the log's life.
     """
 
+    #: ``submit(record) -> bool``: hand over a record; True once it is accepted (it will
+    #: be written or counted as failed), False when it was refused and counted as
+    #: dropped.  Never blocks under ``drop``; under ``wait`` blocks while the queue is
+    #: full.  Never formats, never touches the sink.
     submit: Callable[[Record], bool]
+    #: ``await submit_async(record) -> bool``: :attr:`submit` for a coroutine; under
+    #: ``wait`` it awaits room on the running loop instead of blocking it.
     submit_async: Callable[[Record], Coroutine[Any, Any, bool]]
     # For the integrations' request path: accepts a record if there is room now, and
     # refuses without counting otherwise, so a refusal must go on to submit.  With the

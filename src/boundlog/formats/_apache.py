@@ -156,6 +156,8 @@ class ApacheFormat(CompiledFirst):
         return join(_escaped_clients(clients, raw_clients), escape, _escaped_column)
 
 
+#: The format names a log takes as ``format=`` (and ``BOUNDLOG_FORMAT``, gunicorn's
+#: ``--access-logformat``); anything else with ``%`` in it is a template.
 FORMATS = ("combined", "common", "dev", "json", *SCHEMAS, "logfmt")
 
 
