@@ -142,7 +142,7 @@ class Admission:
             return True
         if self._may_wait():
             return self._submit_blocking(record)
-        self._count_refused()
+        self._count_refused(record)
         return False
 
     def _may_wait(self) -> bool:
@@ -288,7 +288,7 @@ class Admission:
         if self.offer(record):
             return True
         if not self._may_wait():
-            self._count_refused()
+            self._count_refused(record)
             return False
         loop = asyncio.get_running_loop()
         while not self._closed:
@@ -347,12 +347,24 @@ class Admission:
             self._wake_at = _NEVER
             self._work.notify()
 
-    def _count_refused(self) -> None:
+    def _count_refused(self, record: Record | None = None) -> None:
         with self._count_lock:
             self.refused += 1
             closed = self._closed
-            if self.peak < self._max_queue and not closed:
-                # Refused while open: the queue was full when its bound was checked.
+            waiting = len(self._pending)
+            if closed or self.peak >= self._max_queue:
+                pass
+            elif (
+                record is not None
+                and waiting < self._max_queue
+                and self._cost(record) > self._share
+            ):
+                # A record over its share, refused by the byte budget with records to
+                # spare: the peak is what waits, not max_queue.
+                self.peak = max(self.peak, waiting)
+            else:
+                # Refused while open: the queue was full when its bound was checked
+                # (the writer may have taken records since).
                 self.peak = self._max_queue
         after_close = self.after_close
         if closed and after_close is not None:

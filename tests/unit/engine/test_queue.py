@@ -407,3 +407,18 @@ def test_the_queue_is_bounded_in_bytes_and_the_writer_gives_them_back(offer: str
     assert admission.abandon() == 3 + 1 + 1
     assert admission._charged == 0
     assert not admission._excess
+
+
+def test_a_record_refused_by_the_byte_budget_leaves_the_peak_at_what_waits() -> None:
+    """queue_peak counts records: a big record the byte budget refuses while the queue
+    has room for more records is no full queue (it read max_queue, 10,000, with 10
+    records waiting).  A small record refused means the queue was full when checked."""
+    admission = Admission(max_queue=100, batch_size=2, policy="drop", max_queue_bytes=200_000)
+    big = [make_record(path=b"/b", request_headers=[(b"cookie", b"c" * 20_000)]) for _ in range(9)]
+    results = [admission.submit(record) for record in big]
+    assert results == [True] * 5 + [False] * 4
+    assert admission.counts() == (0, 5, 4, 5)
+    for index in range(95):
+        assert admission.submit(make_record(path=b"/%d" % index))
+    assert not admission.submit(make_record())
+    assert admission.counts() == (0, 100, 5, 100)
