@@ -282,7 +282,12 @@ def _body_bytes(request: web.BaseRequest, response: web.StreamResponse) -> int:
         return response.content_length
     written = response.body_length
     if not written:
-        return 0
+        # aiohttp sets body_length at the response's end: a response that never got
+        # there (its client left mid-stream, and the handler returned it) has what its
+        # writer put out so far.
+        written = getattr(getattr(response, "_payload_writer", None), "output_size", 0)
+        if not isinstance(written, int) or not written:
+            return 0
     version = request.version
     lines = [f"HTTP/{version.major}.{version.minor} {response.status} {response.reason}"]
     lines += [f"{name}: {value}" for name, value in response.headers.items()]
