@@ -27,6 +27,17 @@
 #include <Python.h>
 
 #include "common/dict_hint.h"
+
+#ifdef __STDC_NO_ATOMICS__
+typedef volatile Py_ssize_t HeldCount;
+#define held_add(count, n) ((void)(*(count) += (n)))
+#define held_load(count) (*(count))
+#else
+#include <stdatomic.h>
+typedef _Atomic Py_ssize_t HeldCount;
+#define held_add(count, n) ((void)atomic_fetch_add_explicit((count), (n), memory_order_relaxed))
+#define held_load(count) atomic_load_explicit((count), memory_order_relaxed)
+#endif
 #include "paths/handoff.h"
 
 /* The dict keys and message types the request path compares with, interned once per
@@ -83,6 +94,10 @@ typedef struct {
     Py_ssize_t budget_limit;
     PyObject *names[NAMES];
     DictHint hints[HINTS];
+    /* Records held for applications still running after their response (a log reading
+     * notes: asgi_send.c), for the lifespan shutdown to wait for (asgi.py's
+     * _records_held).  Moved by whichever thread holds or hands one over. */
+    HeldCount held;
 } Middleware;
 
 /* One request's response, as the send wrapper sees it go by. */

@@ -217,6 +217,7 @@ pending_record(Capture *capture)
     if (capture->held != NULL) {
         PyObject *held = capture->held;
         capture->held = NULL;
+        held_add(&capture->middleware->held, -1);
         record = asgi_with_notes(capture, held);
         Py_DECREF(held);
     }

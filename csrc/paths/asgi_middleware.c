@@ -250,8 +250,17 @@ middleware_dealloc(PyObject *self)
     Py_DECREF(type);
 }
 
+/* _records_held: how many records wait for their applications to return (asgi.py). */
+static PyObject *
+middleware_records_held(PyObject *self, void *Py_UNUSED(closure))
+{
+    return PyLong_FromSsize_t(held_load(&((Middleware *)self)->held));
+}
+
 static PyGetSetDef middleware_getset[] = {
     APP_ATTRIBUTE_GETSET,
+    {"_records_held", middleware_records_held, NULL,
+     "Records held until their applications return (a log that reads notes).", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

@@ -181,6 +181,7 @@ capture_send(Capture *capture, PyObject *message)
         }
         else if (capture->notes != NULL) {
             capture->held = record; /* stolen */
+            held_add(&capture->middleware->held, 1);
             record = NULL;
             rc = FORWARD;
         }
@@ -252,6 +253,11 @@ static int
 capture_clear(PyObject *self)
 {
     Capture *capture = (Capture *)self;
+    if (capture->held != NULL && capture->middleware != NULL) {
+        /* Never handed over (a capture the collector frees): no longer waited for. */
+        held_add(&capture->middleware->held, -1);
+        Py_CLEAR(capture->held);
+    }
     Py_CLEAR(capture->middleware);
     Py_CLEAR(capture->scope);
     Py_CLEAR(capture->send);

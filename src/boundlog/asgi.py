@@ -20,7 +20,9 @@ its duration, the bytes of its frames and, for a log that reads it, its close co
 
 Lifespan scopes go to the application, with no record, but the middleware watches the
 lifespan shutdown: before the server hears that shutdown is complete, an owned log is
-closed and a borrowed one flushed (see ``_draining_on_shutdown``).  An application that
+closed and a borrowed one flushed (see ``_draining_on_shutdown``), once the records held
+for applications still running after their responses are handed over (at most
+``close_timeout``: see ``_held_records_ended``).  An application that
 refuses the lifespan scope (it raises, or returns, before receiving its first message:
 Django's handler does) gets the middleware's own answer instead, so that its log is
 drained too; see ``_lifespan``.
@@ -53,6 +55,7 @@ import asyncio
 import logging
 import os
 import sys
+import threading
 from collections.abc import Awaitable, Callable, MutableMapping
 from time import perf_counter, time
 from types import MethodType
@@ -86,6 +89,10 @@ _PROTOCOLS = {"1.1": "HTTP/1.1", "2": "HTTP/2", "1.0": "HTTP/1.0", "1": "HTTP/1.
 _NO_RESPONSE: Message = {}
 # What ``response`` holds once the record is handed over.
 _FINISHED: Message = {}
+
+
+# How often the lifespan's shutdown looks whether the held records were handed over.
+_HELD_RECORDS_POLL = 0.01
 
 
 class AccessLogMiddleware:
@@ -135,6 +142,10 @@ class AccessLogMiddleware:
         self._budget = self.log.record_budget
         # Set for each request only when the log reads notes (see _notes).
         self._notes_var = NOTES if self.log.reads_notes else None
+        # Records held until their applications return, on this module's request path
+        # (a log reading notes; the C path counts its own): see _held_records_ended.
+        self._held_here = 0
+        self._held_lock = threading.Lock()
         # What the log's format reads of a record's extras, learnt when the response
         # ends (see _extras); None for a log that reads none.
         self._extras = learner(self.log.reads_extras, self.log.environ_names, self._budget.limit)
@@ -222,6 +233,7 @@ class AccessLogMiddleware:
             response = _FINISHED
             if notes is not None:
                 held = entry
+                self._count_held(1)
                 return send(message)
             if self._offer(entry):
                 return send(message)
@@ -256,7 +268,41 @@ class AccessLogMiddleware:
                 )
                 await self._submit_async(entry)
             elif held is not None:
+                self._count_held(-1)
                 await self._submit_async(self._with_notes(held, notes))
+
+    def _count_held(self, change: int) -> None:
+        with self._held_lock:
+            self._held_here += change
+
+    def _records_held_now(self) -> int:
+        # The C request path's count is its type's _records_held (a getset).
+        return self._held_here + getattr(self, "_records_held", 0)
+
+    async def _held_records_ended(self) -> None:
+        """Wait, at the lifespan's shutdown, for the records held until their
+        applications return, at most ``close_timeout``; say how many it did not get.
+
+        uvicorn and hypercorn wait for their requests before the lifespan shuts down;
+        granian stops its worker right after, without waiting for what applications go
+        on doing after their responses (a Starlette BackgroundTask), whose records a log
+        reading notes holds for the fields that work may add.  Their event loop still
+        runs while the shutdown is awaited here.
+        """
+        if self._notes_var is None or not self._records_held_now():
+            return
+        loop = asyncio.get_running_loop()
+        timeout = self.log._close_timeout
+        deadline = None if timeout is None else loop.time() + timeout
+        while self._records_held_now() and (deadline is None or loop.time() < deadline):
+            await asyncio.sleep(_HELD_RECORDS_POLL)
+        left = self._records_held_now()
+        if left:
+            report_on_stderr(
+                f"{self.log._sink.name}: {left} request(s) still running after their "
+                f"responses when the server shut the application down (a background "
+                f"task), {timeout} s later: their lines are lost"
+            )
 
     def _with_notes(self, held: Record, notes: dict[str, Any] | None) -> Record:
         # A held record takes the request's notes as they are now, counted against
@@ -360,6 +406,7 @@ class AccessLogMiddleware:
 
         async def send_after_draining(message: Message) -> None:
             if message["type"] in ("lifespan.shutdown.complete", "lifespan.shutdown.failed"):
+                await self._held_records_ended()
                 await asyncio.get_running_loop().run_in_executor(None, drain)
             await send(message)
 

@@ -11,19 +11,32 @@ multiprocessing's finalizers drain the log there (engine/_log.py).
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import httpx
 import pytest
 
-from _servers import LOOPBACK, PYTHON, Exchange, build_exchanges, check_drained_on_stop
+from _servers import (
+    CLIENT_TIMEOUT,
+    LOOPBACK,
+    PYTHON,
+    SINK_VARIABLE,
+    Exchange,
+    build_exchanges,
+    check_drained_on_stop,
+    read_log_lines,
+    running_server,
+)
 
 pytestmark = pytest.mark.needs("granian")
 
 REQUESTS = 150
 
 
-def granian_command(port: int, interface: str = "asgi") -> list[str]:
-    app = "tests.apps.wsgi_app:app" if interface == "wsgi" else "tests.apps.asgi_app:app"
+def granian_command(port: int, interface: str = "asgi", app: str | None = None) -> list[str]:
+    if app is None:
+        app = "tests.apps.wsgi_app:app" if interface == "wsgi" else "tests.apps.asgi_app:app"
     return [
         PYTHON, "-m", "granian", "--interface", interface, "--host", LOOPBACK,
         "--port", str(port), "--workers", "1", "--no-access-log", "--log-level", "warning",
@@ -71,3 +84,24 @@ def _wsgi_usable(exchange: Exchange) -> bool:
     return not exchange.path.startswith(b"/stream/") and all(
         field is None or field.isascii() for field in fields
     )
+
+
+@pytest.mark.needs("starlette")
+def test_a_background_task_running_at_shutdown_still_gets_its_line(tmp_path: Path) -> None:
+    """granian stops its worker right after the lifespan shutdown, without waiting for
+    what an application does after its response.  A json log holds the record until
+    the application returns (for the fields such work adds): the line was lost, not
+    even counted.  The shutdown now waits for held records (at most close_timeout)."""
+    log_path = tmp_path / "access.log"
+    command = lambda port: granian_command(port, app="tests.apps.background_task_app:app")  # noqa: E731
+    with running_server(
+        command, {SINK_VARIABLE: str(log_path)}, tmp_path / "granian.out"
+    ) as server:
+        answered = httpx.get(f"{server.base_url}/report", timeout=CLIENT_TIMEOUT)
+        assert answered.status_code == 200
+        server.stop()
+        output = server.output()
+    assert "boundlog:" not in output, output
+    (line,) = read_log_lines(log_path)
+    record = json.loads(line)
+    assert (record["path"], record["status"], record["finished"]) == ("/report", 200, "at shutdown")

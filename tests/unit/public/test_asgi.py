@@ -308,6 +308,53 @@ async def run_lifespan(middleware: Any, path: Path) -> tuple[list[Message], list
     return sent, lines
 
 
+@pytest.mark.parametrize("core", ["c", "python"])
+def test_the_lifespan_shutdown_waits_for_records_held_by_running_applications(
+    tmp_path: Path, core: str
+) -> None:
+    """A json log holds a record until its application returns (for the fields a
+    background task adds): a server that stops right after the lifespan shutdown
+    (granian) lost it.  The shutdown waits for it before the log closes."""
+    path = tmp_path / "access.log"
+
+    async def main() -> tuple[list[Message], list[int], int, int]:
+        responded, shutting_down = asyncio.Event(), asyncio.Event()
+
+        async def app(scope: Any, receive: Any, send: Any) -> None:
+            if scope["type"] == "lifespan":
+                await receive()
+                await send({"type": "lifespan.startup.complete"})
+                await receive()
+                shutting_down.set()  # an application's shutdown handlers run
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+            await send(start(200))
+            await send({"type": "http.response.body", "body": b"ab"})
+            responded.set()
+            await shutting_down.wait()
+            boundlog.add_fields(finished="at shutdown")
+
+        middleware = AccessLogMiddleware(app, sink=str(path), format="json")
+        request = asyncio.ensure_future(
+            call(middleware if core == "c" else middleware.__call__, http_scope())
+        )
+        await responded.wait()
+        held = middleware._records_held_now()
+        sent, lines = await run_lifespan(middleware, path)
+        await request
+        return sent, lines, held, middleware._records_held_now()
+
+    sent, lines, held, held_after = asyncio.run(main())
+    assert (held, held_after) == (1, 0)
+    assert [message["type"] for message in sent] == [
+        "lifespan.startup.complete",
+        "lifespan.shutdown.complete",
+    ]
+    assert lines == [0, 1]
+    [line] = json_lines(path)
+    assert (line["status"], line["bytes_sent"], line["finished"]) == (200, 2, "at shutdown")
+
+
 @pytest.mark.parametrize("refusal", ["raises", "returns"])
 @pytest.mark.parametrize("owned", [True, False])
 def test_an_app_refusing_the_lifespan_gets_the_middlewares_answer_which_drains(
