@@ -243,7 +243,8 @@ class LoggingSink(Pathless):
         else:
             fix = (
                 f"give {name!r} or a logger above it a handler (logging.basicConfig(), a "
-                "dictConfig's handlers), or name another sink, e.g. sink='access.log'"
+                "dictConfig's handlers), or name another sink, e.g. a file: sink='access.log' "
+                "(BOUNDLOG_SINK, or --access-logfile under gunicorn)"
             )
         report_on_stderr(f"{unreached}: its access lines are lost (counted as failed); {fix}")
 
