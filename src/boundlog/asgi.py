@@ -91,8 +91,10 @@ _NO_RESPONSE: Message = {}
 _FINISHED: Message = {}
 
 
-# How often the lifespan's shutdown looks whether the held records were handed over.
+# How often the lifespan's shutdown looks whether the held records were handed over,
+# and how long it waits for them at most (close_timeout if shorter).
 _HELD_RECORDS_POLL = 0.01
+_HELD_RECORDS_WAIT_LIMIT = 30.0
 
 
 class AccessLogMiddleware:
@@ -292,9 +294,16 @@ class AccessLogMiddleware:
         if self._notes_var is None or not self._records_held_now():
             return
         loop = asyncio.get_running_loop()
-        timeout = self.log._close_timeout
-        deadline = None if timeout is None else loop.time() + timeout
-        while self._records_held_now() and (deadline is None or loop.time() < deadline):
+        # close_timeout, but never for ever: that waits for a sink, this for application
+        # code, which may never end.
+        close_timeout = self.log._close_timeout
+        timeout = (
+            _HELD_RECORDS_WAIT_LIMIT
+            if close_timeout is None
+            else min(close_timeout, _HELD_RECORDS_WAIT_LIMIT)
+        )
+        deadline = loop.time() + timeout
+        while self._records_held_now() and loop.time() < deadline:
             await asyncio.sleep(_HELD_RECORDS_POLL)
         left = self._records_held_now()
         if left:

@@ -355,6 +355,50 @@ def test_the_lifespan_shutdown_waits_for_records_held_by_running_applications(
     assert (line["status"], line["bytes_sent"], line["finished"]) == (200, 2, "at shutdown")
 
 
+def test_the_lifespan_shutdown_says_how_many_held_records_it_did_not_get(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """An application that goes on past close_timeout: the shutdown does not wait for
+    ever (application code may never end), and says what it leaves."""
+    path = tmp_path / "access.log"
+
+    async def main() -> tuple[list[Message], boundlog.Stats]:
+        responded, released = asyncio.Event(), asyncio.Event()
+
+        async def app(scope: Any, receive: Any, send: Any) -> None:
+            if scope["type"] == "lifespan":
+                await receive()
+                await send({"type": "lifespan.startup.complete"})
+                await receive()
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+            await send(start(200))
+            await send({"type": "http.response.body", "body": b"ab"})
+            responded.set()
+            await released.wait()
+
+        middleware = AccessLogMiddleware(app, sink=str(path), format="json", close_timeout=0.05)
+        request = asyncio.ensure_future(call(middleware, http_scope()))
+        await responded.wait()
+        sent, _ = await run_lifespan(middleware, path)
+        released.set()
+        await request
+        return sent, middleware.log.stats()
+
+    sent, stats = asyncio.run(main())
+    assert [message["type"] for message in sent][-1] == "lifespan.shutdown.complete"
+    said = capfd.readouterr().err.splitlines()
+    assert [line for line in said if "after their responses" in line] == [
+        f"boundlog: {path}: 1 request(s) still running after their responses when the "
+        "server shut the application down (a background task), 0.05 s later: their lines "
+        "are lost"
+    ]
+    # Its application ended after all, here: the record came after close(), and is
+    # counted (and said) as such.
+    assert (stats.submitted, stats.written, stats.dropped) == (1, 0, 1)
+    assert any("a record that came after close() was dropped" in line for line in said)
+
+
 @pytest.mark.parametrize("refusal", ["raises", "returns"])
 @pytest.mark.parametrize("owned", [True, False])
 def test_an_app_refusing_the_lifespan_gets_the_middlewares_answer_which_drains(
