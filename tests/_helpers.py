@@ -1,4 +1,5 @@
-"""What the unit tests import: blocked pipes and fifos, deadlines instead of sleeps, a local zone.
+"""What the unit tests import: blocked pipes and fifos, deadlines instead of sleeps, a local
+zone, threads run at once.
 
 Tests import these from here, never from ``conftest`` (pytest imports conftest itself,
 and a second import under another name would give a second ``BlockedPipe`` class).
@@ -40,6 +41,15 @@ def wait_until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
         if time.monotonic() > deadline:
             raise AssertionError(f"condition not met within {timeout} s: {condition}")
         time.sleep(0.001)
+
+
+def run_in_threads(*targets: Callable[[], object]) -> None:
+    """Start a thread for each of ``targets``, then wait until they have all ended."""
+    threads = [threading.Thread(target=target) for target in targets]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
 
 
 @contextmanager

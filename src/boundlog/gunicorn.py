@@ -232,17 +232,31 @@ class Logger(GunicornLogger):  # type: ignore[misc]
         request_time: timedelta | _Elapsed,
     ) -> None:
         """Hand the finished request to boundlog (to gunicorn's access log when it has none)."""
-        # The C core does all of what follows for the usual request; the code below is
-        # its reference, and runs for every request it leaves (csrc/paths/gunicorn_access.c).
+        # The C core does it all for the usual request; _log_by_reference is its
+        # reference, and runs for every request it leaves (csrc/paths/gunicorn_access.c).
         compiled = self._compiled_access
         if compiled is not None and compiled(resp, req, environ, request_time):
             return
         if self.boundlog is None:
             super().access(resp, req, environ, request_time)
-            return
+        else:
+            self._log_by_reference(resp, req, environ, request_time)
+
+    def _log_by_reference(
+        self,
+        resp: _Response,
+        req: Any,
+        environ: Mapping[str, Any],
+        request_time: timedelta | _Elapsed,
+    ) -> int | None:
+        """Hand a request the C access left to boundlog; return the status logged in
+        place of the response's (500 for an application that failed before anything
+        was sent), or _LOGGED_ALREADY for gunicorn's second call for such a request,
+        left out."""
         status = self._status_after_a_failure(resp, req)
         if status != _LOGGED_ALREADY:
             self._hand_over(resp, req, environ, request_time, status)
+        return status
 
     def _status_after_a_failure(self, resp: _Response, req: Any) -> int | None:
         """500 for a request whose application failed before anything was sent;
@@ -430,14 +444,15 @@ class _StatsdAccess(Logger):
             # here, which sends the metrics (access log or not, as gunicorn does).
             super().access(resp, req, environ, request_time)
             return
-        # As Logger.access, asked once: a request whose application failed is one
-        # request in the metrics too, with the 500 gunicorn answered.
-        status = self._status_after_a_failure(resp, req)
-        if status == _LOGGED_ALREADY:
-            return
+        # A request whose application failed is one request in the metrics too, with
+        # the 500 gunicorn answered.
         compiled = self._compiled_access
-        if status is not None or compiled is None or not compiled(resp, req, environ, request_time):
-            self._hand_over(resp, req, environ, request_time, status)
+        if compiled is not None and compiled(resp, req, environ, request_time):
+            status = None
+        else:
+            status = self._log_by_reference(resp, req, environ, request_time)
+            if status == _LOGGED_ALREADY:
+                return
         # boundlog has the request; send what Statsd.access sends besides its line.
         # Three datagrams, as gunicorn's own logger sends them; _sock_send keeps a
         # failure to send out of the request (it logs a warning, as gunicorn does).

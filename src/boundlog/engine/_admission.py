@@ -351,21 +351,20 @@ class Admission:
         with self._count_lock:
             self.refused += 1
             closed = self._closed
-            waiting = len(self._pending)
-            if closed or self.peak >= self._max_queue:
-                pass
-            elif (
-                record is not None
-                and waiting < self._max_queue
-                and self._cost(record) > self._share
-            ):
-                # A record over its share, refused by the byte budget with records to
-                # spare: the peak is what waits, not max_queue.
-                self.peak = max(self.peak, waiting)
-            else:
-                # Refused while open: the queue was full when its bound was checked
-                # (the writer may have taken records since).
-                self.peak = self._max_queue
+            if not closed and self.peak < self._max_queue:
+                waiting = len(self._pending)
+                if (
+                    record is None
+                    or waiting >= self._max_queue
+                    or self._cost(record) <= self._share
+                ):
+                    # Refused while open: the queue was full when its bound was checked
+                    # (the writer may have taken records since).
+                    self.peak = self._max_queue
+                else:
+                    # A record over its share, refused by the byte budget with records
+                    # to spare: the peak is what waits.
+                    self.peak = max(self.peak, waiting)
         after_close = self.after_close
         if closed and after_close is not None:
             after_close()

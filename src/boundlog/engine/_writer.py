@@ -419,7 +419,9 @@ class Writer:
             batch = kept
         data, unformattable = self._format_batch(batch)
         lines = len(batch) - unformattable
-        prefix = 1 if self._fragment_open and not self._fragment_emptied() else 0
+        if self._fragment_open and self._fragment_emptied():
+            self._fragment_open = False
+        prefix = 1 if self._fragment_open else 0
         if prefix:
             data = b"\n" + data
         with self._accounting:
@@ -473,11 +475,10 @@ class Writer:
         would start the emptied file with an empty line.  Asked only after a failed
         write, so it costs a stat then and nothing otherwise."""
         end = self._fragment_end
-        size = None if end is None else self._sink.size()
-        if end is None or size is None or size >= end:
+        if end is None:
             return False
-        self._fragment_open = False
-        return True
+        size = self._sink.size()
+        return size is not None and size < end
 
     def _format_batch(self, batch: Sequence[Record]) -> tuple[bytes, int]:
         # BaseException too: a format is user code, and a SystemExit raised in it would

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from _helpers import BlockedPipe
+from _helpers import BlockedPipe, run_in_threads
 from _records import make_record
 from _servers import loss_reports
 from boundlog import AccessLog, ConfigurationError, JsonFormat, SinkError, Stats
@@ -113,11 +113,7 @@ def test_reopen_requests_from_many_threads_are_each_counted(tmp_path: Path) -> N
         for _ in range(each):
             log.request_reopen()
 
-    workers = [threading.Thread(target=request) for _ in range(threads)]
-    for worker in workers:
-        worker.start()
-    for worker in workers:
-        worker.join()
+    run_in_threads(*[request] * threads)
     assert log._writer.reopens_requested == threads * each
     assert log.reopen(timeout=60)
     log.close()
@@ -145,15 +141,11 @@ def test_stats_read_while_records_flow_never_settle_more_than_was_submitted(
             ):
                 bad.append(stats)
 
-    reader = threading.Thread(target=read)
-    reader.start()
-    workers = [threading.Thread(target=submit) for _ in range(submitters)]
-    for worker in workers:
-        worker.start()
-    for worker in workers:
-        worker.join()
-    done.set()
-    reader.join()
+    def submit_then_stop_reading() -> None:
+        run_in_threads(*[submit] * submitters)
+        done.set()
+
+    run_in_threads(read, submit_then_stop_reading)
     assert log.close().written == submitters * each
     assert bad == []
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import random
 import re
@@ -13,7 +14,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from _examples import examples
-from _helpers import local_zone
+from _helpers import local_zone, run_in_threads
 from boundlog.formats._timestamps import ClfClock, Rfc3339Clock, _PerSecond
 
 MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
@@ -222,9 +223,5 @@ def test_a_cache_shared_by_writer_threads_gives_every_second_its_own_text() -> N
         except BaseException as error:
             errors.append(error)
 
-    workers = [threading.Thread(target=format_batches, args=(seed,)) for seed in range(threads)]
-    for worker in workers:
-        worker.start()
-    for worker in workers:
-        worker.join()
+    run_in_threads(*[functools.partial(format_batches, seed) for seed in range(threads)])
     assert errors == []

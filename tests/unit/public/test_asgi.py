@@ -308,6 +308,32 @@ async def run_lifespan(middleware: Any, path: Path) -> tuple[list[Message], list
     return sent, lines
 
 
+def running_past_its_response(
+    responded: asyncio.Event, resume: asyncio.Event, *, resumed_at_shutdown: bool
+) -> Any:
+    """An application with a lifespan whose request sends a 2-byte response, sets
+    ``responded`` and goes on (a background task) until ``resume`` is set, then adds a
+    field.  With ``resumed_at_shutdown`` its lifespan shutdown sets it, as an
+    application's shutdown handlers would end such work."""
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            await receive()
+            await send({"type": "lifespan.startup.complete"})
+            await receive()
+            if resumed_at_shutdown:
+                resume.set()
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+        await send(start(200))
+        await send({"type": "http.response.body", "body": b"ab"})
+        responded.set()
+        await resume.wait()
+        boundlog.add_fields(finished="at shutdown")
+
+    return app
+
+
 @pytest.mark.parametrize("core", ["c", "python"])
 def test_the_lifespan_shutdown_waits_for_records_held_by_running_applications(
     tmp_path: Path, core: str
@@ -319,21 +345,7 @@ def test_the_lifespan_shutdown_waits_for_records_held_by_running_applications(
 
     async def main() -> tuple[list[Message], list[int], int, int]:
         responded, shutting_down = asyncio.Event(), asyncio.Event()
-
-        async def app(scope: Any, receive: Any, send: Any) -> None:
-            if scope["type"] == "lifespan":
-                await receive()
-                await send({"type": "lifespan.startup.complete"})
-                await receive()
-                shutting_down.set()  # an application's shutdown handlers run
-                await send({"type": "lifespan.shutdown.complete"})
-                return
-            await send(start(200))
-            await send({"type": "http.response.body", "body": b"ab"})
-            responded.set()
-            await shutting_down.wait()
-            boundlog.add_fields(finished="at shutdown")
-
+        app = running_past_its_response(responded, shutting_down, resumed_at_shutdown=True)
         middleware = AccessLogMiddleware(app, sink=str(path), format="json")
         request = asyncio.ensure_future(
             call(middleware if core == "c" else middleware.__call__, http_scope())
@@ -364,19 +376,7 @@ def test_the_lifespan_shutdown_says_how_many_held_records_it_did_not_get(
 
     async def main() -> tuple[list[Message], boundlog.Stats]:
         responded, released = asyncio.Event(), asyncio.Event()
-
-        async def app(scope: Any, receive: Any, send: Any) -> None:
-            if scope["type"] == "lifespan":
-                await receive()
-                await send({"type": "lifespan.startup.complete"})
-                await receive()
-                await send({"type": "lifespan.shutdown.complete"})
-                return
-            await send(start(200))
-            await send({"type": "http.response.body", "body": b"ab"})
-            responded.set()
-            await released.wait()
-
+        app = running_past_its_response(responded, released, resumed_at_shutdown=False)
         middleware = AccessLogMiddleware(app, sink=str(path), format="json", close_timeout=0.05)
         request = asyncio.ensure_future(call(middleware, http_scope()))
         await responded.wait()
