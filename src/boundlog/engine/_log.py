@@ -518,9 +518,10 @@ class AccessLog:
 
     def _refused_after_close(self) -> None:
         # close()'s last line has the totals so far; a record that comes later is
-        # counted in dropped where nobody would look, so the first one is said.
+        # counted in dropped where nobody would look, so the first one is said.  One
+        # refused while close() runs is in that line.
         loss_report = self._loss_report
-        if self._late or loss_report is None:
+        if self._late or loss_report is None or self._final is None:
             return
         self._late = True
         report_on_stderr(loss_report.after_close())
