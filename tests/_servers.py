@@ -156,10 +156,12 @@ def running_server(
     *,
     stdout: int | None = None,
     unix_socket: Path | None = None,
+    pass_fds: tuple[int, ...] = (),
 ) -> Iterator[Server]:
     """Run ``command(port)`` from the repository root until the block ends.
 
     A server told to listen on ``unix_socket`` is waited for there instead of the port.
+    ``pass_fds``: descriptors the server inherits.
 
     The server's stdout and stderr go to ``output_path``, or its stdout to the
     descriptor ``stdout`` when one is given.  Another process may take the free port
@@ -179,6 +181,7 @@ def running_server(
                 stdout=output if stdout is None else stdout,
                 stderr=subprocess.STDOUT if stdout is None else output,
                 start_new_session=True,
+                pass_fds=pass_fds,
             )
         server = Server(process, port, output_path, unix_socket)
         if server._wait_until_accepting(time.monotonic() + START_TIMEOUT):

@@ -45,6 +45,8 @@ from boundlog.gunicorn import Logger
 
 REQUESTS = 150
 APP = "tests.apps.bare_wsgi:app"
+# Server hooks that show when a worker has started, and can hold it as it starts.
+BOOT_HOOKS = "python:tests.apps.gunicorn_boot_hooks"
 
 
 # The policy every integration test's log follows (see tests/apps/__init__.py), in the
@@ -149,15 +151,28 @@ def test_stdout_sink_shared_by_two_workers_through_a_pipe(tmp_path: Path) -> Non
         check_log(pipe.lines(), exchanges, "combined", started, finished)
 
 
+def usr1_pending(pid: int) -> bool:
+    """Whether a SIGUSR1 sent to ``pid`` waits to be delivered to one of its threads."""
+    bit = 1 << (signal.SIGUSR1 - 1)
+    status = Path(f"/proc/{pid}/status").read_text().splitlines()
+    masks = [line.split()[1] for line in status if line.startswith(("SigPnd:", "ShdPnd:"))]
+    return any(int(mask, 16) & bit for mask in masks)
+
+
 def test_usr1_after_renaming_the_log_moves_new_lines_to_a_new_file(tmp_path: Path) -> None:
     """After logrotate-style rename and SIGUSR1, every process writes to a new file at the path."""
     log_path = tmp_path / "access.log"
     rotated_path = tmp_path / "access.log.1"
+    ready = tmp_path / "ready"
+    ready.mkdir()
     before, after = build_exchanges(40, seed=1), build_exchanges(40, seed=2)
-    command = gunicorn_command("-k", "gthread", "--access-logfile", str(log_path))
-    environment = {"TZ": SERVER_TZ, **POLICY_ENVIRONMENT}
+    command = gunicorn_command("-k", "gthread", "-c", BOOT_HOOKS, "--access-logfile", str(log_path))
+    environment = {"TZ": SERVER_TZ, "READY_DIR": str(ready), **POLICY_ENVIRONMENT}
     logged_before = sum(exchange.logged for exchange in before)
     with running_server(command, environment, tmp_path / "gunicorn.out") as server:
+        # A worker still starting has not installed its SIGUSR1 handler yet (see the
+        # next test): both have before the log is rotated.
+        poll_until(lambda: len(list(ready.iterdir())) == 2, 10, "both workers started")
         started = time.time()
         send_exchanges(server.port, before)
         poll_until(
@@ -180,6 +195,49 @@ def test_usr1_after_renaming_the_log_moves_new_lines_to_a_new_file(tmp_path: Pat
         stop_gracefully(server)
     check_log(read_log_lines(rotated_path), before, "combined", started, finished)
     check_log(read_log_lines(log_path), after, "combined", started, finished)
+
+
+def test_a_worker_that_missed_usr1_while_starting_writes_to_the_new_file(
+    tmp_path: Path,
+) -> None:
+    """A SIGUSR1 that reaches a worker before it installed its handler is lost there (as
+    for gunicorn's own logger, which then writes to the rotated file for good): the
+    worker's first batch still goes to the file at the path."""
+    log_path = tmp_path / "access.log"
+    rotated_path = tmp_path / "access.log.1"
+    ready = tmp_path / "ready"
+    ready.mkdir()
+    exchanges = build_exchanges(40, seed=3)
+    command = gunicorn_command("-k", "gthread", "-c", BOOT_HOOKS, "--access-logfile", str(log_path))
+    gate, opener = os.pipe()
+    environment = {
+        "TZ": SERVER_TZ, "READY_DIR": str(ready), "BOOT_GATE_FD": str(gate),
+        **POLICY_ENVIRONMENT,
+    }  # fmt: skip
+    try:
+        with running_server(
+            command, environment, tmp_path / "gunicorn.out", pass_fds=(gate,)
+        ) as server:
+            master = server.process.pid
+            poll_until(lambda: len(group_processes(master)) == 3, 10, "two workers")
+            workers = set(group_processes(master)) - {master}
+            # Both workers wait at the gate, in post_fork: logrotate moves the file and
+            # the signal the master would forward reaches them there.
+            log_path.rename(rotated_path)
+            for worker in workers:
+                os.kill(worker, signal.SIGUSR1)
+            poll_until(lambda: not any(map(usr1_pending, workers)), 10, "the workers get SIGUSR1")
+            os.write(opener, b"x" * len(workers))
+            poll_until(lambda: len(list(ready.iterdir())) == 2, 10, "both workers started")
+            started = time.time()
+            send_exchanges(server.port, exchanges)
+            finished = time.time()
+            stop_gracefully(server)
+    finally:
+        os.close(gate)
+        os.close(opener)
+    assert rotated_path.read_bytes() == b""
+    check_log(read_log_lines(log_path), exchanges, "combined", started, finished)
 
 
 def test_reload_on_hup_replaces_the_log_and_loses_no_line(tmp_path: Path) -> None:

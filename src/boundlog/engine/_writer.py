@@ -131,6 +131,9 @@ class Writer:
         # Guards the counters against close() giving up on the thread half-way.
         self._accounting = threading.Lock()
         self._next_watch = 0.0
+        # A forked child asks once, before its first batch, whether the file it
+        # inherited is still the one at the path (see _between_batches).
+        self._inherited_unchecked = False
         self._settled_changed = threading.Condition()
         # A failed write may leave part of a line in the sink; the next write starts
         # with a newline so that the fragment never joins the next record's line.
@@ -144,6 +147,7 @@ class Writer:
     def reset_after_fork(self) -> None:
         """In a forked child: zero the counters and start a writer thread of its own."""
         self._start_afresh()
+        self._inherited_unchecked = True
         if self._select is not None:
             self._select.reseed()
         self.thread.start()
@@ -279,6 +283,16 @@ class Writer:
         # The next batch goes to the reopened file, none after it to the old one.
         if self.reopens_done != self.reopens_requested:
             self._reopen(self.reopens_requested)
+        elif batch and self._inherited_unchecked:
+            # A server sends its reopen signal to every worker (gunicorn's master
+            # forwards SIGUSR1), but a worker still starting has not installed its
+            # handler yet: the signal is lost there, and the worker would write to the
+            # rotated file for good (gunicorn's own logger does).  Its first records
+            # come once it serves, so its handler is in place by then: one look at the
+            # path before the first batch covers the signals it may have missed.
+            self._inherited_unchecked = False
+            if self._sink.replaced():
+                self._reopen(self.reopens_requested)
         elif batch and (self._watch or self._lost_signal is not None):
             self._look_around()
 

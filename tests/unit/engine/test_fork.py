@@ -64,3 +64,27 @@ def test_fork_while_the_writer_is_blocked_in_a_write(
     assert len(child_log_path.read_bytes().splitlines()) == 1
     blocked_pipe.release()
     assert log.close().written == 1
+
+
+def test_a_child_writes_to_the_file_at_the_path_if_its_inherited_one_was_moved(
+    tmp_path: Path,
+) -> None:
+    """A file moved between the parent's open and the child's first batch (a reopen
+    signal the child missed while it started): the child writes at the path, the
+    parent, asked nothing, to the file it has."""
+    path, rotated = tmp_path / "access.log", tmp_path / "access.log.1"
+    log = AccessLog(str(path), flush_interval=0)
+    log.submit(make_record(path=b"/parent/0"))
+    log.flush()
+    path.rename(rotated)
+    child = _run_child(path, log)
+    _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    log.submit(make_record(path=b"/parent/1"))
+    assert log.close().written == 2
+    assert [line.split(b" ")[6] for line in path.read_bytes().splitlines()] == [
+        b"/child/%d" % i for i in range(3)
+    ]
+    assert [line.split(b" ")[6] for line in rotated.read_bytes().splitlines()] == [
+        b"/parent/0", b"/parent/1"
+    ]  # fmt: skip
