@@ -141,6 +141,25 @@ def test_every_line_arrives_and_every_field_parses(
         assert seen == expected
 
 
+@pytest.mark.parametrize("transport", ["tcp", "tls"])
+def test_a_line_past_rsyslogd_s_limit_is_one_message_not_two(
+    rsyslogd: Rsyslogd, certificates: dict[str, tuple[Path, Path, Path]], transport: str
+) -> None:
+    """rsyslogd reads what is past its maxMessageSize as a message of its own: a
+    client's long request would write one of its choosing.  The sink cuts first."""
+    options = {"ssl_context": _context(certificates, "good")} if transport == "tls" else {}
+    # Past the 64k the test daemon takes, as a json line with large header fields is.
+    forged = b"<13>1 2026-01-01T00:00:00Z host FORGED 666 - - forged by a client"
+    with AccessLog(NetworkSink(_url(rsyslogd, transport), **options)) as log:
+        log.submit(make_record(path=b"/" + b"a" * 70000 + forged))
+        log.submit(make_record(path=b"/after"))
+    assert log.stats().written == 2
+    lines = rsyslogd.wait_for_lines(2)
+    assert "/after " in lines[-1]
+    assert len(lines) == 2
+    assert not any("FORGED" in line for line in lines)
+
+
 def test_a_relp_session_ends_as_librelp_ends_it(rsyslogd: Rsyslogd) -> None:
     """close() waits for the answer to its close command, so that rsyslogd can send it:
     otherwise it reports a broken pipe on its stderr at every restart of a server."""

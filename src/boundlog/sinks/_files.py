@@ -21,7 +21,8 @@ from .._errors import ConfigurationError, SinkError
 from ._logging import SCHEME as LOGGING_SCHEME
 from ._logging import LoggingSink
 from ._network import NetworkSink
-from ._urls import looks_like_url
+from ._urls import looks_like_url, missing_slashes, refuse_missing_slashes
+from .otlp._sink import SCHEMES as OTLP_URL_SCHEMES
 from .otlp._sink import OtlpSink
 
 #: What a sink string starts with to name an OTLP collector.
@@ -320,6 +321,8 @@ def open_sink(spec: SinkSpec) -> Destination:
         return LoggingSink.from_spec(spec)
     if isinstance(spec, str) and looks_like_url(spec):
         return NetworkSink(spec)
+    if isinstance(spec, str):
+        refuse_missing_slashes(spec, OTLP_URL_SCHEMES)
     if spec == "stdout" or spec == "-":
         return Sink(1, "stdout", owns_fd=False)
     if spec == "stderr":
@@ -366,6 +369,7 @@ def names_a_path(spec: str) -> bool:
         or _names_otlp(spec)
         or spec.startswith(LOGGING_SCHEME)
         or looks_like_url(spec)
+        or missing_slashes(spec, OTLP_URL_SCHEMES) is not None
     )
 
 

@@ -62,6 +62,10 @@ _LOOK_EVERY = 0.5
 # RFC 5426 3.2: a receiver SHOULD take 2048-octet datagrams, over IPv4 and IPv6; rsyslog
 # takes 8 KiB from its local socket by default.
 _DATAGRAM_LIMITS = {"udp": 2048, "unix": 8192}
+_LARGEST_UDP = 65507
+# rsyslog's maxMessageSize by default (8 KiB): a collector takes what is past its limit
+# as another message (see _syslog.octet_counted).
+_STREAM_MESSAGE_LIMIT = 8192
 
 
 class NetworkSink(Pathless):
@@ -74,8 +78,9 @@ class NetworkSink(Pathless):
     are RFC 5424 header fields (syslog and relp schemes only).  ``connect_timeout`` bounds a
     connection attempt; after a failure the next attempt comes after ``retry_initial``
     seconds, doubling up to ``retry_max``, each wait a random 50 to 100 % of that.
-    ``max_datagram`` (syslog+udp, syslog+unix) is the longest message sent: a longer
-    one is cut, counted in ``truncated`` and reported.
+    ``max_datagram`` (syslog+udp, syslog+unix) and ``max_message`` (syslog, syslog+tls:
+    the collector's maximum message size) are the longest message sent: a longer one is
+    cut, counted in ``truncated`` and reported.
     """
 
     def __init__(
@@ -91,6 +96,7 @@ class NetworkSink(Pathless):
         retry_initial: float = 0.5,
         retry_max: float = 30.0,
         max_datagram: int | None = None,
+        max_message: int | None = None,
     ) -> None:
         address = parse_url(url)
         self.address = address
@@ -136,7 +142,25 @@ class NetworkSink(Pathless):
                     f"max_datagram is for syslog+udp:// and syslog+unix://, not {address.scheme}://"
                 )
             max_datagram = whole_number("max_datagram", max_datagram, example=2048, minimum=480)
-        self._max_datagram = max_datagram or _DATAGRAM_LIMITS.get(address.transport, 0)
+            if address.transport == "udp" and max_datagram > _LARGEST_UDP:
+                raise ConfigurationError(
+                    f"max_datagram must be at most {_LARGEST_UDP} (the largest UDP payload "
+                    f"over IPv4), not {max_datagram}: e.g. max_datagram=8192"
+                )
+        stream_syslog = address.framing == "syslog" and not datagram
+        if max_message is not None:
+            if not stream_syslog:
+                raise ConfigurationError(
+                    f"max_message is for syslog:// and syslog+tls://, not {address.scheme}://"
+                    + (" (max_datagram sets a datagram's)" if datagram else "")
+                )
+            max_message = whole_number("max_message", max_message, example=65536, minimum=480)
+        if datagram:
+            self._max_message = max_datagram or _DATAGRAM_LIMITS[address.transport]
+            self._limit_option = "max_datagram"
+        else:
+            self._max_message = max_message or (_STREAM_MESSAGE_LIMIT if stream_syslog else 0)
+            self._limit_option = "max_message"
         self._datagram = datagram
         self._waiting: Callable[[], int] = lambda: 0
         #: RELP's messages are written once the server acknowledges them, after
@@ -259,7 +283,7 @@ class NetworkSink(Pathless):
             self._unacknowledged.extend(messages)
             return self._deliver(data, 1, self._put_in_flight)
         if self._datagram:
-            messages, self._data_ends, cut = datagrams(header, data, self._max_datagram)
+            messages, self._data_ends, cut = datagrams(header, data, self._max_message)
             self._frame_ends = list(range(1, len(messages) + 1))
             if cut:
                 self._count_cuts(cut)
@@ -270,7 +294,11 @@ class NetworkSink(Pathless):
 
             return self._deliver(data, len(messages), step)
         if framing == "syslog":
-            buffer, self._frame_ends, self._data_ends = octet_counted(header, data)
+            buffer, self._frame_ends, self._data_ends, cut = octet_counted(
+                header, data, self._max_message
+            )
+            if cut:
+                self._count_cuts(cut)
         else:
             buffer = data
             self._frame_ends = self._data_ends = line_ends(data)
@@ -348,8 +376,8 @@ class NetworkSink(Pathless):
         self.truncated += cut
         self._unreported_cuts += cut
         if self._reports.report(
-            f"cut {self._unreported_cuts} message(s) to {self._max_datagram} bytes "
-            f"for {self.name} (max_datagram)"
+            f"cut {self._unreported_cuts} message(s) to {self._max_message} bytes "
+            f"for {self.name} ({self._limit_option})"
         ):
             self._unreported_cuts = 0
 

@@ -112,38 +112,55 @@ def line_ends(data: bytes) -> list[int]:
     return ends
 
 
-def octet_counted(header: bytes, data: bytes) -> tuple[bytes, list[int], list[int]]:
-    """RFC 6587 3.4.1 frames (``MSG-LEN SP SYSLOG-MSG``), one per line, joined.
+def octet_counted(
+    header: bytes, data: bytes, limit: int
+) -> tuple[bytes, list[int], list[int], int]:
+    """RFC 6587 3.4.1 frames (``MSG-LEN SP SYSLOG-MSG``), one per line, joined, each
+    message at most ``limit`` bytes.
 
-    Returns the frames, the end of each frame in them, and the end of each line in
-    ``data``.  A trailing piece without a newline is a line too.
+    Returns the frames, the end of each frame in them, the end of each line in ``data``,
+    and how many messages were cut.  A trailing piece without a newline is a line too.
+
+    Cut here because a collector does not drop what is past its own limit: rsyslog
+    reads it as the next message, and a client whose request makes the line long
+    could then write a whole syslog message of its choosing into the collector.
     """
     lines = data.split(b"\n")
     if lines and not lines[-1]:
         lines.pop()
     size = len(header)
+    room = max(limit - size, 0)
     frames = []
     frame_ends = []
     data_ends = []
     sent = 0
     read = 0
+    cut = 0
     for line in lines:
+        read += len(line) + 1
+        if len(line) > room:
+            line = _cut(line, room)
+            cut += 1
         frame = b"%d %s%s" % (size + len(line), header, line)
         frames.append(frame)
         sent += len(frame)
-        read += len(line) + 1
         frame_ends.append(sent)
         data_ends.append(min(read, len(data)))
-    return b"".join(frames), frame_ends, data_ends
+    return b"".join(frames), frame_ends, data_ends, cut
+
+
+def _cut(line: bytes, room: int) -> bytes:
+    """``line`` cut to ``room`` bytes, never inside a UTF-8 sequence: a reader that
+    decodes the message would refuse the whole of it over its last character."""
+    end = room
+    while end > 0 and 0x80 <= line[end] <= 0xBF:
+        end -= 1
+    return line[:end]
 
 
 def datagrams(header: bytes, data: bytes, limit: int | None) -> tuple[list[bytes], list[int], int]:
     """One message per line, each at most ``limit`` bytes (None: any length); and the
-    line ends, and how many were cut.
-
-    A cut never splits a UTF-8 sequence: a reader that decodes the message would refuse
-    the whole of it over its last character.
-    """
+    line ends, and how many were cut (see ``_cut``)."""
     lines = data.split(b"\n")
     if lines and not lines[-1]:
         lines.pop()
@@ -163,10 +180,7 @@ def datagrams(header: bytes, data: bytes, limit: int | None) -> tuple[list[bytes
         read += len(line) + 1
         ends.append(min(read, len(data)))
         if len(line) > room:
-            end = room
-            while end > 0 and 0x80 <= line[end] <= 0xBF:
-                end -= 1
-            line = line[:end]
+            line = _cut(line, room)
             cut += 1
         messages.append(header + line)
     return messages, ends, cut

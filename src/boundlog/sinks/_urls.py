@@ -58,6 +58,26 @@ def looks_like_url(text: str) -> bool:
     return _LOOKS_LIKE_URL.match(text) is not None
 
 
+def missing_slashes(text: str, schemes: tuple[str, ...] = ()) -> str | None:
+    """The URL ``text`` was likely meant to be when it is one of the sink schemes (or
+    ``schemes``) followed by ``:`` but not by ``//`` (``syslog:127.0.0.1:514``), which
+    would otherwise be taken for the name of a file; None for anything else."""
+    scheme, colon, rest = text.partition(":")
+    if not colon or rest.startswith("//") or scheme.lower() not in (*SCHEMES, *schemes):
+        return None
+    return f"{scheme}://{rest.lstrip('/')}"
+
+
+def refuse_missing_slashes(text: str, schemes: tuple[str, ...] = ()) -> None:
+    """A ConfigurationError for a sink URL without its ``//`` (see missing_slashes)."""
+    meant = missing_slashes(text, schemes)
+    if meant is not None:
+        raise ConfigurationError(
+            f"sink {text!r} is a URL without its '//': write {meant!r} "
+            f"(or './{text}' for a file of that name)"
+        )
+
+
 def parse_url(url: str) -> Address:
     """The :class:`Address` a network sink URL names, or a ConfigurationError saying why not."""
     if not isinstance(url, str) or not looks_like_url(url):

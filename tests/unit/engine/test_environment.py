@@ -123,6 +123,11 @@ _BAD_SINKS = [
     ("relp://host:70000", "relp:// needs a port from 1 to 65535"),
     ("logging:", "needs a logger name"),
     ("logging:app?colour=red", "unknown option 'colour'"),
+    # Never a file named so in the working directory.
+    ("syslog:127.0.0.1:514", "without its '//': write 'syslog://127.0.0.1:514'"),
+    ("syslog+tls:/logs:6514", "write 'syslog+tls://logs:6514'"),
+    ("relp:host:2514", "write 'relp://host:2514'"),
+    ("otlp+http:collector:4318", "write 'otlp+http://collector:4318'"),
 ]
 
 
@@ -139,7 +144,7 @@ def test_every_bad_sink_variable_is_an_error_naming_it(
     [
         ("{tmp}", "cannot open {tmp}: Is a directory"),
         ("{tmp}/no/such/directory/access.log", "mkdir -p {tmp}/no/such/directory"),
-        ("tcp:/host:514", "a network sink is scheme://HOST:PORT"),
+        ("udp:/host:514", "a network sink is scheme://HOST:PORT"),
     ],
 )
 def test_a_sink_variable_that_cannot_be_opened_is_an_error_naming_it(

@@ -276,7 +276,8 @@ def test_octet_counting_frames_each_line() -> None:
         rb"<190>1 \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z web1 app %d - - " % os.getpid(), header
     )
     data = "first line\nsecond é line\n".encode()
-    framed, frame_ends, data_ends = octet_counted(header, data)
+    framed, frame_ends, data_ends, cut = octet_counted(header, data, 8192)
+    assert cut == 0
     messages = []
     at = 0
     while at < len(framed):
@@ -331,6 +332,40 @@ def test_udp_sink_counts_truncated_messages(capfd: pytest.CaptureFixture[str]) -
     assert (
         f"cut 1 message(s) to 600 bytes for syslog+udp://127.0.0.1:{port}" in capfd.readouterr().err
     )
+
+
+def test_octet_counted_messages_are_cut_to_the_limit_on_a_character_boundary() -> None:
+    """A frame never carries more than the limit: a collector would read the rest as
+    a message of its own (one the client wrote)."""
+    header = b"<190>1 - h a 1 - - "
+    data = b"short\n" + "é".encode() * 100 + b"<13>1 - forged\n"
+    framed, frame_ends, data_ends, cut = octet_counted(header, data, len(header) + 51)
+    assert cut == 1
+    assert framed == b"%d %sshort%d %s%s" % (
+        len(header) + 5, header, len(header) + 50, header, "é".encode() * 25
+    )  # fmt: skip
+    assert data_ends == [6, len(data)]
+    assert frame_ends == [len(framed) - len(header) - 53, len(framed)]
+
+
+def test_syslog_over_tcp_cuts_a_long_line_to_max_message(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """syslog:// sends at most max_message bytes a message (8192 unless told), says so,
+    and still counts the record written."""
+    server = LineServer().start()
+    try:
+        url = f"syslog://127.0.0.1:{server.port}"
+        for sink, limit in ((url, 8192), (NetworkSink(url, max_message=1000), 1000)):
+            with AccessLog(sink) as log:
+                log.submit(make_record(path=b"/" + b"x" * 20000))
+                log.submit(make_record(path=b"/short"))
+            assert log.stats().written == 2
+            assert f"cut 1 message(s) to {limit} bytes for {url} (max_message)" in (
+                capfd.readouterr().err
+            )
+    finally:
+        server.stop()
 
 
 def test_a_network_sink_is_a_sink_without_a_file() -> None:

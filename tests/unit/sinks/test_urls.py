@@ -94,6 +94,16 @@ def test_options_belong_to_their_schemes() -> None:
         NetworkSink("syslog://127.0.0.1", max_datagram=4096)
     with pytest.raises(ConfigurationError, match="max_datagram must be"):
         NetworkSink("syslog+udp://127.0.0.1", max_datagram=100)
+    with pytest.raises(ConfigurationError, match="max_datagram must be at most 65507"):
+        NetworkSink("syslog+udp://127.0.0.1", max_datagram=70000)
+    with pytest.raises(
+        ConfigurationError, match=r"max_message is for .* not syslog\+udp:// \(max_"
+    ):
+        NetworkSink("syslog+udp://127.0.0.1", max_message=4096)
+    with pytest.raises(ConfigurationError, match=r"max_message is for .* not relp://"):
+        NetworkSink("relp://127.0.0.1:2514", max_message=4096)
+    with pytest.raises(ConfigurationError, match="max_message must be"):
+        NetworkSink("syslog://127.0.0.1", max_message=100)
     with pytest.raises(ConfigurationError, match="retry_max must be"):
         NetworkSink("syslog://127.0.0.1", retry_max=-1)
     with pytest.raises(ConfigurationError, match="retry_initial must be more than 0"):
