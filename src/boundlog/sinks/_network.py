@@ -194,6 +194,8 @@ class NetworkSink(Pathless):
         self._delay = 0.0
         self._reports = OutageReports(self.name)
         self._unreported_cuts = 0
+        # Records sent on the current connection (stream transports), for _at_risk.
+        self._lines_on_connection = 0
         # RELP: the messages handed over by write() and not yet acknowledged, oldest
         # first (the session has the first ``outstanding`` of them in flight; a new
         # session sends them all again), and how many were acknowledged in all.
@@ -305,11 +307,32 @@ class NetworkSink(Pathless):
         view = memoryview(buffer)
 
         def send(sock: socket.socket) -> int:
-            if self._sent == 0 and _peer_closed(sock):
-                raise ConnectionResetError(0, "the collector closed the connection")
+            if self._sent == 0:
+                gone = _peer_gone(sock, self.address.scheme)
+                if gone is not None:
+                    raise ConnectionResetError(0, self._at_risk(gone))
             return sock.send(view[self._sent :])
 
-        return self._deliver(data, len(buffer), send)
+        result = self._deliver(data, len(buffer), send)
+        self._lines_on_connection += len(self._data_ends)
+        return result
+
+    def _at_risk(self, gone: str) -> str:
+        """What to say of a connection the collector ended: the records sent on it are
+        counted written (handed to the kernel), but a collector that hangs up may not
+        have read them, and one that hangs up on every connection (another protocol's
+        port, a client it refuses) reads none: said, since the counts cannot say it."""
+        sent, self._lines_on_connection = self._lines_on_connection, 0
+        if not sent:
+            return gone
+        scheme = self.address.scheme
+        return (
+            f"{gone}, after {sent} record(s) were sent on it, which it may not have read "
+            f"(a {scheme}:// collector does not say what it read; relp:// does); if this "
+            f"repeats, is {self.address.host}:{self.address.port} another protocol's port "
+            f"(TLS: {'tls' if scheme == 'tcp' else 'syslog+tls'}://, RELP: relp://), "
+            "or one that refuses this client?"
+        )
 
     def settle(self) -> None:
         """Wait until the server acknowledged every message handed over (RELP), through
@@ -430,6 +453,7 @@ class NetworkSink(Pathless):
             self._failed(what, error)
             return None
         self._sock = sock
+        self._lines_on_connection = 0
         return sock
 
     def _tcp_connection(self, host: str, port: int) -> socket.socket | None:
@@ -524,32 +548,46 @@ def _udp_connection(host: str, port: int) -> socket.socket:
     raise error
 
 
-def _peer_closed(sock: socket.socket) -> bool:
-    """Whether the collector closed the connection (or reset it) since the last batch.
+def _peer_gone(sock: socket.socket, scheme: str) -> str | None:
+    """Why the connection is over since the last batch (the collector closed it, reset
+    it, or spoke), or None while it is alive.
 
     Collectors send nothing on these connections, so a readable socket means an end of
-    file or an error; one poll per batch finds a restarted collector before the batch
-    goes into a dead connection's send buffer, where it would be counted sent.
+    file, an error, or a peer of another protocol (a TLS server's alert, a RELP
+    server's answer); one poll per batch finds it before the batch goes into a dead
+    connection's send buffer, where it would be counted sent.
     """
     poller = select.poll()
     poller.register(sock, select.POLLIN)
     if not poller.poll(0):
-        return False
+        return None
     try:
         if isinstance(sock, ssl.SSLSocket):
             # TLS 1.3 servers send session tickets after the handshake: readable, alive.
             sock.setblocking(False)
             try:
-                return sock.recv(4096) == b""
+                spoken = sock.recv(4096)
             except ssl.SSLWantReadError:
-                return False
+                return None
             finally:
                 sock.settimeout(_LOOK_EVERY)
-        return sock.recv(4096, socket.MSG_DONTWAIT) == b""
+        else:
+            spoken = sock.recv(4096, socket.MSG_DONTWAIT)
     except BlockingIOError:
-        return False
+        return None
     except OSError:
-        return True
+        return "the collector reset the connection"
+    if not spoken:
+        return "the collector closed the connection"
+    hint = (
+        " (a TLS alert: the port speaks TLS)"
+        if spoken[:1] == b"\x15" and spoken[1:2] == b"\x03"
+        else ""
+    )
+    return (
+        f"the collector sent {len(spoken)} byte(s) {spoken[:16]!r}{hint}, which a "
+        f"{scheme}:// collector never does"
+    )
 
 
 def cause_of(error: BaseException) -> str:

@@ -7,6 +7,7 @@ import os
 import re
 import socket
 import ssl
+import threading
 import time
 from pathlib import Path
 
@@ -366,6 +367,47 @@ def test_syslog_over_tcp_cuts_a_long_line_to_max_message(
             )
     finally:
         server.stop()
+
+
+@pytest.mark.parametrize(
+    ("answer", "says"),
+    [
+        (b"", "the collector closed the connection, after 5 record(s) were sent on it"),
+        # What a TLS server answers to bytes that are no TLS handshake.
+        (b"\x15\x03\x01\x00\x02\x02\x16", "(a TLS alert: the port speaks TLS)"),
+    ],
+    ids=["hangs-up", "tls-alert"],
+)
+def test_a_collector_that_hangs_up_after_a_batch_is_reported_with_what_it_may_not_have_read(
+    answer: bytes, says: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Records sent on a connection the collector ends are counted written (the kernel
+    took them) but said to be at risk, with the question a port that hangs up on every
+    client raises: another protocol's?"""
+    hung_up = threading.Event()
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        port = listener.getsockname()[1]
+
+        def hang_up_after_the_first_batch() -> None:
+            conn, _ = listener.accept()
+            with conn:
+                conn.recv(65536)
+                conn.sendall(answer)
+            hung_up.set()
+            listener.accept()[0].close()
+
+        threading.Thread(target=hang_up_after_the_first_batch, daemon=True).start()
+        url = f"syslog://127.0.0.1:{port}"
+        log = AccessLog(NetworkSink(url, **FAST), flush_interval=3600)
+        submit_paths(log, "first", 5)
+        assert log.flush(timeout=30)
+        assert hung_up.wait(30)
+        submit_paths(log, "second", 5)
+        stats = log.close(timeout=1)
+    _identity_holds(stats)
+    err = capfd.readouterr().err
+    assert says in err
+    assert f"is 127.0.0.1:{port} another protocol's port (TLS: syslog+tls://" in err
 
 
 def test_a_network_sink_is_a_sink_without_a_file() -> None:
