@@ -2,8 +2,8 @@
  *
  * relp_await(fd, expected, timeout_ms) reads from the connected socket `fd` until it
  * has received as many bytes as `expected` holds, the bytes received differ from
- * `expected`'s, the server closes the connection, or no byte came for `timeout_ms`
- * (-1: no limit).  It returns the bytes received, a prefix of what the server sent:
+ * `expected`'s, the server closes the connection, no byte came for `timeout_ms`
+ * (-1: no limit), or, with some bytes received, RELP_HAND_BACK_NS have passed.  It returns the bytes received, a prefix of what the server sent:
  * empty only when the server closed the connection.  A timeout with nothing received
  * raises TimeoutError, an error OSError, as socket.recv does; a signal runs its
  * handlers (which may raise) and the wait goes on.
@@ -27,6 +27,21 @@
 #ifndef RELP_PAUSE_NS
 #define RELP_PAUSE_NS 50000
 #endif
+/* A server that answers slowly but steadily never leaves the socket idle for
+ * timeout_ms: without this the answers it gave would be counted only once the last
+ * one came, and close() giving up meanwhile would count every one of them lost.  What
+ * came is handed back this often, and its whole answers counted written. */
+#ifndef RELP_HAND_BACK_NS
+#define RELP_HAND_BACK_NS 100000000LL
+#endif
+
+static long long
+monotonic_ns(void)
+{
+    struct timespec now;
+    (void)clock_gettime(CLOCK_MONOTONIC, &now);
+    return (long long)now.tv_sec * 1000000000LL + now.tv_nsec;
+}
 
 typedef enum { WAIT_DONE, WAIT_CLOSED, WAIT_TIMEOUT, WAIT_ERROR, WAIT_SIGNAL } WaitEnd;
 
@@ -35,6 +50,7 @@ static WaitEnd
 wait_for(int fd, const char *expected, char *buffer, Py_ssize_t size, Py_ssize_t *got,
          int timeout_ms, int *error)
 {
+    long long started = monotonic_ns();
     while (*got < size) {
 #ifdef TCP_QUICKACK
         /* Before every read, not once: the kernel leaves quick acknowledgements as soon
@@ -66,6 +82,9 @@ wait_for(int fd, const char *expected, char *buffer, Py_ssize_t size, Py_ssize_t
         int differs = memcmp(buffer + *got, expected + *got, (size_t)count) != 0;
         *got += count;
         if (differs) {
+            break;
+        }
+        if (*got < size && monotonic_ns() - started >= RELP_HAND_BACK_NS) {
             break;
         }
         if (*got < size) {

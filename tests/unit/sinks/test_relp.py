@@ -561,3 +561,50 @@ def test_saying_goodbye_to_a_server_that_drips_its_answer_ends() -> None:
         dripper.join(10)
         ours.close()
         theirs.close()
+
+
+def test_answers_that_come_steadily_are_counted_as_they_come() -> None:
+    """A server that answers slowly but steadily never leaves the socket idle for its
+    timeout: its answers are counted as they come, not once the last is in (close()
+    giving up meanwhile would have counted every one of them lost)."""
+    ours, theirs = socket.socketpair()
+    count = 40
+    answers = b"".join(b"%d rsp 6 200 OK\n" % number for number in range(2, count + 2))
+    acknowledged: list[int] = []
+    dripped_all = threading.Event()
+    stop = threading.Event()
+
+    def server() -> None:
+        theirs.sendall(b"1 rsp 6 200 OK\n")
+        received = b""
+        while received.count(b" syslog ") < count:
+            received += theirs.recv(65536)
+        # One byte every 10 ms: six seconds of answers, never idle for the timeout.
+        for at in range(len(answers)):
+            if stop.wait(0.01):
+                return
+            theirs.sendall(answers[at : at + 1])
+        dripped_all.set()
+
+    def client() -> None:
+        session = RelpSession(ours, lambda: False)
+        session.open()
+        session.send([b"message %d" % i for i in range(count)], acknowledged.append)
+        session.drain(acknowledged.append)
+
+    threads = [threading.Thread(target=target, daemon=True) for target in (server, client)]
+    ours.settimeout(0.5)
+    try:
+        for thread in threads:
+            thread.start()
+        wait_until(lambda: sum(acknowledged) > 0 or dripped_all.is_set(), timeout=30)
+        assert not dripped_all.is_set()
+        dripped_all.wait(30)
+        threads[1].join(30)
+        assert sum(acknowledged) == count
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(10)
+        ours.close()
+        theirs.close()
