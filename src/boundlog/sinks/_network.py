@@ -408,6 +408,9 @@ class NetworkSink(Pathless):
         """A new connection, or None after a failure reported and waited out."""
         address = self.address
         sock: socket.socket | None = None
+        # What a timeout interrupted: a connected peer that answers no TLS handshake
+        # or RELP open is most likely a plain port (the URL's scheme mistaken).
+        awaited = None
         try:
             if address.transport == "unix":
                 sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
@@ -432,9 +435,11 @@ class NetworkSink(Pathless):
                     )
                     if not self._hold(sock, replacing=plain):
                         return None
+                    awaited = "TLS handshake"
                     sock.do_handshake()
                 if address.framing == "relp":
                     self._relp = RelpSession(sock, lambda: self.stopped)
+                    awaited = "RELP open"
                     self._relp.open()
             sock.settimeout(_LOOK_EVERY)
         except Stopped:
@@ -444,7 +449,15 @@ class NetworkSink(Pathless):
             self._release(sock)
             if self.stopped:
                 return None  # close() gave up: no retry, nothing more to report
-            if isinstance(error, ssl.SSLError):
+            if isinstance(error, TimeoutError) and awaited is not None:
+                meant = "syslog://" if address.framing != "lines" else "tcp://"
+                what = f"no {awaited.split()[0]} session with"
+                error = OSError(
+                    0,
+                    f"connected, but no answer to the {awaited} within "
+                    f"{self._connect_timeout:g} s: is it a plain port ({meant})?",
+                )
+            elif isinstance(error, ssl.SSLError):
                 what = "TLS handshake failed with"
             elif isinstance(error, RelpError):
                 what = "RELP session refused by"

@@ -441,3 +441,31 @@ def test_ssl_context_must_be_one() -> None:
 def test_reports_say_the_cause_in_words(error: OSError, said: str) -> None:
     """What a report says of each kind of failure."""
     assert cause_of(error) == said
+
+
+@pytest.mark.parametrize(
+    ("scheme", "says"),
+    [
+        (
+            "syslog+tls",
+            "no answer to the TLS handshake within 0.2 s: is it a plain port (syslog://)?",
+        ),
+        ("tls", "no answer to the TLS handshake within 0.2 s: is it a plain port (tcp://)?"),
+        ("relp", "no answer to the RELP open within 0.2 s: is it a plain port (syslog://)?"),
+    ],
+)
+def test_a_plain_port_that_answers_no_handshake_is_named_as_such(
+    scheme: str, says: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """TLS or RELP aimed at a plain port: connected, then silence; said as such, not as
+    a connection that timed out."""
+    server = LineServer().start()
+    try:
+        sink = NetworkSink(f"{scheme}://127.0.0.1:{server.port}", connect_timeout=0.2, **FAST)
+        log = AccessLog(sink)
+        log.submit(make_record())
+        wait_for_retries(log, 1)
+        _identity_holds(log.close(timeout=0.5))
+    finally:
+        server.stop()
+    assert says in capfd.readouterr().err
