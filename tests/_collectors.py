@@ -458,11 +458,20 @@ class OtlpCollector:
     that decodes each request with the official opentelemetry-proto messages.  What it
     received (each LogRecord), and the answers it gives:
     each request takes the next of ``answers`` (status, headers, rejected count), the
-    last one for ever after."""
+    last one for ever after.  A body over ``most_body`` bytes (as sent) is answered 413
+    without a look, as the OpenTelemetry Collector's ``max_request_body_size`` does."""
 
-    def __init__(self, port: int, answers: list[tuple[int, dict[str, str], int]]) -> None:
+    def __init__(
+        self,
+        port: int,
+        answers: list[tuple[int, dict[str, str], int]],
+        most_body: int | None = None,
+    ) -> None:
         self.port = port
         self.answers = answers
+        self.most_body = most_body
+        #: The size of each request's body, as sent (413 too).
+        self.body_sizes: list[int] = []
         self.paths: list[str] = []
         self.records: list[Any] = []
         self.content_types: list[str] = []
@@ -475,6 +484,12 @@ class OtlpCollector:
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers["Content-Length"]))
+                collector.body_sizes.append(len(body))
+                if collector.most_body is not None and len(body) > collector.most_body:
+                    self.send_response(413)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
                 if self.headers["Content-Encoding"] == "gzip":
                     body = gzip.decompress(body)
                 status, headers, rejecting = collector.next_answer()
@@ -534,8 +549,9 @@ def otlp_collector(
     answers: list[tuple[int, dict[str, str], int]] | None = None,
     port: int | None = None,
     tls: tuple[Path, Path] | None = None,
+    most_body: int | None = None,
 ) -> Iterator[OtlpCollector]:
-    running = OtlpCollector(port or free_port(), answers or [(200, {}, 0)])
+    running = OtlpCollector(port or free_port(), answers or [(200, {}, 0)], most_body)
     if tls is not None:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(*map(str, tls))

@@ -11,7 +11,7 @@ from _collectors import otlp_collector, write_certificates
 from _ports import LOOPBACK, free_port
 from _records import make_record
 from boundlog import AccessLog, ConfigurationError
-from boundlog.sinks.otlp._sink import OtlpSink
+from boundlog.sinks.otlp._sink import MOST_REQUEST_BYTES, OtlpSink
 
 COUNT = 40
 
@@ -264,3 +264,70 @@ def test_a_collector_restarted_mid_stream_loses_nothing() -> None:
     assert sorted(first.paths) == sorted(paths)
     assert sorted(second.paths) == sorted(later)
     assert log.stats().written == 20
+
+
+# -- How big a request may be -------------------------------------------------------------
+
+#: A User-Agent of 0xff bytes, each written as the 4 characters ``\xff``: a LogRecord of
+#: about 400 KB, as a hostile client's header values make within nginx's limits.
+HOSTILE = b"\xff" * 100_000
+
+
+def submit_hostile(log: AccessLog, count: int, user_agent: bytes = HOSTILE) -> None:
+    for n in range(count):
+        assert log.submit(make_record(path=f"/big/{n}".encode(), user_agent=user_agent))
+
+
+def test_a_batch_bigger_than_the_request_bound_goes_out_in_several_requests() -> None:
+    """24 records of 400 KB, one batch: one 9.6 MB POST, which a collector that takes
+    no more than the bound refused whole (413, every record failed)."""
+    with otlp_collector(most_body=MOST_REQUEST_BYTES + 4096) as running:
+        log = AccessLog(f"otlp+http://{LOOPBACK}:{running.port}", flush_interval=3600)
+        submit_hostile(log, 24)
+        log.close()
+    stats = log.stats()
+    assert (stats.written, stats.failed) == (24, 0)
+    assert running.requests == 3
+    assert max(running.body_sizes) <= MOST_REQUEST_BYTES + 4096
+    assert len(running.paths) == 24
+
+
+def test_a_request_answered_413_is_sent_again_in_halves_and_a_record_too_big_fails_alone(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """A collector that takes 1 MB: ten records of 100 KB around one of 1.2 MB.  The
+    ten are written; the big one fails, counted, the message saying why."""
+    with otlp_collector(most_body=1_000_000) as running:
+        log = AccessLog(f"otlp+http://{LOOPBACK}:{running.port}", flush_interval=3600)
+        submit_hostile(log, 5, HOSTILE[:25_000])
+        submit_hostile(log, 1, HOSTILE * 3)
+        submit_hostile(log, 5, HOSTILE[:25_000])
+        log.close()
+    stats = log.stats()
+    assert (stats.written, stats.failed) == (10, 1)
+    assert len(running.paths) == 10
+    err = capfd.readouterr().err
+    assert "the collector refused a record of 1200" in err, err
+    assert "as too large (HTTP 413)" in err
+
+
+def test_a_failure_after_a_written_request_counts_the_written_ones_written() -> None:
+    """Three requests (10, 10 and 4 records): the first written, the others refused."""
+    with otlp_collector([(200, {}, 0), (400, {}, 0)]) as running:
+        log = AccessLog(f"otlp+http://{LOOPBACK}:{running.port}", flush_interval=3600)
+        submit_hostile(log, 24)
+        log.close()
+    stats = log.stats()
+    assert running.requests == 3
+    assert (stats.written, stats.failed) == (10, 14)
+    assert len(running.paths) == 10
+
+
+def test_partial_successes_of_the_requests_of_a_batch_add_up() -> None:
+    with otlp_collector([(200, {}, 2), (200, {}, 3), (200, {}, 0)]) as running:
+        log = AccessLog(f"otlp+http://{LOOPBACK}:{running.port}", flush_interval=3600)
+        submit_hostile(log, 24)
+        log.close()
+    stats = log.stats()
+    assert running.requests == 3
+    assert (stats.written, stats.failed) == (19, 5)

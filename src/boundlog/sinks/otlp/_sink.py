@@ -4,7 +4,9 @@ The writer formats and writes as for any sink.  The sink's own format step
 (:meth:`OtlpSink.messages`) writes each record's line in the ``otel`` schema preset,
 which the writer counts as it counts any lines, and keeps each record's LogRecord
 (``_logs``) for :meth:`OtlpSink.write`, which sends them in one
-``ExportLogsServiceRequest``.  A 2xx answer means written, less the records its
+``ExportLogsServiceRequest``, or in several when their LogRecords come to more than
+:data:`MOST_REQUEST_BYTES` (or the collector answers 413: the request is sent again in
+halves).  A 2xx answer means written, less the records its
 ``partial_success`` says were rejected, which are failed; 429, 502, 503 and 504 and a
 connection that fails are retried, with a growing pause or the one ``Retry-After``
 asks for, while later records wait in the bounded queue (the log's policy deciding);
@@ -13,6 +15,7 @@ any other answer fails the batch, as a collector that refuses it would refuse it
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import email.utils
 import gzip
@@ -25,7 +28,7 @@ import socket
 import ssl
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 from urllib.parse import unquote, urlsplit
 
@@ -37,8 +40,8 @@ from .._outages import OutageReports
 from .._pathless import Pathless
 from ._logs import (
     export_request,
-    json_export_request,
-    json_log_record,
+    json_export_request_encoded,
+    json_log_record_bytes,
     log_record,
     rejected,
     rejected_json,
@@ -54,6 +57,13 @@ DEFAULT_ENDPOINT = "http://localhost:4318/v1/logs"
 DEFAULT_TIMEOUT = 10.0
 #: The answers the OTLP/HTTP specification says to retry.
 RETRYABLE = frozenset({429, 502, 503, 504})
+#: The most bytes of encoded LogRecords (before compression) one request carries: a
+#: batch whose records come to more goes out in several requests, a record never split.
+#: Well under the 20 MiB the OpenTelemetry Collector's OTLP/HTTP receiver takes by
+#: default (``max_request_body_size``): a batch of records each grown by a hostile
+#: client's escaped header values would otherwise be refused whole, with the records
+#: of every other client in it.
+MOST_REQUEST_BYTES = 4 << 20
 #: The first pause before a retry, and the longest.
 FIRST_PAUSE = 0.5
 LONGEST_PAUSE = 30.0
@@ -77,7 +87,7 @@ class _LogRecords:
 
     def __init__(self, pending: list[Any], json_records: bool, lines: SchemaFormat) -> None:
         self._pending = pending
-        self._encode = json_log_record if json_records else log_record
+        self._encode = json_log_record_bytes if json_records else log_record
         self._lines = lines
         self.request_header_names = self._lines.request_header_names
         self.response_header_names = self._lines.response_header_names
@@ -156,8 +166,8 @@ class OtlpSink(Pathless):
         self.name = self.endpoint
         self.delivered = 0
         self._stopped = False
-        # Each pending record's LogRecord: protobuf bytes, or a dict for OTLP/JSON.
-        self._pending: list[Any] = []
+        # Each pending record's LogRecord, encoded (protobuf, or OTLP/JSON).
+        self._pending: list[bytes] = []
         self._connection: http.client.HTTPConnection | None = None
         self._wake = threading.Event()
         self._taken = False
@@ -190,15 +200,50 @@ class OtlpSink(Pathless):
         return _LogRecords(self._pending, self.protocol == "http/json", self._lines)
 
     def write(self, data: bytes) -> tuple[int, OSError | None]:
-        """Send the batch's LogRecords in one request, retrying what may be retried,
-        until answered or stopped; return how far into ``data`` the written lines go."""
+        """Send the batch's LogRecords, in as many requests as :data:`MOST_REQUEST_BYTES`
+        asks (a request answered 413 again in halves), retrying what may be retried,
+        until answered or stopped; return how far into ``data`` the written lines go
+        (as many lines as the collector kept: it does not say which), and what failed."""
         pending, self._pending[:] = self._pending[:], []
         if not pending:
             return len(data), None
+        parts = collections.deque(_parts(pending, MOST_REQUEST_BYTES))
+        kept = 0
+        failures: list[str] = []
+        while parts:
+            start, end = parts.popleft()
+            answer = self._send(pending[start:end], len(pending) - start)
+            if answer is None:
+                break  # stopped: close() counts what was delivered
+            status, body = answer
+            if status == 413 and end - start > 1:
+                # Too big for the collector: each half is a request of its own.
+                middle = (start + end) // 2
+                parts.extendleft(((middle, end), (start, middle)))
+                continue
+            if status == 413:
+                failures.append(
+                    f"the collector refused a record of {len(pending[start])} bytes "
+                    "as too large (HTTP 413)"
+                )
+                continue
+            written, failure = self._answered(end - start, status, body)
+            kept += written
+            self.delivered = _line_end(data, kept)
+            if failure:
+                failures.append(failure)
+        if not failures and kept == len(pending):
+            return len(data), None
+        return _line_end(data, kept), OSError("; ".join(failures) or "stopped")
+
+    def _send(self, records: list[bytes], unsent: int) -> tuple[int, bytes] | None:
+        """One request of ``records``, retried while the collector is busy or away:
+        the answer not retried, or None once stopped (``unsent``: the batch's records
+        not yet answered, for reports)."""
         if self.protocol == "http/json":
-            body = json_export_request(self._attributes, pending)
+            body = json_export_request_encoded(self._attributes, records)
         else:
-            body = export_request(self._resource, pending)
+            body = export_request(self._resource, records)
         if self.gzip:
             body = gzip.compress(body, GZIP_LEVEL, mtime=0)
         pause = FIRST_PAUSE
@@ -211,37 +256,36 @@ class OtlpSink(Pathless):
                 if self._stopped:
                     break
                 wait = pause * random.uniform(0.5, 1.0)
-                self._failed(f"cannot send to {self.name}: {cause_of(error)}", wait, len(pending))
+                self._failed(f"cannot send to {self.name}: {cause_of(error)}", wait, unsent)
             else:
                 if status in RETRYABLE:
                     # The growing pause is the least: a Retry-After of 0 or of a past
                     # date would have the writer ask again at once, as fast as the
                     # collector answers, while it asks clients to back off.
                     wait = pause if retry_after is None else max(retry_after, pause)
-                    self._failed(f"{self.name} answered HTTP {status}", wait, len(pending))
+                    self._failed(f"{self.name} answered HTTP {status}", wait, unsent)
                 else:
                     self._reports.recovered()
-                    return self._answered(data, len(pending), status, answer)
+                    return status, answer
             pause = min(LONGEST_PAUSE, pause * 2)
             # Not cleared here: a hurry() that came during the attempt skips this wait.
             self._wake.wait(wait)
-        return 0, None
+        return None
 
-    def _answered(
-        self, data: bytes, sent: int, status: int, answer: bytes
-    ) -> tuple[int, OSError | None]:
-        """What an answer that is not retried means for the batch."""
+    def _answered(self, sent: int, status: int, answer: bytes) -> tuple[int, str]:
+        """What an answer that is not retried means for a request of ``sent`` records:
+        how many the collector kept, and what failed (``""``: nothing)."""
         if not 200 <= status < 300:
-            # 400, 401, 404, 413, 500...: the same request would be refused again.
-            return 0, OSError(f"{self.name} answered HTTP {status}")
+            # 400, 401, 404, 500...: the same request would be refused again.
+            return 0, f"{self.name} answered HTTP {status}"
         try:
             count, message = (rejected_json if self.protocol == "http/json" else rejected)(answer)
         except ValueError:
             count, message = 0, ""
         if count <= 0:
-            return len(data), None
+            return sent, ""
         # Which ones it does not say: as many lines as were kept count as written.
-        return _line_end(data, max(0, sent - count)), OSError(
+        return max(0, sent - count), (
             f"{self.name} rejected {count} record(s): {message or 'no reason given'}"
         )
 
@@ -288,6 +332,18 @@ class OtlpSink(Pathless):
 
     def __repr__(self) -> str:
         return f"OtlpSink({self.endpoint!r})"
+
+
+def _parts(records: Sequence[bytes], most: int) -> Iterator[tuple[int, int]]:
+    """``records`` cut into runs (start, end) of at most ``most`` bytes each, but for a
+    record bigger than that alone: the requests of a batch."""
+    start, size = 0, 0
+    for index, record in enumerate(records):
+        if size + len(record) > most and index > start:
+            yield start, index
+            start, size = index, 0
+        size += len(record)
+    yield start, len(records)
 
 
 def _line_end(data: bytes, lines: int) -> int:
