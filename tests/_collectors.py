@@ -466,6 +466,7 @@ class OtlpCollector:
         port: int,
         answers: list[tuple[int, dict[str, str], int]],
         most_body: int | None = None,
+        idle_close: bool = False,
     ) -> None:
         self.port = port
         self.answers = answers
@@ -479,10 +480,29 @@ class OtlpCollector:
         self.service_names: list[str] = []
         self.headers: list[dict[str, str]] = []
         self.got_some = threading.Event()
+        #: With ``idle_close``: set each time the collector closed a connection.
+        self.closed_one = threading.Event()
+        self.connections = 0
         collector = self
 
         class Handler(BaseHTTPRequestHandler):
+            # idle_close: HTTP/1.1, which keeps the connection open, and each connection
+            # closed once answered, without a word (no Connection: close), as a
+            # collector or a load balancer closes a connection left idle.
+            protocol_version = "HTTP/1.1" if idle_close else "HTTP/1.0"
+
+            def setup(self) -> None:
+                super().setup()
+                collector.connections += 1
+
+            def finish(self) -> None:
+                super().finish()
+                if idle_close:
+                    self.connection.close()
+                    collector.closed_one.set()
+
             def do_POST(self) -> None:
+                self.close_connection = idle_close
                 body = self.rfile.read(int(self.headers["Content-Length"]))
                 collector.body_sizes.append(len(body))
                 if collector.most_body is not None and len(body) > collector.most_body:
@@ -550,8 +570,9 @@ def otlp_collector(
     port: int | None = None,
     tls: tuple[Path, Path] | None = None,
     most_body: int | None = None,
+    idle_close: bool = False,
 ) -> Iterator[OtlpCollector]:
-    running = OtlpCollector(port or free_port(), answers or [(200, {}, 0)], most_body)
+    running = OtlpCollector(port or free_port(), answers or [(200, {}, 0)], most_body, idle_close)
     if tls is not None:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(*map(str, tls))

@@ -331,3 +331,25 @@ def test_partial_successes_of_the_requests_of_a_batch_add_up() -> None:
     stats = log.stats()
     assert running.requests == 3
     assert (stats.written, stats.failed) == (19, 5)
+
+
+def test_a_connection_the_collector_closed_while_idle_is_opened_again_without_a_word(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """A collector (or a load balancer) that closes idle keep-alive connections: each
+    batch after an idle pause met the dead connection, said "Broken pipe; retrying",
+    counted a write error and paused.  Now it is sent again at once on a new one."""
+    with otlp_collector(idle_close=True) as running:
+        log = AccessLog(f"otlp+http://{LOOPBACK}:{running.port}", flush_interval=0.01)
+        for _ in range(3):
+            running.closed_one.clear()
+            submit_all(log, 2)
+            assert log.flush(timeout=120)
+            # The collector has closed the connection the batch went on.
+            assert running.closed_one.wait(30)
+        log.close()
+    stats = log.stats()
+    assert (stats.written, stats.failed, stats.write_errors) == (6, 0, 0)
+    assert running.requests == 3
+    assert running.connections == 3
+    assert "boundlog" not in capfd.readouterr().err

@@ -309,6 +309,25 @@ class OtlpSink(Pathless):
         self._disconnect()
 
     def _post(self, body: bytes) -> tuple[int, bytes, float | None]:
+        # A connection kept from an earlier request that fails before any byte of an
+        # answer came was most likely closed by the collector (or a load balancer) while
+        # idle: sent again at once on a new one, as urllib3 and the SDK do, not reported
+        # as the collector failing.  A new connection's failure is the collector's.
+        reused = self._connection is not None and self._connection.sock is not None
+        try:
+            response = self._request(body)
+        except (ConnectionResetError, BrokenPipeError, ssl.SSLEOFError):
+            # (http.client's RemoteDisconnected, no status line at all, is a
+            # ConnectionResetError.)
+            if not reused or self._stopped:
+                raise
+            self._disconnect()
+            response = self._request(body)
+        answer = response.read()
+        return response.status, answer, _retry_after(response.getheader("Retry-After"))
+
+    def _request(self, body: bytes) -> http.client.HTTPResponse:
+        """Send ``body``, and read the answer's status line and header."""
         connection = self._connection
         if connection is None:
             if self._https:
@@ -321,9 +340,7 @@ class OtlpSink(Pathless):
                 )
             self._connection = connection
         connection.request("POST", self._target, body=body, headers=self.headers)
-        response = connection.getresponse()
-        answer = response.read()
-        return response.status, answer, _retry_after(response.getheader("Retry-After"))
+        return connection.getresponse()
 
     def _disconnect(self) -> None:
         connection, self._connection = self._connection, None
