@@ -353,3 +353,118 @@ def test_a_connection_the_collector_closed_while_idle_is_opened_again_without_a_
     assert running.requests == 3
     assert running.connections == 3
     assert "boundlog" not in capfd.readouterr().err
+
+
+# -- Settings refused when the sink is made -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("headers", "message"),
+    [
+        # Dropped without a word, then 401 from the collector at each batch.
+        ("Authorization Bearer s3cret", "item 1 has no '='"),
+        ("api-key=1,Authorization Bearer s3cret", "item 2 has no '='"),
+        # The next three failed every batch inside http.client, counted as failed.
+        ("x-key=a%0D%0AX-Injected: s3cret", "the value of x-key holds a CR, LF or NUL"),
+        ("x-key=s3cret%E2%82%AC", "the value of x-key holds U\\+20AC"),
+        ("%20=s3cret", "item 1 has ' ' first, which is not an HTTP field name"),
+        # Sent as it was: an invalid header line.
+        ("my key=s3cret", "item 1 has ' ' after 'my', which is not an HTTP field name"),
+        ("=s3cret", "the name of item 1 is empty"),
+    ],
+)
+def test_headers_http_cannot_send_are_refused_naming_the_variable_not_the_value(
+    headers: str, message: str
+) -> None:
+    with pytest.raises(ConfigurationError, match=message) as raised:
+        OtlpSink("otlp", environ={"OTEL_EXPORTER_OTLP_LOGS_HEADERS": headers})
+    assert str(raised.value).startswith("OTEL_EXPORTER_OTLP_LOGS_HEADERS: ")
+    assert "s3cret" not in str(raised.value)
+
+
+def test_headers_empty_items_and_spaces_are_taken_as_the_sdk_takes_them() -> None:
+    sink = OtlpSink("otlp", environ={"OTEL_EXPORTER_OTLP_HEADERS": "a=b,, c = d%20e ,"})
+    assert {name: sink.headers[name] for name in ("a", "c")} == {"a": "b", "c": "d e"}
+
+
+@pytest.mark.parametrize("value", ["inf", "-inf", "nan", "1e300", "-5", "0"])
+def test_a_timeout_that_is_no_finite_positive_number_is_refused(value: str) -> None:
+    """inf was taken, and every batch then failed with OverflowError."""
+    with pytest.raises(ConfigurationError, match="give milliseconds above 0 and at most"):
+        OtlpSink("otlp", environ={"OTEL_EXPORTER_OTLP_TIMEOUT": value})
+
+
+def test_a_timeout_under_a_second_is_said_once_with_both_readings(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """The Python SDK reads OTEL_EXPORTER_OTLP_TIMEOUT in seconds: a service that sets 10
+    for its SDK gave boundlog 10 ms, and nothing was ever written."""
+    sink = OtlpSink("otlp", environ={"OTEL_EXPORTER_OTLP_TIMEOUT": "10"})
+    assert sink.timeout == 0.01
+    err = capfd.readouterr().err
+    assert err == (
+        "boundlog: OTEL_EXPORTER_OTLP_TIMEOUT=10 is 10 ms to boundlog (the OTLP "
+        "specification's unit); the Python SDK reads it as seconds: for 10 s, "
+        "OTEL_EXPORTER_OTLP_LOGS_TIMEOUT=10000 is read by boundlog first\n"
+    )
+    both = {"OTEL_EXPORTER_OTLP_TIMEOUT": "10", "OTEL_EXPORTER_OTLP_LOGS_TIMEOUT": "10000"}
+    assert OtlpSink("otlp", environ=both).timeout == 10.0
+    assert OtlpSink("otlp", environ={"OTEL_EXPORTER_OTLP_TIMEOUT": "1000"}).timeout == 1.0
+    assert capfd.readouterr().err == ""
+
+
+def test_the_protocol_is_read_whatever_its_case_and_an_unknown_one_is_not_called_grpc() -> None:
+    sink = OtlpSink("otlp", environ={"OTEL_EXPORTER_OTLP_PROTOCOL": "HTTP/PROTOBUF"})
+    assert sink.protocol == "http/protobuf"
+    assert OtlpSink("otlp", environ={"OTEL_EXPORTER_OTLP_PROTOCOL": "HTTP/JSON"}).protocol == (
+        "http/json"
+    )
+    with pytest.raises(ConfigurationError) as raised:
+        OtlpSink("otlp", environ={"OTEL_EXPORTER_OTLP_PROTOCOL": "http/xml"})
+    assert "gRPC" not in str(raised.value)
+    assert "give one of them" in str(raised.value)
+    with pytest.raises(ConfigurationError, match="not gRPC"):
+        OtlpSink("otlp", environ={"OTEL_EXPORTER_OTLP_LOGS_PROTOCOL": "GRPC"})
+
+
+def test_a_certificate_file_missing_or_no_ca_file_is_refused_naming_the_variable(
+    tmp_path: Path,
+) -> None:
+    """A missing file was a bare FileNotFoundError, naming neither file nor variable."""
+    missing = tmp_path / "ca.pem"
+    with pytest.raises(ConfigurationError, match=r"CERTIFICATE=.*ca\.pem'?: no such file"):
+        OtlpSink("otlp+https://c:1", environ={"OTEL_EXPORTER_OTLP_CERTIFICATE": str(missing)})
+    missing.write_text("not a certificate\n")
+    with pytest.raises(ConfigurationError, match="no PEM certificate in it: give the PEM file"):
+        OtlpSink("otlp+https://c:1", environ={"OTEL_EXPORTER_OTLP_LOGS_CERTIFICATE": str(missing)})
+
+
+@pytest.mark.parametrize(
+    ("url", "environ", "source", "fix"),
+    [
+        ("otlp+http://alice:s3cret@c:4318", {}, "the sink URL", "otlp+http://c:4318"),
+        (
+            "otlp",
+            {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://alice:s3cret@c:4318/base"},
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            "http://c:4318/base",
+        ),
+        (
+            "otlp",
+            {"OTEL_EXPORTER_OTLP_LOGS_ENDPOINT": "https://:s3cret@c/logs"},
+            "OTEL_EXPORTER_OTLP_LOGS_ENDPOINT",
+            "https://c/logs",
+        ),
+    ],
+)
+def test_credentials_in_the_url_are_refused_without_saying_the_password(
+    url: str, environ: dict[str, str], source: str, fix: str
+) -> None:
+    """They were not sent (401 at each batch), and the password was in every report."""
+    with pytest.raises(ConfigurationError) as raised:
+        OtlpSink(url, environ=environ)
+    message = str(raised.value)
+    assert message.startswith(f"{source} holds credentials")
+    assert f"give {fix} and pass them as a header" in message
+    assert "OTEL_EXPORTER_OTLP_HEADERS='Authorization=Basic" in message
+    assert "s3cret" not in message

@@ -24,15 +24,16 @@ import json
 import math
 import os
 import random
+import re
 import socket
 import ssl
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
-from urllib.parse import unquote, urlsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
-from ..._errors import ConfigurationError
+from ..._errors import ConfigurationError, report_on_stderr
 from ...formats._schemas import SchemaFormat
 from ...record._record import Record
 from .._network import cause_of
@@ -154,13 +155,14 @@ class OtlpSink(Pathless):
         if self.gzip:
             self.headers["Content-Encoding"] = "gzip"
         self.timeout = settings.timeout
-        cafile = settings.cafile
         parts = urlsplit(self.endpoint)
         self._https = parts.scheme == "https"
         self._host = parts.hostname or "localhost"
         self._port = parts.port or (443 if self._https else 80)
         self._target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-        self._context = ssl.create_default_context(cafile=cafile) if self._https else None
+        self._context = _tls_context(settings) if self._https else None
+        for note in settings.notes:
+            report_on_stderr(note)
         self._attributes = resource_attributes(env)
         self._resource = resource(self._attributes)
         self.name = self.endpoint
@@ -351,6 +353,22 @@ class OtlpSink(Pathless):
         return f"OtlpSink({self.endpoint!r})"
 
 
+def _tls_context(settings: _Settings) -> ssl.SSLContext:
+    """The TLS context of an https collector, checked against the CA file if one is named."""
+    try:
+        return ssl.create_default_context(cafile=settings.cafile)
+    except FileNotFoundError:
+        why = "no such file"
+    except ssl.SSLError:
+        why = "no PEM certificate in it"
+    except OSError as error:
+        why = error.strerror or str(error)
+    raise ConfigurationError(
+        f"{settings.cafile_variable}={settings.cafile!r}: {why}: give the PEM file of the CA "
+        "that signed the collector's certificate"
+    )
+
+
 def _parts(records: Sequence[bytes], most: int) -> Iterator[tuple[int, int]]:
     """``records`` cut into runs (start, end) of at most ``most`` bytes each, but for a
     record bigger than that alone: the requests of a batch."""
@@ -391,20 +409,36 @@ class _Settings(NamedTuple):
     timeout: float  # seconds
     cafile: str | None
     compression: str
+    #: The variable the CA file came from, for a message about it.
+    cafile_variable: str
+    #: What to say once on stderr when the sink is made (a value that is allowed but
+    #: most likely meant otherwise).
+    notes: tuple[str, ...]
+
+
+#: An HTTP field name (RFC 9110's token).
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+#: The longest OTEL_EXPORTER_OTLP_TIMEOUT taken, in milliseconds: a day (a socket's
+#: timeout cannot be much longer, and longer is no timeout anyone means).
+LONGEST_TIMEOUT_MS = 86_400_000
 
 
 def _settings(url: str, env: Mapping[str, str]) -> _Settings:
     """What a sink URL and the variables say."""
 
-    def variable(name: str) -> str:
-        return env.get(f"OTEL_EXPORTER_OTLP_LOGS_{name}") or env.get(
-            f"OTEL_EXPORTER_OTLP_{name}", ""
-        )
+    def variable(name: str) -> tuple[str, str]:
+        """The variable that says ``name`` (the ``_LOGS_`` one first), and its value."""
+        for full in (f"OTEL_EXPORTER_OTLP_LOGS_{name}", f"OTEL_EXPORTER_OTLP_{name}"):
+            if env.get(full):
+                return full, env[full]
+        return f"OTEL_EXPORTER_OTLP_{name}", ""
 
     if url == "otlp":
         endpoint = env.get("OTEL_EXPORTER_OTLP_LOGS_ENDPOINT", "")
+        _refuse_credentials("OTEL_EXPORTER_OTLP_LOGS_ENDPOINT", endpoint)
         if not endpoint:
             base = env.get("OTEL_EXPORTER_OTLP_ENDPOINT", "")
+            _refuse_credentials("OTEL_EXPORTER_OTLP_ENDPOINT", base)
             endpoint = base.rstrip("/") + "/v1/logs" if base else DEFAULT_ENDPOINT
     else:
         scheme, separator, rest = url.partition("://")
@@ -413,6 +447,7 @@ def _settings(url: str, env: Mapping[str, str]) -> _Settings:
                 f"{url!r} is not an OTLP sink: use otlp+http://HOST:PORT, "
                 "otlp+https://HOST:PORT, or otlp (the OTEL_EXPORTER_OTLP_* variables)"
             )
+        _refuse_credentials("the sink URL", url)
         endpoint = scheme.lower()[5:] + "://" + rest.rstrip("/") + "/v1/logs"
     parts = urlsplit(endpoint)
     try:
@@ -423,31 +458,118 @@ def _settings(url: str, env: Mapping[str, str]) -> _Settings:
         raise ConfigurationError(
             f"OTLP endpoint {endpoint!r}: expected http://HOST:PORT/... or https://..."
         )
-    protocol = variable("PROTOCOL") or "http/protobuf"
+    protocol_variable, protocol = variable("PROTOCOL")
+    protocol = protocol.strip().lower() or "http/protobuf"
     if protocol not in PROTOCOLS:
         raise ConfigurationError(
-            f"OTEL_EXPORTER_OTLP_PROTOCOL={protocol!r}: boundlog's OTLP sink speaks "
-            "http/protobuf (the default every collector takes) or http/json, not gRPC"
+            f"{protocol_variable}={protocol!r}: boundlog's OTLP sink speaks http/protobuf "
+            "(the default every collector takes) or http/json"
+            + (", not gRPC" if protocol == "grpc" else ": give one of them")
         )
-    headers = {}
-    for item in variable("HEADERS").split(","):
-        name, equals, value = item.partition("=")
-        if equals and name.strip():
-            headers[unquote(name.strip())] = unquote(value.strip())
-    timeout_text = variable("TIMEOUT")
-    try:
-        timeout = float(timeout_text) / 1000 if timeout_text else DEFAULT_TIMEOUT
-    except ValueError:
-        raise ConfigurationError(
-            f"OTEL_EXPORTER_OTLP_TIMEOUT={timeout_text!r}: give milliseconds, e.g. 10000"
-        ) from None
-    if not timeout > 0:
-        raise ConfigurationError(f"OTEL_EXPORTER_OTLP_TIMEOUT={timeout_text!r}: must be above 0")
-    compression = variable("COMPRESSION").strip().lower() or "none"
+    headers = _headers(*variable("HEADERS"))
+    timeout, notes = _timeout(*variable("TIMEOUT"))
+    compression_variable, compression = variable("COMPRESSION")
+    compression = compression.strip().lower() or "none"
     if compression not in COMPRESSIONS:
-        raise ConfigurationError(
-            f"OTEL_EXPORTER_OTLP_COMPRESSION={compression!r}: give gzip or none"
-        )
+        raise ConfigurationError(f"{compression_variable}={compression!r}: give gzip or none")
+    cafile_variable, cafile = variable("CERTIFICATE")
     return _Settings(
-        endpoint, protocol, headers, timeout, variable("CERTIFICATE") or None, compression
+        endpoint,
+        protocol,
+        headers,
+        timeout,
+        cafile or None,
+        compression,
+        cafile_variable,
+        notes,
     )
+
+
+def _refuse_credentials(source: str, url: str) -> None:
+    """A URL with ``user:password@``: http.client sends no credentials from it, and the
+    password would be in the sink's name, so in every report.  Never said back."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return
+    without = urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+    raise ConfigurationError(
+        f"{source} holds credentials (user:password@ before the host), which boundlog "
+        f"does not send: give {without} and pass them as a header, "
+        "OTEL_EXPORTER_OTLP_HEADERS='Authorization=Basic <base64 of user:password>' "
+        "(or the header your collector asks for)"
+    )
+
+
+def _headers(name: str, text: str) -> dict[str, str]:
+    """``OTEL_EXPORTER_OTLP_HEADERS``: ``name=value,...``, each part percent-decoded;
+    what http.client would refuse at each request (or send broken) is refused now.
+    A value is never said back: it is most often a secret."""
+    headers = {}
+    for number, item in enumerate(text.split(","), 1):
+        if not item.strip():
+            continue
+        field, equals, value = item.partition("=")
+        if not equals:
+            raise ConfigurationError(
+                f"{name}: item {number} has no '=' (it would be left out): give "
+                "name=value items separated by commas, e.g. api-key=secret,x-tenant=shop "
+                "(a ',' in a value as %2C)"
+            )
+        field, value = unquote(field.strip()), unquote(value.strip())
+        if not _TOKEN.fullmatch(field):
+            # Said up to its first wrong character: what follows may be a secret.
+            valid = _TOKEN.match(field)
+            start = field[: valid.end()] if valid else ""
+            where = (
+                "is empty"
+                if not field
+                else f"has {field[len(start)]!r}" + (f" after {start!r}" if start else " first")
+            )
+            raise ConfigurationError(
+                f"{name}: the name of item {number} {where}, which is not an HTTP field "
+                "name: give letters, digits and !#$%&'*+-.^_`|~ only"
+            )
+        if any(character in value for character in "\r\n\0"):
+            raise ConfigurationError(
+                f"{name}: the value of {field} holds a CR, LF or NUL once percent-decoded, "
+                "which would end the header line: remove it"
+            )
+        try:
+            value.encode("latin-1")
+        except UnicodeEncodeError as error:
+            raise ConfigurationError(
+                f"{name}: the value of {field} holds U+{ord(value[error.start]):04X} once "
+                "percent-decoded, which an HTTP header cannot carry (ISO-8859-1 only): "
+                "give the value your collector expects in ASCII"
+            ) from None
+        headers[field] = value
+    return headers
+
+
+def _timeout(name: str, text: str) -> tuple[float, tuple[str, ...]]:
+    """``OTEL_EXPORTER_OTLP_TIMEOUT`` (milliseconds) in seconds, and what to say of it."""
+    if not text:
+        return DEFAULT_TIMEOUT, ()
+    try:
+        milliseconds = float(text)
+    except ValueError:
+        raise ConfigurationError(f"{name}={text!r}: give milliseconds, e.g. 10000") from None
+    if not 0 < milliseconds <= LONGEST_TIMEOUT_MS:
+        raise ConfigurationError(
+            f"{name}={text!r}: give milliseconds above 0 and at most {LONGEST_TIMEOUT_MS} "
+            "(a day), e.g. 10000"
+        )
+    notes: tuple[str, ...] = ()
+    if milliseconds < 1000:
+        # The OpenTelemetry Python SDK reads the same variable in seconds: a service
+        # that sets 10 for its SDK gives boundlog 10 ms.
+        fix = (
+            f"OTEL_EXPORTER_OTLP_LOGS_TIMEOUT={milliseconds * 1000:g} is read by boundlog first"
+            if name == "OTEL_EXPORTER_OTLP_TIMEOUT"
+            else f"give {name}={milliseconds * 1000:g}"
+        )
+        notes = (
+            f"{name}={text} is {milliseconds:g} ms to boundlog (the OTLP specification's "
+            f"unit); the Python SDK reads it as seconds: for {milliseconds:g} s, {fix}",
+        )
+    return milliseconds / 1000, notes
