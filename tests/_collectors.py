@@ -458,7 +458,8 @@ class OtlpCollector:
     that decodes each request with the official opentelemetry-proto messages.  What it
     received (each LogRecord), and the answers it gives:
     each request takes the next of ``answers`` (status, headers, rejected count), the
-    last one for ever after.  A body over ``most_body`` bytes (as sent) is answered 413
+    last one for ever after, with ``payload`` (content type, body) instead of its own
+    when given.  A body over ``most_body`` bytes (as sent) is answered 413
     without a look, as the OpenTelemetry Collector's ``max_request_body_size`` does."""
 
     def __init__(
@@ -467,6 +468,7 @@ class OtlpCollector:
         answers: list[tuple[int, dict[str, str], int]],
         most_body: int | None = None,
         idle_close: bool = False,
+        payload: tuple[str, bytes] | None = None,
     ) -> None:
         self.port = port
         self.answers = answers
@@ -480,6 +482,7 @@ class OtlpCollector:
         self.service_names: list[str] = []
         self.headers: list[dict[str, str]] = []
         self.got_some = threading.Event()
+        given = payload
         #: With ``idle_close``: set each time the collector closed a connection.
         self.closed_one = threading.Event()
         self.connections = 0
@@ -546,14 +549,19 @@ class OtlpCollector:
                     )
                 else:
                     payload = b"busy"
+                content_type = "application/x-protobuf"
+                if given is not None:
+                    content_type, payload = given
                 self.send_response(status)
                 for name, value in headers.items():
                     self.send_header(name, value)
-                self.send_header("Content-Type", "application/x-protobuf")
+                self.send_header("Content-Type", content_type)
                 self.send_header("Content-Length", str(len(payload)))
                 self.end_headers()
-                self.wfile.write(payload)
                 collector.got_some.set()
+                with contextlib.suppress(OSError):
+                    # (A client that reads no more than it wants closes before the end.)
+                    self.wfile.write(payload)
 
             def log_message(self, *args: Any) -> None:
                 pass
@@ -571,8 +579,13 @@ def otlp_collector(
     tls: tuple[Path, Path] | None = None,
     most_body: int | None = None,
     idle_close: bool = False,
+    payload: tuple[str, bytes] | None = None,
 ) -> Iterator[OtlpCollector]:
-    running = OtlpCollector(port or free_port(), answers or [(200, {}, 0)], most_body, idle_close)
+    """A running :class:`OtlpCollector`; ``payload`` (content type, body): what each
+    answer carries instead of its own."""
+    running = OtlpCollector(
+        port or free_port(), answers or [(200, {}, 0)], most_body, idle_close, payload
+    )
     if tls is not None:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(*map(str, tls))

@@ -3,9 +3,11 @@ it receives with the official opentelemetry-proto messages and answers as told."
 
 from __future__ import annotations
 
+import tracemalloc
 from pathlib import Path
 
 import pytest
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsPartialSuccess
 
 from _collectors import otlp_collector, write_certificates
 from _ports import LOOPBACK, free_port
@@ -468,3 +470,106 @@ def test_credentials_in_the_url_are_refused_without_saying_the_password(
     assert f"give {fix} and pass them as a header" in message
     assert "OTEL_EXPORTER_OTLP_HEADERS='Authorization=Basic" in message
     assert "s3cret" not in message
+
+
+# -- What a refusal says --------------------------------------------------------------------
+
+# google.rpc.Status { int32 code = 1; string message = 2 } has the wire layout of
+# ExportLogsPartialSuccess { int64 rejected_log_records = 1; string error_message = 2 }.
+RPC_STATUS = ExportLogsPartialSuccess(
+    rejected_log_records=3, error_message="log record 3: time is out of range"
+).SerializeToString()
+
+
+@pytest.mark.parametrize(
+    ("status", "headers", "payload", "path", "said"),
+    [
+        (
+            400,
+            {},
+            ("application/x-protobuf", RPC_STATUS),
+            "",
+            "the collector answered HTTP 400: log record 3: time is out of range",
+        ),
+        (
+            401,
+            {},
+            ("text/plain; charset=utf-8", b"invalid api key\r\n\x1b[31m"),
+            "",
+            "the collector answered HTTP 401: invalid api key [31m; check the credentials it "
+            "asks for: OTEL_EXPORTER_OTLP_HEADERS",
+        ),
+        (
+            403,
+            {},
+            ("application/json", b'{"code": 7, "message": "tenant shop may not write"}'),
+            "",
+            "the collector answered HTTP 403: tenant shop may not write; check the credentials",
+        ),
+        (
+            404,
+            {},
+            ("text/plain", b"404 page not found"),
+            "/v1/logs",
+            "the collector answered HTTP 404: 404 page not found; boundlog adds /v1/logs to "
+            "the path of a sink URL (and of OTEL_EXPORTER_OTLP_ENDPOINT): drop /v1/logs",
+        ),
+        (
+            308,
+            {"Location": "https://intake.example/otlp/v1/logs"},
+            ("text/html", b"<html>moved</html>"),
+            "",
+            "the collector answered HTTP 308; it redirects to "
+            "https://intake.example/otlp/v1/logs: point the sink there",
+        ),
+        (
+            400,
+            {},
+            ("text/plain", b"x" * 100_000),
+            "",
+            "the collector answered HTTP 400: " + "x" * 197 + "...",
+        ),
+    ],
+    ids=["rpc-status", "401-text", "403-json", "404-path-twice", "308", "long-reason"],
+)
+def test_a_refusal_says_the_collectors_reason_and_what_to_do(
+    capfd: pytest.CaptureFixture[str],
+    status: int,
+    headers: dict[str, str],
+    payload: tuple[str, bytes],
+    path: str,
+    said: str,
+) -> None:
+    """It said only "<url> answered HTTP 400", after the same URL."""
+    with otlp_collector([(status, headers, 0)], payload=payload) as running:
+        url = f"http://{LOOPBACK}:{running.port}"
+        log = AccessLog(f"otlp+{url}{path}", flush_interval=3600)
+        submit_all(log, 2)
+        log.close()
+    assert (log.stats().written, log.stats().failed) == (0, 2)
+    [line] = [line for line in capfd.readouterr().err.splitlines() if "cannot write" in line]
+    assert f"cannot write to {url}{path}/v1/logs: {said}" in line, line
+    assert line.partition("cannot write to")[2].count(url) == 1
+
+
+def test_an_answer_is_read_no_further_than_its_bound(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """A 16 MiB answer was read whole (a 200 MiB one cost 400 MiB).  Its records are
+    written; the rest of the answer is left unread, said once."""
+    huge = ("application/x-protobuf", b"\x7a\x80\x80\x80\x08" + b"x" * (16 << 20))
+    with otlp_collector(payload=huge) as running:
+        tracemalloc.start()
+        try:
+            log = AccessLog(f"otlp+http://{LOOPBACK}:{running.port}", flush_interval=3600)
+            submit_all(log, 5)
+            assert log.flush(timeout=120)
+            submit_all(log, 5)
+            log.close()
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+    assert (log.stats().written, log.stats().failed) == (10, 0)
+    assert running.requests == 2
+    assert peak < 4 << 20, peak
+    assert capfd.readouterr().err.count("answers with more than 64 KiB") == 1

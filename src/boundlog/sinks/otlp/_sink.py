@@ -49,6 +49,7 @@ from ._logs import (
     resource,
     resource_attributes,
 )
+from ._protobuf import fields
 
 #: The schemes a sink URL may start with.
 SCHEMES = ("otlp+http", "otlp+https")
@@ -65,6 +66,12 @@ RETRYABLE = frozenset({429, 502, 503, 504})
 #: client's escaped header values would otherwise be refused whole, with the records
 #: of every other client in it.
 MOST_REQUEST_BYTES = 4 << 20
+#: The most bytes of an answer read: a longer one's rest is left unread (and its
+#: connection closed), so that a collector, or a file server at that URL, that answers
+#: with megabytes costs the writer no more than this.  A partial_success is a few bytes.
+MOST_ANSWER_BYTES = 64 << 10
+#: The most characters of the collector's reason said in a report.
+MOST_REASON_CHARACTERS = 200
 #: The first pause before a retry, and the longest.
 FIRST_PAUSE = 0.5
 LONGEST_PAUSE = 30.0
@@ -175,6 +182,7 @@ class OtlpSink(Pathless):
         self._taken = False
         self._reports = OutageReports(self.name)
         self._waiting: Callable[[], int] = lambda: 0
+        self._said_long_answer = False
 
     @property
     def stopped(self) -> bool:
@@ -217,7 +225,7 @@ class OtlpSink(Pathless):
             answer = self._send(pending[start:end], len(pending) - start)
             if answer is None:
                 break  # stopped: close() counts what was delivered
-            status, body = answer
+            status = answer.status
             if status == 413 and end - start > 1:
                 # Too big for the collector: each half is a request of its own.
                 middle = (start + end) // 2
@@ -229,7 +237,7 @@ class OtlpSink(Pathless):
                     "as too large (HTTP 413)"
                 )
                 continue
-            written, failure = self._answered(end - start, status, body)
+            written, failure = self._answered(end - start, answer)
             kept += written
             self.delivered = _line_end(data, kept)
             if failure:
@@ -238,7 +246,7 @@ class OtlpSink(Pathless):
             return len(data), None
         return _line_end(data, kept), OSError("; ".join(failures) or "stopped")
 
-    def _send(self, records: list[bytes], unsent: int) -> tuple[int, bytes] | None:
+    def _send(self, records: list[bytes], unsent: int) -> _Answer | None:
         """One request of ``records``, retried while the collector is busy or away:
         the answer not retried, or None once stopped (``unsent``: the batch's records
         not yet answered, for reports)."""
@@ -252,7 +260,7 @@ class OtlpSink(Pathless):
         while not self._stopped:
             self._wake.clear()
             try:
-                status, answer, retry_after = self._post(body)
+                answer = self._post(body)
             except (OSError, http.client.HTTPException) as error:
                 self._disconnect()
                 if self._stopped:
@@ -260,28 +268,44 @@ class OtlpSink(Pathless):
                 wait = pause * random.uniform(0.5, 1.0)
                 self._failed(f"cannot send to {self.name}: {cause_of(error)}", wait, unsent)
             else:
-                if status in RETRYABLE:
+                if answer.status in RETRYABLE:
                     # The growing pause is the least: a Retry-After of 0 or of a past
                     # date would have the writer ask again at once, as fast as the
                     # collector answers, while it asks clients to back off.
+                    retry_after = answer.retry_after
                     wait = pause if retry_after is None else max(retry_after, pause)
-                    self._failed(f"{self.name} answered HTTP {status}", wait, unsent)
+                    reason = _reason(answer)
+                    self._failed(
+                        f"{self.name} answered HTTP {answer.status}"
+                        + (f": {reason}" if reason else ""),
+                        wait,
+                        unsent,
+                    )
                 else:
                     self._reports.recovered()
-                    return status, answer
+                    return answer
             pause = min(LONGEST_PAUSE, pause * 2)
             # Not cleared here: a hurry() that came during the attempt skips this wait.
             self._wake.wait(wait)
         return None
 
-    def _answered(self, sent: int, status: int, answer: bytes) -> tuple[int, str]:
+    def _answered(self, sent: int, answer: _Answer) -> tuple[int, str]:
         """What an answer that is not retried means for a request of ``sent`` records:
         how many the collector kept, and what failed (``""``: nothing)."""
-        if not 200 <= status < 300:
+        if not 200 <= answer.status < 300:
             # 400, 401, 404, 500...: the same request would be refused again.
-            return 0, f"{self.name} answered HTTP {status}"
+            return 0, self._refusal(answer)
+        if not answer.whole:
+            if not self._said_long_answer:
+                self._said_long_answer = True
+                report_on_stderr(
+                    f"{self.name} answers with more than {MOST_ANSWER_BYTES >> 10} KiB: "
+                    "its records count as written, and a partial_success in it is not read"
+                )
+            return sent, ""
+        read = rejected_json if self.protocol == "http/json" else rejected
         try:
-            count, message = (rejected_json if self.protocol == "http/json" else rejected)(answer)
+            count, message = read(answer.body)
         except ValueError:
             count, message = 0, ""
         if count <= 0:
@@ -310,7 +334,31 @@ class OtlpSink(Pathless):
     def close(self) -> None:
         self._disconnect()
 
-    def _post(self, body: bytes) -> tuple[int, bytes, float | None]:
+    def _refusal(self, answer: _Answer) -> str:
+        """What a refusal says: the status, the collector's reason, and a hint."""
+        status = answer.status
+        reason = _reason(answer)
+        words = f"the collector answered HTTP {status}" + (f": {reason}" if reason else "")
+        if status in (401, 403):
+            words += (
+                "; check the credentials it asks for: OTEL_EXPORTER_OTLP_HEADERS, "
+                "e.g. Authorization=Bearer <token> or api-key=<key>"
+            )
+        elif status == 404 and self._target.split("?")[0].endswith("/v1/logs/v1/logs"):
+            words += (
+                "; boundlog adds /v1/logs to the path of a sink URL (and of "
+                "OTEL_EXPORTER_OTLP_ENDPOINT): drop /v1/logs from it"
+            )
+        elif 300 <= status < 400:
+            location = _printable(answer.location)
+            words += (
+                f"; it redirects to {location}: point the sink there"
+                if location
+                else " (a redirect without a Location)"
+            )
+        return words
+
+    def _post(self, body: bytes) -> _Answer:
         # A connection kept from an earlier request that fails before any byte of an
         # answer came was most likely closed by the collector (or a load balancer) while
         # idle: sent again at once on a new one, as urllib3 and the SDK do, not reported
@@ -325,8 +373,20 @@ class OtlpSink(Pathless):
                 raise
             self._disconnect()
             response = self._request(body)
-        answer = response.read()
-        return response.status, answer, _retry_after(response.getheader("Retry-After"))
+        # At most MOST_ANSWER_BYTES (and one more, to know): whatever the collector (or
+        # a file server at that URL) sends, the writer holds no more.
+        answer = response.read(MOST_ANSWER_BYTES + 1)
+        if not response.isclosed():
+            # Left unread: the connection cannot carry another request.
+            self._disconnect()
+        return _Answer(
+            response.status,
+            answer[:MOST_ANSWER_BYTES],
+            len(answer) <= MOST_ANSWER_BYTES,
+            response.getheader("Content-Type") or "",
+            response.getheader("Location") or "",
+            _retry_after(response.getheader("Retry-After")),
+        )
 
     def _request(self, body: bytes) -> http.client.HTTPResponse:
         """Send ``body``, and read the answer's status line and header."""
@@ -351,6 +411,54 @@ class OtlpSink(Pathless):
 
     def __repr__(self) -> str:
         return f"OtlpSink({self.endpoint!r})"
+
+
+class _Answer(NamedTuple):
+    status: int
+    #: At most MOST_ANSWER_BYTES of the body.
+    body: bytes
+    #: Whether that is the whole body.
+    whole: bool
+    content_type: str
+    location: str
+    retry_after: float | None
+
+
+def _reason(answer: _Answer) -> str:
+    """The collector's reason for an answer, as a report may say it: the message of a
+    ``google.rpc.Status`` (OTLP's error body in protobuf) or of its JSON form, or the
+    start of a text body (not an HTML page); ``""`` when there is none to say."""
+    kind = answer.content_type.partition(";")[0].strip().lower()
+    body = answer.body
+    if kind in ("application/x-protobuf", "application/protobuf"):
+        # Status { int32 code = 1; string message = 2; repeated Any details = 3; }
+        try:
+            for number, _wire_type, value in fields(body):
+                if number == 2 and isinstance(value, bytes):
+                    return _printable(value.decode("utf-8", "replace"))
+        except ValueError:
+            pass
+        return ""
+    text = body.decode("utf-8", "replace")
+    if kind == "application/json" or kind.endswith("+json"):
+        with contextlib.suppress(ValueError):
+            parsed = json.loads(text)
+            if isinstance(parsed, dict) and isinstance(parsed.get("message"), str):
+                return _printable(parsed["message"])
+        return _printable(text)
+    if (kind.startswith("text/") and kind != "text/html") or not kind:
+        # (Not a page's markup: a proxy's or a web server's error page says nothing.)
+        return _printable(text)
+    return ""
+
+
+def _printable(text: str) -> str:
+    """``text`` on one line, without control characters, and cut to a report's size."""
+    words = "".join(c if c.isprintable() else " " for c in text[: MOST_REASON_CHARACTERS * 4])
+    words = " ".join(words.split())
+    if len(words) > MOST_REASON_CHARACTERS:
+        words = words[: MOST_REASON_CHARACTERS - 3] + "..."
+    return words
 
 
 def _tls_context(settings: _Settings) -> ssl.SSLContext:
