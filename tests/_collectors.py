@@ -130,9 +130,12 @@ class LineServer:
         self._threads = []
 
 
-def write_certificates(directory: Path, name: str) -> tuple[Path, Path, Path]:
+def write_certificates(
+    directory: Path, name: str, usage: str = "serverAuth"
+) -> tuple[Path, Path, Path]:
     """A CA named ``name`` and a server certificate it signed for ``localhost`` (and no
-    address), made with the openssl command: ``(ca, certificate, key)``."""
+    address), made with the openssl command: ``(ca, certificate, key)``.  A client's
+    certificate (mTLS) with ``usage="clientAuth"``."""
     directory.mkdir(parents=True, exist_ok=True)
     ca_key, ca = directory / f"{name}-ca.key", directory / f"{name}-ca.pem"
     key, csr, cert = directory / f"{name}.key", directory / f"{name}.csr", directory / f"{name}.pem"
@@ -141,7 +144,7 @@ def write_certificates(directory: Path, name: str) -> tuple[Path, Path, Path]:
     # asks of a CA and of a server certificate.
     extensions.write_text(
         "subjectAltName=DNS:localhost\nbasicConstraints=critical,CA:FALSE\n"
-        "keyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n"
+        f"keyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage={usage}\n"
         "subjectKeyIdentifier=hash\nauthorityKeyIdentifier=keyid,issuer\n"
     )
 
@@ -580,15 +583,20 @@ def otlp_collector(
     most_body: int | None = None,
     idle_close: bool = False,
     payload: tuple[str, bytes] | None = None,
+    client_ca: Path | None = None,
 ) -> Iterator[OtlpCollector]:
     """A running :class:`OtlpCollector`; ``payload`` (content type, body): what each
-    answer carries instead of its own."""
+    answer carries instead of its own; with ``tls`` and ``client_ca``, a client must
+    show a certificate that CA signed (mTLS)."""
     running = OtlpCollector(
         port or free_port(), answers or [(200, {}, 0)], most_body, idle_close, payload
     )
     if tls is not None:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(*map(str, tls))
+        if client_ca is not None:
+            context.verify_mode = ssl.CERT_REQUIRED
+            context.load_verify_locations(str(client_ca))
         running.server.socket = context.wrap_socket(running.server.socket, server_side=True)
     thread = threading.Thread(target=running.server.serve_forever, daemon=True)
     thread.start()

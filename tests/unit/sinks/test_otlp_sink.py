@@ -12,7 +12,7 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsPar
 from _collectors import otlp_collector, write_certificates
 from _ports import LOOPBACK, free_port
 from _records import make_record
-from boundlog import AccessLog, ConfigurationError
+from boundlog import AccessLog, ConfigurationError, __version__
 from boundlog.sinks.otlp._sink import MOST_REQUEST_BYTES, OtlpSink
 
 COUNT = 40
@@ -573,3 +573,40 @@ def test_an_answer_is_read_no_further_than_its_bound(
     assert running.requests == 2
     assert peak < 4 << 20, peak
     assert capfd.readouterr().err.count("answers with more than 64 KiB") == 1
+
+
+def test_a_collector_that_asks_for_a_client_certificate_gets_the_one_the_variables_name(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE and _CLIENT_KEY (mTLS) were ignored: the
+    handshake failed at each attempt, and nothing was written."""
+    ca, certificate, key = write_certificates(tmp_path / "server", "collector")
+    client_ca, client_certificate, client_key = write_certificates(
+        tmp_path / "client", "clients", usage="clientAuth"
+    )
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_CERTIFICATE", str(ca))
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_LOGS_CLIENT_CERTIFICATE", str(client_certificate))
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_CLIENT_KEY", str(client_key))
+    with otlp_collector(tls=(certificate, key), client_ca=client_ca) as running:
+        log = AccessLog(
+            f"otlp+https://localhost:{running.port}", flush_interval=0.01, close_timeout=10
+        )
+        submit_all(log, 2)
+        log.close()
+    assert (log.stats().written, len(running.paths)) == (2, 2)
+    assert "boundlog" not in capfd.readouterr().err
+
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_CLIENT_KEY", str(tmp_path / "gone.key"))
+    with pytest.raises(ConfigurationError, match=r"CLIENT_KEY='.*gone\.key': no such file"):
+        OtlpSink(f"otlp+https://localhost:{running.port}")
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_LOGS_CLIENT_CERTIFICATE")
+    with pytest.raises(ConfigurationError, match="CLIENT_KEY is set but not"):
+        OtlpSink(f"otlp+https://localhost:{running.port}")
+
+
+def test_each_request_says_boundlog_and_its_version_as_its_user_agent() -> None:
+    with otlp_collector() as running:
+        log = AccessLog(f"otlp+http://{LOOPBACK}:{running.port}", flush_interval=3600)
+        submit_all(log, 2)
+        log.close()
+    assert [headers["User-Agent"] for headers in running.headers] == [f"boundlog/{__version__}"]

@@ -30,10 +30,11 @@ import ssl
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 from ..._errors import ConfigurationError, report_on_stderr
+from ..._version import __version__
 from ...formats._schemas import SchemaFormat
 from ...record._record import Record
 from .._network import cause_of
@@ -157,7 +158,12 @@ class OtlpSink(Pathless):
         settings = _settings(url, env)
         self.endpoint, self.protocol = settings.endpoint, settings.protocol
         #: What each request is sent with: its content type, and the variables' headers.
-        self.headers = {"Content-Type": PROTOCOLS[settings.protocol], **settings.headers}
+        self.headers = {
+            "Content-Type": PROTOCOLS[settings.protocol],
+            # What the exporter specification asks of an exporter: its name and version.
+            "User-Agent": f"boundlog/{__version__}",
+            **settings.headers,
+        }
         self.gzip = settings.compression == "gzip"
         if self.gzip:
             self.headers["Content-Encoding"] = "gzip"
@@ -462,19 +468,52 @@ def _printable(text: str) -> str:
 
 
 def _tls_context(settings: _Settings) -> ssl.SSLContext:
-    """The TLS context of an https collector, checked against the CA file if one is named."""
+    """The TLS context of an https collector: checked against the CA file if one is
+    named, and with the client certificate (mTLS) if one is."""
+    context = _checked(
+        settings.cafile_variable,
+        settings.cafile,
+        "the PEM file of the CA that signed the collector's certificate",
+        lambda: ssl.create_default_context(cafile=settings.cafile),
+    )
+    certificate_variable, certificate = settings.client_certificate
+    key_variable, key = settings.client_key
+    if key and not certificate:
+        raise ConfigurationError(
+            f"{key_variable} is set but not {certificate_variable}: give the client "
+            "certificate too (PEM), or neither"
+        )
+    if certificate:
+        _checked(
+            certificate_variable if not key else f"{certificate_variable}/{key_variable}",
+            certificate if not key else f"{certificate}, {key}",
+            "the client certificate's PEM file and its key's (the key's file can be the "
+            "same), the certificate one the collector trusts",
+            lambda: context.load_cert_chain(certificate, key or None),
+        )
+    return context
+
+
+_Made = TypeVar("_Made")
+
+
+def _checked(variable: str, value: str | None, what: str, make: Callable[[], _Made]) -> _Made:
+    """``make()``, its error a ConfigurationError naming ``variable`` and saying what
+    to give."""
     try:
-        return ssl.create_default_context(cafile=settings.cafile)
+        return make()
     except FileNotFoundError:
         why = "no such file"
-    except ssl.SSLError:
-        why = "no PEM certificate in it"
+    except ssl.SSLError as error:
+        reason = error.reason or str(error)
+        why = (
+            "no PEM certificate in it"
+            if "PEM" in reason or reason == "NO_CERTIFICATE_OR_CRL_FOUND"
+            else reason.lower().replace("_", " ")
+        )
     except OSError as error:
         why = error.strerror or str(error)
-    raise ConfigurationError(
-        f"{settings.cafile_variable}={settings.cafile!r}: {why}: give the PEM file of the CA "
-        "that signed the collector's certificate"
-    )
+    raise ConfigurationError(f"{variable}={value!r}: {why}: give {what}")
 
 
 def _parts(records: Sequence[bytes], most: int) -> Iterator[tuple[int, int]]:
@@ -519,6 +558,9 @@ class _Settings(NamedTuple):
     compression: str
     #: The variable the CA file came from, for a message about it.
     cafile_variable: str
+    #: The client certificate's and key's variables and files (mTLS), "" for none.
+    client_certificate: tuple[str, str]
+    client_key: tuple[str, str]
     #: What to say once on stderr when the sink is made (a value that is allowed but
     #: most likely meant otherwise).
     notes: tuple[str, ...]
@@ -589,6 +631,8 @@ def _settings(url: str, env: Mapping[str, str]) -> _Settings:
         cafile or None,
         compression,
         cafile_variable,
+        variable("CLIENT_CERTIFICATE"),
+        variable("CLIENT_KEY"),
         notes,
     )
 
