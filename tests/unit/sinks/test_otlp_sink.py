@@ -610,3 +610,8 @@ def test_each_request_says_boundlog_and_its_version_as_its_user_agent() -> None:
         submit_all(log, 2)
         log.close()
     assert [headers["User-Agent"] for headers in running.headers] == [f"boundlog/{__version__}"]
+    # One of the variable's wins, whatever its case: a request has one User-Agent.
+    mine = OtlpSink("otlp", environ={"OTEL_EXPORTER_OTLP_HEADERS": "user-agent=mine/1"})
+    assert [value for name, value in mine.headers.items() if name.lower() == "user-agent"] == [
+        "mine/1"
+    ]

@@ -158,12 +158,11 @@ class OtlpSink(Pathless):
         settings = _settings(url, env)
         self.endpoint, self.protocol = settings.endpoint, settings.protocol
         #: What each request is sent with: its content type, and the variables' headers.
-        self.headers = {
-            "Content-Type": PROTOCOLS[settings.protocol],
+        self.headers = {"Content-Type": PROTOCOLS[settings.protocol]}
+        if not any(name.lower() == "user-agent" for name in settings.headers):
             # What the exporter specification asks of an exporter: its name and version.
-            "User-Agent": f"boundlog/{__version__}",
-            **settings.headers,
-        }
+            self.headers["User-Agent"] = f"boundlog/{__version__}"
+        self.headers.update(settings.headers)
         self.gzip = settings.compression == "gzip"
         if self.gzip:
             self.headers["Content-Encoding"] = "gzip"
