@@ -10,7 +10,8 @@ halves).  A 2xx answer means written, less the records its
 ``partial_success`` says were rejected, which are failed; 429, 502, 503 and 504 and a
 connection that fails are retried, with a growing pause or the one ``Retry-After``
 asks for, while later records wait in the bounded queue (the log's policy deciding);
-any other answer fails the batch, as a collector that refuses it would refuse it again.
+any other answer fails the request's records, as a collector that refuses it would
+refuse it again, the report saying the collector's reason.
 """
 
 from __future__ import annotations
@@ -249,7 +250,15 @@ class OtlpSink(Pathless):
                 failures.append(failure)
         if not failures and kept == len(pending):
             return len(data), None
-        return _line_end(data, kept), OSError("; ".join(failures) or "stopped")
+        # The first failure said, the others counted: a batch of hostile records could
+        # have hundreds refused alone.
+        more = len(failures) - 1
+        said = (
+            (failures[0] + (f" (and {more} more failed request(s))" if more > 0 else ""))
+            if failures
+            else "stopped"
+        )
+        return _line_end(data, kept), OSError(said)
 
     def _send(self, records: list[bytes], unsent: int) -> _Answer | None:
         """One request of ``records``, retried while the collector is busy or away:
