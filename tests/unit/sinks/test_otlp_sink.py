@@ -616,3 +616,17 @@ def test_each_request_says_boundlog_and_its_version_as_its_user_agent() -> None:
     assert [value for name, value in mine.headers.items() if name.lower() == "user-agent"] == [
         "mine/1"
     ]
+
+
+def test_close_giving_up_counts_the_requests_already_answered_as_written() -> None:
+    """Three requests (10, 10 and 4 records): the first written, the second answered
+    503 until close() gives up: the first ten are written, the rest failed."""
+    with otlp_collector([(200, {}, 0), (503, {}, 0)]) as running:
+        log = AccessLog(
+            f"otlp+http://{LOOPBACK}:{running.port}", flush_interval=3600, close_timeout=1
+        )
+        submit_hostile(log, 24)
+        log.close()
+    stats = log.stats()
+    assert len(running.paths) == 10
+    assert (stats.written, stats.failed) == (10, 14)
