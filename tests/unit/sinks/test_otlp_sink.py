@@ -3,6 +3,8 @@ it receives with the official opentelemetry-proto messages and answers as told."
 
 from __future__ import annotations
 
+import socket
+import threading
 import tracemalloc
 from pathlib import Path
 
@@ -630,3 +632,37 @@ def test_close_giving_up_counts_the_requests_already_answered_as_written() -> No
     stats = log.stats()
     assert len(running.paths) == 10
     assert (stats.written, stats.failed) == (10, 14)
+
+
+def test_a_new_connection_closed_without_an_answer_is_still_reported(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """Only a connection kept from an earlier request is sent again without a word: a
+    collector that closes each new connection without answering is failing, and said."""
+    listener = socket.create_server((LOOPBACK, 0))
+    port = listener.getsockname()[1]
+
+    def close_each_connection() -> None:
+        while True:
+            try:
+                connection, _ = listener.accept()
+            except OSError:
+                return
+            with connection:
+                connection.recv(1 << 16)
+
+    thread = threading.Thread(target=close_each_connection, daemon=True)
+    thread.start()
+    try:
+        log = AccessLog(f"otlp+http://{LOOPBACK}:{port}", flush_interval=0.01, close_timeout=0.5)
+        submit_all(log, 2)
+        while f"cannot send to http://{LOOPBACK}:{port}/v1/logs" not in capfd.readouterr().err:
+            log.flush(timeout=0.2)
+        log.close()
+    finally:
+        listener.shutdown(socket.SHUT_RDWR)  # wakes the accept()
+        listener.close()
+        thread.join()
+    stats = log.stats()
+    assert (stats.written, stats.failed) == (0, 2)
+    assert stats.write_errors >= 1
