@@ -130,9 +130,12 @@ class LineServer:
         self._threads = []
 
 
-def write_certificates(directory: Path, name: str) -> tuple[Path, Path, Path]:
+def write_certificates(
+    directory: Path, name: str, usage: str = "serverAuth"
+) -> tuple[Path, Path, Path]:
     """A CA named ``name`` and a server certificate it signed for ``localhost`` (and no
-    address), made with the openssl command: ``(ca, certificate, key)``."""
+    address), made with the openssl command: ``(ca, certificate, key)``.  A client's
+    certificate (mTLS) with ``usage="clientAuth"``."""
     directory.mkdir(parents=True, exist_ok=True)
     ca_key, ca = directory / f"{name}-ca.key", directory / f"{name}-ca.pem"
     key, csr, cert = directory / f"{name}.key", directory / f"{name}.csr", directory / f"{name}.pem"
@@ -141,7 +144,7 @@ def write_certificates(directory: Path, name: str) -> tuple[Path, Path, Path]:
     # asks of a CA and of a server certificate.
     extensions.write_text(
         "subjectAltName=DNS:localhost\nbasicConstraints=critical,CA:FALSE\n"
-        "keyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n"
+        f"keyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage={usage}\n"
         "subjectKeyIdentifier=hash\nauthorityKeyIdentifier=keyid,issuer\n"
     )
 
@@ -458,11 +461,23 @@ class OtlpCollector:
     that decodes each request with the official opentelemetry-proto messages.  What it
     received (each LogRecord), and the answers it gives:
     each request takes the next of ``answers`` (status, headers, rejected count), the
-    last one for ever after."""
+    last one for ever after, with ``payload`` (content type, body) instead of its own
+    when given.  A body over ``most_body`` bytes (as sent) is answered 413
+    without a look, as the OpenTelemetry Collector's ``max_request_body_size`` does."""
 
-    def __init__(self, port: int, answers: list[tuple[int, dict[str, str], int]]) -> None:
+    def __init__(
+        self,
+        port: int,
+        answers: list[tuple[int, dict[str, str], int]],
+        most_body: int | None = None,
+        idle_close: bool = False,
+        payload: tuple[str, bytes] | None = None,
+    ) -> None:
         self.port = port
         self.answers = answers
+        self.most_body = most_body
+        #: The size of each request's body, as sent (413 too).
+        self.body_sizes: list[int] = []
         self.paths: list[str] = []
         self.records: list[Any] = []
         self.content_types: list[str] = []
@@ -470,11 +485,37 @@ class OtlpCollector:
         self.service_names: list[str] = []
         self.headers: list[dict[str, str]] = []
         self.got_some = threading.Event()
+        given = payload
+        #: With ``idle_close``: set each time the collector closed a connection.
+        self.closed_one = threading.Event()
+        self.connections = 0
         collector = self
 
         class Handler(BaseHTTPRequestHandler):
+            # idle_close: HTTP/1.1, which keeps the connection open, and each connection
+            # closed once answered, without a word (no Connection: close), as a
+            # collector or a load balancer closes a connection left idle.
+            protocol_version = "HTTP/1.1" if idle_close else "HTTP/1.0"
+
+            def setup(self) -> None:
+                super().setup()
+                collector.connections += 1
+
+            def finish(self) -> None:
+                super().finish()
+                if idle_close:
+                    self.connection.close()
+                    collector.closed_one.set()
+
             def do_POST(self) -> None:
+                self.close_connection = idle_close
                 body = self.rfile.read(int(self.headers["Content-Length"]))
+                collector.body_sizes.append(len(body))
+                if collector.most_body is not None and len(body) > collector.most_body:
+                    self.send_response(413)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
                 if self.headers["Content-Encoding"] == "gzip":
                     body = gzip.decompress(body)
                 status, headers, rejecting = collector.next_answer()
@@ -511,14 +552,19 @@ class OtlpCollector:
                     )
                 else:
                     payload = b"busy"
+                content_type = "application/x-protobuf"
+                if given is not None:
+                    content_type, payload = given
                 self.send_response(status)
                 for name, value in headers.items():
                     self.send_header(name, value)
-                self.send_header("Content-Type", "application/x-protobuf")
+                self.send_header("Content-Type", content_type)
                 self.send_header("Content-Length", str(len(payload)))
                 self.end_headers()
-                self.wfile.write(payload)
                 collector.got_some.set()
+                with contextlib.suppress(OSError):
+                    # (A client that reads no more than it wants closes before the end.)
+                    self.wfile.write(payload)
 
             def log_message(self, *args: Any) -> None:
                 pass
@@ -534,11 +580,23 @@ def otlp_collector(
     answers: list[tuple[int, dict[str, str], int]] | None = None,
     port: int | None = None,
     tls: tuple[Path, Path] | None = None,
+    most_body: int | None = None,
+    idle_close: bool = False,
+    payload: tuple[str, bytes] | None = None,
+    client_ca: Path | None = None,
 ) -> Iterator[OtlpCollector]:
-    running = OtlpCollector(port or free_port(), answers or [(200, {}, 0)])
+    """A running :class:`OtlpCollector`; ``payload`` (content type, body): what each
+    answer carries instead of its own; with ``tls`` and ``client_ca``, a client must
+    show a certificate that CA signed (mTLS)."""
+    running = OtlpCollector(
+        port or free_port(), answers or [(200, {}, 0)], most_body, idle_close, payload
+    )
     if tls is not None:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(*map(str, tls))
+        if client_ca is not None:
+            context.verify_mode = ssl.CERT_REQUIRED
+            context.load_verify_locations(str(client_ca))
         running.server.socket = context.wrap_socket(running.server.socket, server_side=True)
     thread = threading.Thread(target=running.server.serve_forever, daemon=True)
     thread.start()

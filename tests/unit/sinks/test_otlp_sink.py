@@ -3,15 +3,19 @@ it receives with the official opentelemetry-proto messages and answers as told."
 
 from __future__ import annotations
 
+import socket
+import threading
+import tracemalloc
 from pathlib import Path
 
 import pytest
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsPartialSuccess
 
 from _collectors import otlp_collector, write_certificates
 from _ports import LOOPBACK, free_port
 from _records import make_record
-from boundlog import AccessLog, ConfigurationError
-from boundlog.sinks.otlp._sink import OtlpSink
+from boundlog import AccessLog, ConfigurationError, __version__
+from boundlog.sinks.otlp._sink import MOST_REQUEST_BYTES, OtlpSink
 
 COUNT = 40
 
@@ -264,3 +268,401 @@ def test_a_collector_restarted_mid_stream_loses_nothing() -> None:
     assert sorted(first.paths) == sorted(paths)
     assert sorted(second.paths) == sorted(later)
     assert log.stats().written == 20
+
+
+# -- How big a request may be -------------------------------------------------------------
+
+#: A User-Agent of 0xff bytes, each written as the 4 characters ``\xff``: a LogRecord of
+#: about 400 KB, as a hostile client's header values make within nginx's limits.
+HOSTILE = b"\xff" * 100_000
+
+
+def submit_hostile(log: AccessLog, count: int, user_agent: bytes = HOSTILE) -> None:
+    for n in range(count):
+        assert log.submit(make_record(path=f"/big/{n}".encode(), user_agent=user_agent))
+
+
+def test_a_batch_bigger_than_the_request_bound_goes_out_in_several_requests() -> None:
+    """24 records of 400 KB, one batch: one 9.6 MB POST, which a collector that takes
+    no more than the bound refused whole (413, every record failed)."""
+    with otlp_collector(most_body=MOST_REQUEST_BYTES + 4096) as running:
+        log = AccessLog(f"otlp+http://{LOOPBACK}:{running.port}", flush_interval=3600)
+        submit_hostile(log, 24)
+        log.close()
+    stats = log.stats()
+    assert (stats.written, stats.failed) == (24, 0)
+    assert running.requests == 3
+    assert max(running.body_sizes) <= MOST_REQUEST_BYTES + 4096
+    assert len(running.paths) == 24
+
+
+def test_a_request_answered_413_is_sent_again_in_halves_and_a_record_too_big_fails_alone(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """A collector that takes 1 MB: ten records of 100 KB around two of 1.2 MB.  The
+    ten are written; the big ones fail, counted, the message saying why (once)."""
+    with otlp_collector(most_body=1_000_000) as running:
+        log = AccessLog(f"otlp+http://{LOOPBACK}:{running.port}", flush_interval=3600)
+        submit_hostile(log, 5, HOSTILE[:25_000])
+        submit_hostile(log, 1, HOSTILE * 3)
+        submit_hostile(log, 5, HOSTILE[:25_000])
+        submit_hostile(log, 1, HOSTILE * 3)
+        log.close()
+    stats = log.stats()
+    assert (stats.written, stats.failed) == (10, 2)
+    assert len(running.paths) == 10
+    err = capfd.readouterr().err
+    assert "the collector refused a record of 1200" in err, err
+    assert "as too large (HTTP 413) (and 1 more failed request(s))" in err, err
+
+
+def test_a_failure_after_a_written_request_counts_the_written_ones_written() -> None:
+    """Three requests (10, 10 and 4 records): the first written, the others refused."""
+    with otlp_collector([(200, {}, 0), (400, {}, 0)]) as running:
+        log = AccessLog(f"otlp+http://{LOOPBACK}:{running.port}", flush_interval=3600)
+        submit_hostile(log, 24)
+        log.close()
+    stats = log.stats()
+    assert running.requests == 3
+    assert (stats.written, stats.failed) == (10, 14)
+    assert len(running.paths) == 10
+
+
+def test_partial_successes_of_the_requests_of_a_batch_add_up() -> None:
+    with otlp_collector([(200, {}, 2), (200, {}, 3), (200, {}, 0)]) as running:
+        log = AccessLog(f"otlp+http://{LOOPBACK}:{running.port}", flush_interval=3600)
+        submit_hostile(log, 24)
+        log.close()
+    stats = log.stats()
+    assert running.requests == 3
+    assert (stats.written, stats.failed) == (19, 5)
+
+
+def test_a_connection_the_collector_closed_while_idle_is_opened_again_without_a_word(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """A collector (or a load balancer) that closes idle keep-alive connections: each
+    batch after an idle pause met the dead connection, said "Broken pipe; retrying",
+    counted a write error and paused.  Now it is sent again at once on a new one."""
+    with otlp_collector(idle_close=True) as running:
+        log = AccessLog(f"otlp+http://{LOOPBACK}:{running.port}", flush_interval=0.01)
+        for _ in range(3):
+            running.closed_one.clear()
+            submit_all(log, 2)
+            assert log.flush(timeout=120)
+            # The collector has closed the connection the batch went on.
+            assert running.closed_one.wait(30)
+        log.close()
+    stats = log.stats()
+    assert (stats.written, stats.failed, stats.write_errors) == (6, 0, 0)
+    assert running.requests == 3
+    assert running.connections == 3
+    assert "boundlog" not in capfd.readouterr().err
+
+
+# -- Settings refused when the sink is made -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("headers", "message"),
+    [
+        # Dropped without a word, then 401 from the collector at each batch.
+        ("Authorization Bearer s3cret", "item 1 has no '='"),
+        ("api-key=1,Authorization Bearer s3cret", "item 2 has no '='"),
+        # The next three failed every batch inside http.client, counted as failed.
+        ("x-key=a%0D%0AX-Injected: s3cret", "the value of x-key holds a CR, LF or NUL"),
+        ("x-key=s3cret%E2%82%AC", "the value of x-key holds U\\+20AC"),
+        ("%20=s3cret", "item 1 has ' ' first, which is not an HTTP field name"),
+        # Sent as it was: an invalid header line.
+        ("my key=s3cret", "item 1 has ' ' after 'my', which is not an HTTP field name"),
+        ("=s3cret", "the name of item 1 is empty"),
+    ],
+)
+def test_headers_http_cannot_send_are_refused_naming_the_variable_not_the_value(
+    headers: str, message: str
+) -> None:
+    with pytest.raises(ConfigurationError, match=message) as raised:
+        OtlpSink("otlp", environ={"OTEL_EXPORTER_OTLP_LOGS_HEADERS": headers})
+    assert str(raised.value).startswith("OTEL_EXPORTER_OTLP_LOGS_HEADERS: ")
+    assert "s3cret" not in str(raised.value)
+
+
+def test_headers_empty_items_and_spaces_are_taken_as_the_sdk_takes_them() -> None:
+    sink = OtlpSink("otlp", environ={"OTEL_EXPORTER_OTLP_HEADERS": "a=b,, c = d%20e ,"})
+    assert {name: sink.headers[name] for name in ("a", "c")} == {"a": "b", "c": "d e"}
+
+
+@pytest.mark.parametrize("value", ["inf", "-inf", "nan", "1e300", "-5", "0"])
+def test_a_timeout_that_is_no_finite_positive_number_is_refused(value: str) -> None:
+    """inf was taken, and every batch then failed with OverflowError."""
+    with pytest.raises(ConfigurationError, match="give milliseconds above 0 and at most"):
+        OtlpSink("otlp", environ={"OTEL_EXPORTER_OTLP_TIMEOUT": value})
+
+
+def test_a_timeout_under_a_second_is_said_once_with_both_readings(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """The Python SDK reads OTEL_EXPORTER_OTLP_TIMEOUT in seconds: a service that sets 10
+    for its SDK gave boundlog 10 ms, and nothing was ever written."""
+    sink = OtlpSink("otlp", environ={"OTEL_EXPORTER_OTLP_TIMEOUT": "10"})
+    assert sink.timeout == 0.01
+    err = capfd.readouterr().err
+    assert err == (
+        "boundlog: OTEL_EXPORTER_OTLP_TIMEOUT=10 is 10 ms to boundlog (the OTLP "
+        "specification's unit); the Python SDK reads it as seconds: for 10 s, "
+        "OTEL_EXPORTER_OTLP_LOGS_TIMEOUT=10000 is read by boundlog first\n"
+    )
+    both = {"OTEL_EXPORTER_OTLP_TIMEOUT": "10", "OTEL_EXPORTER_OTLP_LOGS_TIMEOUT": "10000"}
+    assert OtlpSink("otlp", environ=both).timeout == 10.0
+    assert OtlpSink("otlp", environ={"OTEL_EXPORTER_OTLP_TIMEOUT": "1000"}).timeout == 1.0
+    assert capfd.readouterr().err == ""
+
+
+def test_the_protocol_is_read_whatever_its_case_and_an_unknown_one_is_not_called_grpc() -> None:
+    sink = OtlpSink("otlp", environ={"OTEL_EXPORTER_OTLP_PROTOCOL": "HTTP/PROTOBUF"})
+    assert sink.protocol == "http/protobuf"
+    assert OtlpSink("otlp", environ={"OTEL_EXPORTER_OTLP_PROTOCOL": "HTTP/JSON"}).protocol == (
+        "http/json"
+    )
+    with pytest.raises(ConfigurationError) as raised:
+        OtlpSink("otlp", environ={"OTEL_EXPORTER_OTLP_PROTOCOL": "http/xml"})
+    assert "gRPC" not in str(raised.value)
+    assert "give one of them" in str(raised.value)
+    with pytest.raises(ConfigurationError, match="not gRPC"):
+        OtlpSink("otlp", environ={"OTEL_EXPORTER_OTLP_LOGS_PROTOCOL": "GRPC"})
+
+
+def test_a_certificate_file_missing_or_no_ca_file_is_refused_naming_the_variable(
+    tmp_path: Path,
+) -> None:
+    """A missing file was a bare FileNotFoundError, naming neither file nor variable."""
+    missing = tmp_path / "ca.pem"
+    with pytest.raises(ConfigurationError, match=r"CERTIFICATE=.*ca\.pem'?: no such file"):
+        OtlpSink("otlp+https://c:1", environ={"OTEL_EXPORTER_OTLP_CERTIFICATE": str(missing)})
+    missing.write_text("not a certificate\n")
+    with pytest.raises(ConfigurationError, match="no PEM certificate in it: give the PEM file"):
+        OtlpSink("otlp+https://c:1", environ={"OTEL_EXPORTER_OTLP_LOGS_CERTIFICATE": str(missing)})
+
+
+@pytest.mark.parametrize(
+    ("url", "environ", "source", "fix"),
+    [
+        ("otlp+http://alice:s3cret@c:4318", {}, "the sink URL", "otlp+http://c:4318"),
+        (
+            "otlp",
+            {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://alice:s3cret@c:4318/base"},
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            "http://c:4318/base",
+        ),
+        (
+            "otlp",
+            {"OTEL_EXPORTER_OTLP_LOGS_ENDPOINT": "https://:s3cret@c/logs"},
+            "OTEL_EXPORTER_OTLP_LOGS_ENDPOINT",
+            "https://c/logs",
+        ),
+    ],
+)
+def test_credentials_in_the_url_are_refused_without_saying_the_password(
+    url: str, environ: dict[str, str], source: str, fix: str
+) -> None:
+    """They were not sent (401 at each batch), and the password was in every report."""
+    with pytest.raises(ConfigurationError) as raised:
+        OtlpSink(url, environ=environ)
+    message = str(raised.value)
+    assert message.startswith(f"{source} holds credentials")
+    assert f"give {fix} and pass them as a header" in message
+    assert "OTEL_EXPORTER_OTLP_HEADERS='Authorization=Basic" in message
+    assert "s3cret" not in message
+
+
+# -- What a refusal says --------------------------------------------------------------------
+
+# google.rpc.Status { int32 code = 1; string message = 2 } has the wire layout of
+# ExportLogsPartialSuccess { int64 rejected_log_records = 1; string error_message = 2 }.
+RPC_STATUS = ExportLogsPartialSuccess(
+    rejected_log_records=3, error_message="log record 3: time is out of range"
+).SerializeToString()
+
+
+@pytest.mark.parametrize(
+    ("status", "headers", "payload", "path", "said"),
+    [
+        (
+            400,
+            {},
+            ("application/x-protobuf", RPC_STATUS),
+            "",
+            "the collector answered HTTP 400: log record 3: time is out of range",
+        ),
+        (
+            401,
+            {},
+            ("text/plain; charset=utf-8", b"invalid api key\r\n\x1b[31m"),
+            "",
+            "the collector answered HTTP 401: invalid api key [31m; check the credentials it "
+            "asks for: OTEL_EXPORTER_OTLP_HEADERS",
+        ),
+        (
+            403,
+            {},
+            ("application/json", b'{"code": 7, "message": "tenant shop may not write"}'),
+            "",
+            "the collector answered HTTP 403: tenant shop may not write; check the credentials",
+        ),
+        (
+            404,
+            {},
+            ("text/plain", b"404 page not found"),
+            "/v1/logs",
+            "the collector answered HTTP 404: 404 page not found; boundlog adds /v1/logs to "
+            "the path of a sink URL (and of OTEL_EXPORTER_OTLP_ENDPOINT): drop /v1/logs",
+        ),
+        (
+            308,
+            {"Location": "https://intake.example/otlp/v1/logs"},
+            ("text/html", b"<html>moved</html>"),
+            "",
+            "the collector answered HTTP 308; it redirects to "
+            "https://intake.example/otlp/v1/logs: point the sink there",
+        ),
+        (
+            400,
+            {},
+            ("text/plain", b"x" * 100_000),
+            "",
+            "the collector answered HTTP 400: " + "x" * 197 + "...",
+        ),
+    ],
+    ids=["rpc-status", "401-text", "403-json", "404-path-twice", "308", "long-reason"],
+)
+def test_a_refusal_says_the_collectors_reason_and_what_to_do(
+    capfd: pytest.CaptureFixture[str],
+    status: int,
+    headers: dict[str, str],
+    payload: tuple[str, bytes],
+    path: str,
+    said: str,
+) -> None:
+    """It said only "<url> answered HTTP 400", after the same URL."""
+    with otlp_collector([(status, headers, 0)], payload=payload) as running:
+        url = f"http://{LOOPBACK}:{running.port}"
+        log = AccessLog(f"otlp+{url}{path}", flush_interval=3600)
+        submit_all(log, 2)
+        log.close()
+    assert (log.stats().written, log.stats().failed) == (0, 2)
+    [line] = [line for line in capfd.readouterr().err.splitlines() if "cannot write" in line]
+    assert f"cannot write to {url}{path}/v1/logs: {said}" in line, line
+    assert line.partition("cannot write to")[2].count(url) == 1
+
+
+def test_an_answer_is_read_no_further_than_its_bound(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """A 16 MiB answer was read whole (a 200 MiB one cost 400 MiB).  Its records are
+    written; the rest of the answer is left unread, said once."""
+    huge = ("application/x-protobuf", b"\x7a\x80\x80\x80\x08" + b"x" * (16 << 20))
+    with otlp_collector(payload=huge) as running:
+        tracemalloc.start()
+        try:
+            log = AccessLog(f"otlp+http://{LOOPBACK}:{running.port}", flush_interval=3600)
+            submit_all(log, 5)
+            assert log.flush(timeout=120)
+            submit_all(log, 5)
+            log.close()
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+    assert (log.stats().written, log.stats().failed) == (10, 0)
+    assert running.requests == 2
+    assert peak < 4 << 20, peak
+    assert capfd.readouterr().err.count("answers with more than 64 KiB") == 1
+
+
+def test_a_collector_that_asks_for_a_client_certificate_gets_the_one_the_variables_name(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE and _CLIENT_KEY (mTLS) were ignored: the
+    handshake failed at each attempt, and nothing was written."""
+    ca, certificate, key = write_certificates(tmp_path / "server", "collector")
+    client_ca, client_certificate, client_key = write_certificates(
+        tmp_path / "client", "clients", usage="clientAuth"
+    )
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_CERTIFICATE", str(ca))
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_LOGS_CLIENT_CERTIFICATE", str(client_certificate))
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_CLIENT_KEY", str(client_key))
+    with otlp_collector(tls=(certificate, key), client_ca=client_ca) as running:
+        log = AccessLog(
+            f"otlp+https://localhost:{running.port}", flush_interval=0.01, close_timeout=10
+        )
+        submit_all(log, 2)
+        log.close()
+    assert (log.stats().written, len(running.paths)) == (2, 2)
+    assert "boundlog" not in capfd.readouterr().err
+
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_CLIENT_KEY", str(tmp_path / "gone.key"))
+    with pytest.raises(ConfigurationError, match=r"CLIENT_KEY='.*gone\.key': no such file"):
+        OtlpSink(f"otlp+https://localhost:{running.port}")
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_LOGS_CLIENT_CERTIFICATE")
+    with pytest.raises(ConfigurationError, match="CLIENT_KEY is set but not"):
+        OtlpSink(f"otlp+https://localhost:{running.port}")
+
+
+def test_each_request_says_boundlog_and_its_version_as_its_user_agent() -> None:
+    with otlp_collector() as running:
+        log = AccessLog(f"otlp+http://{LOOPBACK}:{running.port}", flush_interval=3600)
+        submit_all(log, 2)
+        log.close()
+    assert [headers["User-Agent"] for headers in running.headers] == [f"boundlog/{__version__}"]
+    # One of the variable's wins, whatever its case: a request has one User-Agent.
+    mine = OtlpSink("otlp", environ={"OTEL_EXPORTER_OTLP_HEADERS": "user-agent=mine/1"})
+    assert [value for name, value in mine.headers.items() if name.lower() == "user-agent"] == [
+        "mine/1"
+    ]
+
+
+def test_close_giving_up_counts_the_requests_already_answered_as_written() -> None:
+    """Three requests (10, 10 and 4 records): the first written, the second answered
+    503 until close() gives up: the first ten are written, the rest failed."""
+    with otlp_collector([(200, {}, 0), (503, {}, 0)]) as running:
+        log = AccessLog(
+            f"otlp+http://{LOOPBACK}:{running.port}", flush_interval=3600, close_timeout=1
+        )
+        submit_hostile(log, 24)
+        log.close()
+    stats = log.stats()
+    assert len(running.paths) == 10
+    assert (stats.written, stats.failed) == (10, 14)
+
+
+def test_a_new_connection_closed_without_an_answer_is_still_reported(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """Only a connection kept from an earlier request is sent again without a word: a
+    collector that closes each new connection without answering is failing, and said."""
+    listener = socket.create_server((LOOPBACK, 0))
+    port = listener.getsockname()[1]
+
+    def close_each_connection() -> None:
+        while True:
+            try:
+                connection, _ = listener.accept()
+            except OSError:
+                return
+            with connection:
+                connection.recv(1 << 16)
+
+    thread = threading.Thread(target=close_each_connection, daemon=True)
+    thread.start()
+    try:
+        log = AccessLog(f"otlp+http://{LOOPBACK}:{port}", flush_interval=0.01, close_timeout=0.5)
+        submit_all(log, 2)
+        while f"cannot send to http://{LOOPBACK}:{port}/v1/logs" not in capfd.readouterr().err:
+            log.flush(timeout=0.2)
+        log.close()
+    finally:
+        listener.shutdown(socket.SHUT_RDWR)  # wakes the accept()
+        listener.close()
+        thread.join()
+    stats = log.stats()
+    assert (stats.written, stats.failed) == (0, 2)
+    assert stats.write_errors >= 1

@@ -234,22 +234,36 @@ def json_log_record(line: Mapping[str, Any], time_ns: int, observed_ns: int) -> 
     return record
 
 
+def _json_bytes(value: object) -> bytes:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def json_log_record_bytes(line: Mapping[str, Any], time_ns: int, observed_ns: int) -> bytes:
+    """``json_log_record`` encoded: the bytes a request holds for the record, so that a
+    batch can be cut into requests by their size (``json_export_request_encoded``)."""
+    return _json_bytes(json_log_record(line, time_ns, observed_ns))
+
+
 def json_export_request(attributes: Mapping[str, str], log_records: list[dict[str, Any]]) -> bytes:
     """``ExportLogsServiceRequest`` in OTLP/JSON, as ``export_request`` in protobuf."""
-    request = {
-        "resourceLogs": [
-            {
-                "resource": {"attributes": _json_key_values(attributes.items())},
-                "scopeLogs": [
-                    {
-                        "scope": {"name": SCOPE_NAME, "version": __version__},
-                        "logRecords": log_records,
-                    }
-                ],
-            }
-        ]
-    }
-    return json.dumps(request, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    return json_export_request_encoded(attributes, [_json_bytes(record) for record in log_records])
+
+
+def json_export_request_encoded(attributes: Mapping[str, str], log_records: list[bytes]) -> bytes:
+    """``json_export_request`` of LogRecords already encoded (``json_log_record_bytes``)."""
+    resource = _json_bytes({"attributes": _json_key_values(attributes.items())})
+    scope = _json_bytes({"name": SCOPE_NAME, "version": __version__})
+    return b"".join(
+        (
+            b'{"resourceLogs":[{"resource":',
+            resource,
+            b',"scopeLogs":[{"scope":',
+            scope,
+            b',"logRecords":[',
+            b",".join(log_records),
+            b"]}]}]}",
+        )
+    )
 
 
 def rejected_json(answer: bytes) -> tuple[int, str]:

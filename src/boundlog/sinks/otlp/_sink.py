@@ -4,15 +4,19 @@ The writer formats and writes as for any sink.  The sink's own format step
 (:meth:`OtlpSink.messages`) writes each record's line in the ``otel`` schema preset,
 which the writer counts as it counts any lines, and keeps each record's LogRecord
 (``_logs``) for :meth:`OtlpSink.write`, which sends them in one
-``ExportLogsServiceRequest``.  A 2xx answer means written, less the records its
+``ExportLogsServiceRequest``, or in several when their LogRecords come to more than
+:data:`MOST_REQUEST_BYTES` (or the collector answers 413: the request is sent again in
+halves).  A 2xx answer means written, less the records its
 ``partial_success`` says were rejected, which are failed; 429, 502, 503 and 504 and a
 connection that fails are retried, with a growing pause or the one ``Retry-After``
 asks for, while later records wait in the bounded queue (the log's policy deciding);
-any other answer fails the batch, as a collector that refuses it would refuse it again.
+any other answer fails the request's records, as a collector that refuses it would
+refuse it again, the report saying the collector's reason.
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import email.utils
 import gzip
@@ -21,15 +25,17 @@ import json
 import math
 import os
 import random
+import re
 import socket
 import ssl
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, NamedTuple
-from urllib.parse import unquote, urlsplit
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, NamedTuple, TypeVar
+from urllib.parse import unquote, urlsplit, urlunsplit
 
-from ..._errors import ConfigurationError
+from ..._errors import ConfigurationError, report_on_stderr
+from ..._version import __version__
 from ...formats._schemas import SchemaFormat
 from ...record._record import Record
 from .._network import cause_of
@@ -37,14 +43,15 @@ from .._outages import OutageReports
 from .._pathless import Pathless
 from ._logs import (
     export_request,
-    json_export_request,
-    json_log_record,
+    json_export_request_encoded,
+    json_log_record_bytes,
     log_record,
     rejected,
     rejected_json,
     resource,
     resource_attributes,
 )
+from ._protobuf import fields
 
 #: The schemes a sink URL may start with.
 SCHEMES = ("otlp+http", "otlp+https")
@@ -54,6 +61,19 @@ DEFAULT_ENDPOINT = "http://localhost:4318/v1/logs"
 DEFAULT_TIMEOUT = 10.0
 #: The answers the OTLP/HTTP specification says to retry.
 RETRYABLE = frozenset({429, 502, 503, 504})
+#: The most bytes of encoded LogRecords (before compression) one request carries: a
+#: batch whose records come to more goes out in several requests, a record never split.
+#: Well under the 20 MiB the OpenTelemetry Collector's OTLP/HTTP receiver takes by
+#: default (``max_request_body_size``): a batch of records each grown by a hostile
+#: client's escaped header values would otherwise be refused whole, with the records
+#: of every other client in it.
+MOST_REQUEST_BYTES = 4 << 20
+#: The most bytes of an answer read: a longer one's rest is left unread (and its
+#: connection closed), so that a collector, or a file server at that URL, that answers
+#: with megabytes costs the writer no more than this.  A partial_success is a few bytes.
+MOST_ANSWER_BYTES = 64 << 10
+#: The most characters of the collector's reason said in a report.
+MOST_REASON_CHARACTERS = 200
 #: The first pause before a retry, and the longest.
 FIRST_PAUSE = 0.5
 LONGEST_PAUSE = 30.0
@@ -77,7 +97,7 @@ class _LogRecords:
 
     def __init__(self, pending: list[Any], json_records: bool, lines: SchemaFormat) -> None:
         self._pending = pending
-        self._encode = json_log_record if json_records else log_record
+        self._encode = json_log_record_bytes if json_records else log_record
         self._lines = lines
         self.request_header_names = self._lines.request_header_names
         self.response_header_names = self._lines.response_header_names
@@ -139,30 +159,36 @@ class OtlpSink(Pathless):
         settings = _settings(url, env)
         self.endpoint, self.protocol = settings.endpoint, settings.protocol
         #: What each request is sent with: its content type, and the variables' headers.
-        self.headers = {"Content-Type": PROTOCOLS[settings.protocol], **settings.headers}
+        self.headers = {"Content-Type": PROTOCOLS[settings.protocol]}
+        if not any(name.lower() == "user-agent" for name in settings.headers):
+            # What the exporter specification asks of an exporter: its name and version.
+            self.headers["User-Agent"] = f"boundlog/{__version__}"
+        self.headers.update(settings.headers)
         self.gzip = settings.compression == "gzip"
         if self.gzip:
             self.headers["Content-Encoding"] = "gzip"
         self.timeout = settings.timeout
-        cafile = settings.cafile
         parts = urlsplit(self.endpoint)
         self._https = parts.scheme == "https"
         self._host = parts.hostname or "localhost"
         self._port = parts.port or (443 if self._https else 80)
         self._target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-        self._context = ssl.create_default_context(cafile=cafile) if self._https else None
+        self._context = _tls_context(settings) if self._https else None
+        for note in settings.notes:
+            report_on_stderr(note)
         self._attributes = resource_attributes(env)
         self._resource = resource(self._attributes)
         self.name = self.endpoint
         self.delivered = 0
         self._stopped = False
-        # Each pending record's LogRecord: protobuf bytes, or a dict for OTLP/JSON.
-        self._pending: list[Any] = []
+        # Each pending record's LogRecord, encoded (protobuf, or OTLP/JSON).
+        self._pending: list[bytes] = []
         self._connection: http.client.HTTPConnection | None = None
         self._wake = threading.Event()
         self._taken = False
         self._reports = OutageReports(self.name)
         self._waiting: Callable[[], int] = lambda: 0
+        self._said_long_answer = False
 
     @property
     def stopped(self) -> bool:
@@ -190,58 +216,116 @@ class OtlpSink(Pathless):
         return _LogRecords(self._pending, self.protocol == "http/json", self._lines)
 
     def write(self, data: bytes) -> tuple[int, OSError | None]:
-        """Send the batch's LogRecords in one request, retrying what may be retried,
-        until answered or stopped; return how far into ``data`` the written lines go."""
+        """Send the batch's LogRecords, in as many requests as :data:`MOST_REQUEST_BYTES`
+        asks (a request answered 413 again in halves), retrying what may be retried,
+        until answered or stopped; return how far into ``data`` the written lines go
+        (as many lines as the collector kept: it does not say which), and what failed."""
         pending, self._pending[:] = self._pending[:], []
         if not pending:
             return len(data), None
+        parts = collections.deque(_parts(pending, MOST_REQUEST_BYTES))
+        kept = 0
+        failures: list[str] = []
+        while parts:
+            start, end = parts.popleft()
+            answer = self._send(pending[start:end], len(pending) - start)
+            if answer is None:
+                break  # stopped: close() counts what was delivered
+            status = answer.status
+            if status == 413 and end - start > 1:
+                # Too big for the collector: each half is a request of its own.
+                middle = (start + end) // 2
+                parts.extendleft(((middle, end), (start, middle)))
+                continue
+            if status == 413:
+                failures.append(
+                    f"the collector refused a record of {len(pending[start])} bytes "
+                    "as too large (HTTP 413)"
+                )
+                continue
+            written, failure = self._answered(end - start, answer)
+            kept += written
+            self.delivered = _line_end(data, kept)
+            if failure:
+                failures.append(failure)
+        if not failures and kept == len(pending):
+            return len(data), None
+        # The first failure said, the others counted: a batch of hostile records could
+        # have hundreds refused alone.
+        more = len(failures) - 1
+        said = (
+            (failures[0] + (f" (and {more} more failed request(s))" if more > 0 else ""))
+            if failures
+            else "stopped"
+        )
+        return _line_end(data, kept), OSError(said)
+
+    def _send(self, records: list[bytes], unsent: int) -> _Answer | None:
+        """One request of ``records``, retried while the collector is busy or away:
+        the answer not retried, or None once stopped (``unsent``: the batch's records
+        not yet answered, for reports)."""
         if self.protocol == "http/json":
-            body = json_export_request(self._attributes, pending)
+            body = json_export_request_encoded(self._attributes, records)
         else:
-            body = export_request(self._resource, pending)
+            body = export_request(self._resource, records)
         if self.gzip:
             body = gzip.compress(body, GZIP_LEVEL, mtime=0)
         pause = FIRST_PAUSE
         while not self._stopped:
             self._wake.clear()
             try:
-                status, answer, retry_after = self._post(body)
+                answer = self._post(body)
             except (OSError, http.client.HTTPException) as error:
                 self._disconnect()
                 if self._stopped:
                     break
                 wait = pause * random.uniform(0.5, 1.0)
-                self._failed(f"cannot send to {self.name}: {cause_of(error)}", wait, len(pending))
+                self._failed(f"cannot send to {self.name}: {cause_of(error)}", wait, unsent)
             else:
-                if status in RETRYABLE:
+                if answer.status in RETRYABLE:
                     # The growing pause is the least: a Retry-After of 0 or of a past
                     # date would have the writer ask again at once, as fast as the
                     # collector answers, while it asks clients to back off.
+                    retry_after = answer.retry_after
                     wait = pause if retry_after is None else max(retry_after, pause)
-                    self._failed(f"{self.name} answered HTTP {status}", wait, len(pending))
+                    reason = _reason(answer)
+                    self._failed(
+                        f"{self.name} answered HTTP {answer.status}"
+                        + (f": {reason}" if reason else ""),
+                        wait,
+                        unsent,
+                    )
                 else:
                     self._reports.recovered()
-                    return self._answered(data, len(pending), status, answer)
+                    return answer
             pause = min(LONGEST_PAUSE, pause * 2)
             # Not cleared here: a hurry() that came during the attempt skips this wait.
             self._wake.wait(wait)
-        return 0, None
+        return None
 
-    def _answered(
-        self, data: bytes, sent: int, status: int, answer: bytes
-    ) -> tuple[int, OSError | None]:
-        """What an answer that is not retried means for the batch."""
-        if not 200 <= status < 300:
-            # 400, 401, 404, 413, 500...: the same request would be refused again.
-            return 0, OSError(f"{self.name} answered HTTP {status}")
+    def _answered(self, sent: int, answer: _Answer) -> tuple[int, str]:
+        """What an answer that is not retried means for a request of ``sent`` records:
+        how many the collector kept, and what failed (``""``: nothing)."""
+        if not 200 <= answer.status < 300:
+            # 400, 401, 404, 500...: the same request would be refused again.
+            return 0, self._refusal(answer)
+        if not answer.whole:
+            if not self._said_long_answer:
+                self._said_long_answer = True
+                report_on_stderr(
+                    f"{self.name} answers with more than {MOST_ANSWER_BYTES >> 10} KiB: "
+                    "its records count as written, and a partial_success in it is not read"
+                )
+            return sent, ""
+        read = rejected_json if self.protocol == "http/json" else rejected
         try:
-            count, message = (rejected_json if self.protocol == "http/json" else rejected)(answer)
+            count, message = read(answer.body)
         except ValueError:
             count, message = 0, ""
         if count <= 0:
-            return len(data), None
+            return sent, ""
         # Which ones it does not say: as many lines as were kept count as written.
-        return _line_end(data, max(0, sent - count)), OSError(
+        return max(0, sent - count), (
             f"{self.name} rejected {count} record(s): {message or 'no reason given'}"
         )
 
@@ -264,7 +348,62 @@ class OtlpSink(Pathless):
     def close(self) -> None:
         self._disconnect()
 
-    def _post(self, body: bytes) -> tuple[int, bytes, float | None]:
+    def _refusal(self, answer: _Answer) -> str:
+        """What a refusal says: the status, the collector's reason, and a hint."""
+        status = answer.status
+        reason = _reason(answer)
+        words = f"the collector answered HTTP {status}" + (f": {reason}" if reason else "")
+        if status in (401, 403):
+            words += (
+                "; check the credentials it asks for: OTEL_EXPORTER_OTLP_HEADERS, "
+                "e.g. Authorization=Bearer <token> or api-key=<key>"
+            )
+        elif status == 404 and self._target.split("?")[0].endswith("/v1/logs/v1/logs"):
+            words += (
+                "; boundlog adds /v1/logs to the path of a sink URL (and of "
+                "OTEL_EXPORTER_OTLP_ENDPOINT): drop /v1/logs from it"
+            )
+        elif 300 <= status < 400:
+            location = _printable(answer.location)
+            words += (
+                f"; it redirects to {location}: point the sink there"
+                if location
+                else " (a redirect without a Location)"
+            )
+        return words
+
+    def _post(self, body: bytes) -> _Answer:
+        # A connection kept from an earlier request that fails before any byte of an
+        # answer came was most likely closed by the collector (or a load balancer) while
+        # idle: sent again at once on a new one, as urllib3 and the SDK do, not reported
+        # as the collector failing.  A new connection's failure is the collector's.
+        reused = self._connection is not None and self._connection.sock is not None
+        try:
+            response = self._request(body)
+        except (ConnectionResetError, BrokenPipeError, ssl.SSLEOFError):
+            # (http.client's RemoteDisconnected, no status line at all, is a
+            # ConnectionResetError.)
+            if not reused or self._stopped:
+                raise
+            self._disconnect()
+            response = self._request(body)
+        # At most MOST_ANSWER_BYTES (and one more, to know): whatever the collector (or
+        # a file server at that URL) sends, the writer holds no more.
+        answer = response.read(MOST_ANSWER_BYTES + 1)
+        if not response.isclosed():
+            # Left unread: the connection cannot carry another request.
+            self._disconnect()
+        return _Answer(
+            response.status,
+            answer[:MOST_ANSWER_BYTES],
+            len(answer) <= MOST_ANSWER_BYTES,
+            response.getheader("Content-Type") or "",
+            response.getheader("Location") or "",
+            _retry_after(response.getheader("Retry-After")),
+        )
+
+    def _request(self, body: bytes) -> http.client.HTTPResponse:
+        """Send ``body``, and read the answer's status line and header."""
         connection = self._connection
         if connection is None:
             if self._https:
@@ -277,9 +416,7 @@ class OtlpSink(Pathless):
                 )
             self._connection = connection
         connection.request("POST", self._target, body=body, headers=self.headers)
-        response = connection.getresponse()
-        answer = response.read()
-        return response.status, answer, _retry_after(response.getheader("Retry-After"))
+        return connection.getresponse()
 
     def _disconnect(self) -> None:
         connection, self._connection = self._connection, None
@@ -288,6 +425,115 @@ class OtlpSink(Pathless):
 
     def __repr__(self) -> str:
         return f"OtlpSink({self.endpoint!r})"
+
+
+class _Answer(NamedTuple):
+    status: int
+    #: At most MOST_ANSWER_BYTES of the body.
+    body: bytes
+    #: Whether that is the whole body.
+    whole: bool
+    content_type: str
+    location: str
+    retry_after: float | None
+
+
+def _reason(answer: _Answer) -> str:
+    """The collector's reason for an answer, as a report may say it: the message of a
+    ``google.rpc.Status`` (OTLP's error body in protobuf) or of its JSON form, or the
+    start of a text body (not an HTML page); ``""`` when there is none to say."""
+    kind = answer.content_type.partition(";")[0].strip().lower()
+    body = answer.body
+    if kind in ("application/x-protobuf", "application/protobuf"):
+        # Status { int32 code = 1; string message = 2; repeated Any details = 3; }
+        try:
+            for number, _wire_type, value in fields(body):
+                if number == 2 and isinstance(value, bytes):
+                    return _printable(value.decode("utf-8", "replace"))
+        except ValueError:
+            pass
+        return ""
+    text = body.decode("utf-8", "replace")
+    if kind == "application/json" or kind.endswith("+json"):
+        with contextlib.suppress(ValueError):
+            parsed = json.loads(text)
+            if isinstance(parsed, dict) and isinstance(parsed.get("message"), str):
+                return _printable(parsed["message"])
+        return _printable(text)
+    if (kind.startswith("text/") and kind != "text/html") or not kind:
+        # (Not a page's markup: a proxy's or a web server's error page says nothing.)
+        return _printable(text)
+    return ""
+
+
+def _printable(text: str) -> str:
+    """``text`` on one line, without control characters, and cut to a report's size."""
+    words = "".join(c if c.isprintable() else " " for c in text[: MOST_REASON_CHARACTERS * 4])
+    words = " ".join(words.split())
+    if len(words) > MOST_REASON_CHARACTERS:
+        words = words[: MOST_REASON_CHARACTERS - 3] + "..."
+    return words
+
+
+def _tls_context(settings: _Settings) -> ssl.SSLContext:
+    """The TLS context of an https collector: checked against the CA file if one is
+    named, and with the client certificate (mTLS) if one is."""
+    context = _checked(
+        settings.cafile_variable,
+        settings.cafile,
+        "the PEM file of the CA that signed the collector's certificate",
+        lambda: ssl.create_default_context(cafile=settings.cafile),
+    )
+    certificate_variable, certificate = settings.client_certificate
+    key_variable, key = settings.client_key
+    if key and not certificate:
+        raise ConfigurationError(
+            f"{key_variable} is set but not {certificate_variable}: give the client "
+            "certificate too (PEM), or neither"
+        )
+    if certificate:
+        _checked(
+            certificate_variable if not key else f"{certificate_variable}/{key_variable}",
+            certificate if not key else f"{certificate}, {key}",
+            "the client certificate's PEM file and its key's (the key's file can be the "
+            "same), the certificate one the collector trusts",
+            lambda: context.load_cert_chain(certificate, key or None),
+        )
+    return context
+
+
+_Made = TypeVar("_Made")
+
+
+def _checked(variable: str, value: str | None, what: str, make: Callable[[], _Made]) -> _Made:
+    """``make()``, its error a ConfigurationError naming ``variable`` and saying what
+    to give."""
+    try:
+        return make()
+    except FileNotFoundError:
+        why = "no such file"
+    except ssl.SSLError as error:
+        reason = error.reason or str(error)
+        why = (
+            "no PEM certificate in it"
+            if "PEM" in reason or reason == "NO_CERTIFICATE_OR_CRL_FOUND"
+            else reason.lower().replace("_", " ")
+        )
+    except OSError as error:
+        why = error.strerror or str(error)
+    raise ConfigurationError(f"{variable}={value!r}: {why}: give {what}")
+
+
+def _parts(records: Sequence[bytes], most: int) -> Iterator[tuple[int, int]]:
+    """``records`` cut into runs (start, end) of at most ``most`` bytes each, but for a
+    record bigger than that alone: the requests of a batch."""
+    start, size = 0, 0
+    for index, record in enumerate(records):
+        if size + len(record) > most and index > start:
+            yield start, index
+            start, size = index, 0
+        size += len(record)
+    yield start, len(records)
 
 
 def _line_end(data: bytes, lines: int) -> int:
@@ -318,20 +564,39 @@ class _Settings(NamedTuple):
     timeout: float  # seconds
     cafile: str | None
     compression: str
+    #: The variable the CA file came from, for a message about it.
+    cafile_variable: str
+    #: The client certificate's and key's variables and files (mTLS), "" for none.
+    client_certificate: tuple[str, str]
+    client_key: tuple[str, str]
+    #: What to say once on stderr when the sink is made (a value that is allowed but
+    #: most likely meant otherwise).
+    notes: tuple[str, ...]
+
+
+#: An HTTP field name (RFC 9110's token).
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+#: The longest OTEL_EXPORTER_OTLP_TIMEOUT taken, in milliseconds: a day (a socket's
+#: timeout cannot be much longer, and longer is no timeout anyone means).
+LONGEST_TIMEOUT_MS = 86_400_000
 
 
 def _settings(url: str, env: Mapping[str, str]) -> _Settings:
     """What a sink URL and the variables say."""
 
-    def variable(name: str) -> str:
-        return env.get(f"OTEL_EXPORTER_OTLP_LOGS_{name}") or env.get(
-            f"OTEL_EXPORTER_OTLP_{name}", ""
-        )
+    def variable(name: str) -> tuple[str, str]:
+        """The variable that says ``name`` (the ``_LOGS_`` one first), and its value."""
+        for full in (f"OTEL_EXPORTER_OTLP_LOGS_{name}", f"OTEL_EXPORTER_OTLP_{name}"):
+            if env.get(full):
+                return full, env[full]
+        return f"OTEL_EXPORTER_OTLP_{name}", ""
 
     if url == "otlp":
         endpoint = env.get("OTEL_EXPORTER_OTLP_LOGS_ENDPOINT", "")
+        _refuse_credentials("OTEL_EXPORTER_OTLP_LOGS_ENDPOINT", endpoint)
         if not endpoint:
             base = env.get("OTEL_EXPORTER_OTLP_ENDPOINT", "")
+            _refuse_credentials("OTEL_EXPORTER_OTLP_ENDPOINT", base)
             endpoint = base.rstrip("/") + "/v1/logs" if base else DEFAULT_ENDPOINT
     else:
         scheme, separator, rest = url.partition("://")
@@ -340,6 +605,7 @@ def _settings(url: str, env: Mapping[str, str]) -> _Settings:
                 f"{url!r} is not an OTLP sink: use otlp+http://HOST:PORT, "
                 "otlp+https://HOST:PORT, or otlp (the OTEL_EXPORTER_OTLP_* variables)"
             )
+        _refuse_credentials("the sink URL", url)
         endpoint = scheme.lower()[5:] + "://" + rest.rstrip("/") + "/v1/logs"
     parts = urlsplit(endpoint)
     try:
@@ -350,31 +616,120 @@ def _settings(url: str, env: Mapping[str, str]) -> _Settings:
         raise ConfigurationError(
             f"OTLP endpoint {endpoint!r}: expected http://HOST:PORT/... or https://..."
         )
-    protocol = variable("PROTOCOL") or "http/protobuf"
+    protocol_variable, protocol = variable("PROTOCOL")
+    protocol = protocol.strip().lower() or "http/protobuf"
     if protocol not in PROTOCOLS:
         raise ConfigurationError(
-            f"OTEL_EXPORTER_OTLP_PROTOCOL={protocol!r}: boundlog's OTLP sink speaks "
-            "http/protobuf (the default every collector takes) or http/json, not gRPC"
+            f"{protocol_variable}={protocol!r}: boundlog's OTLP sink speaks http/protobuf "
+            "(the default every collector takes) or http/json"
+            + (", not gRPC" if protocol == "grpc" else ": give one of them")
         )
-    headers = {}
-    for item in variable("HEADERS").split(","):
-        name, equals, value = item.partition("=")
-        if equals and name.strip():
-            headers[unquote(name.strip())] = unquote(value.strip())
-    timeout_text = variable("TIMEOUT")
-    try:
-        timeout = float(timeout_text) / 1000 if timeout_text else DEFAULT_TIMEOUT
-    except ValueError:
-        raise ConfigurationError(
-            f"OTEL_EXPORTER_OTLP_TIMEOUT={timeout_text!r}: give milliseconds, e.g. 10000"
-        ) from None
-    if not timeout > 0:
-        raise ConfigurationError(f"OTEL_EXPORTER_OTLP_TIMEOUT={timeout_text!r}: must be above 0")
-    compression = variable("COMPRESSION").strip().lower() or "none"
+    headers = _headers(*variable("HEADERS"))
+    timeout, notes = _timeout(*variable("TIMEOUT"))
+    compression_variable, compression = variable("COMPRESSION")
+    compression = compression.strip().lower() or "none"
     if compression not in COMPRESSIONS:
-        raise ConfigurationError(
-            f"OTEL_EXPORTER_OTLP_COMPRESSION={compression!r}: give gzip or none"
-        )
+        raise ConfigurationError(f"{compression_variable}={compression!r}: give gzip or none")
+    cafile_variable, cafile = variable("CERTIFICATE")
     return _Settings(
-        endpoint, protocol, headers, timeout, variable("CERTIFICATE") or None, compression
+        endpoint,
+        protocol,
+        headers,
+        timeout,
+        cafile or None,
+        compression,
+        cafile_variable,
+        variable("CLIENT_CERTIFICATE"),
+        variable("CLIENT_KEY"),
+        notes,
     )
+
+
+def _refuse_credentials(source: str, url: str) -> None:
+    """A URL with ``user:password@``: http.client sends no credentials from it, and the
+    password would be in the sink's name, so in every report.  Never said back."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return
+    without = urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+    raise ConfigurationError(
+        f"{source} holds credentials (user:password@ before the host), which boundlog "
+        f"does not send: give {without} and pass them as a header, "
+        "OTEL_EXPORTER_OTLP_HEADERS='Authorization=Basic <base64 of user:password>' "
+        "(or the header your collector asks for)"
+    )
+
+
+def _headers(name: str, text: str) -> dict[str, str]:
+    """``OTEL_EXPORTER_OTLP_HEADERS``: ``name=value,...``, each part percent-decoded;
+    what http.client would refuse at each request (or send broken) is refused now.
+    A value is never said back: it is most often a secret."""
+    headers = {}
+    for number, item in enumerate(text.split(","), 1):
+        if not item.strip():
+            continue
+        field, equals, value = item.partition("=")
+        if not equals:
+            raise ConfigurationError(
+                f"{name}: item {number} has no '=' (it would be left out): give "
+                "name=value items separated by commas, e.g. api-key=secret,x-tenant=shop "
+                "(a ',' in a value as %2C)"
+            )
+        field, value = unquote(field.strip()), unquote(value.strip())
+        if not _TOKEN.fullmatch(field):
+            # Said up to its first wrong character: what follows may be a secret.
+            valid = _TOKEN.match(field)
+            start = field[: valid.end()] if valid else ""
+            where = (
+                "is empty"
+                if not field
+                else f"has {field[len(start)]!r}" + (f" after {start!r}" if start else " first")
+            )
+            raise ConfigurationError(
+                f"{name}: the name of item {number} {where}, which is not an HTTP field "
+                "name: give letters, digits and !#$%&'*+-.^_`|~ only"
+            )
+        if any(character in value for character in "\r\n\0"):
+            raise ConfigurationError(
+                f"{name}: the value of {field} holds a CR, LF or NUL once percent-decoded, "
+                "which would end the header line: remove it"
+            )
+        try:
+            value.encode("latin-1")
+        except UnicodeEncodeError as error:
+            raise ConfigurationError(
+                f"{name}: the value of {field} holds U+{ord(value[error.start]):04X} once "
+                "percent-decoded, which an HTTP header cannot carry (ISO-8859-1 only): "
+                "give the value your collector expects in ASCII"
+            ) from None
+        headers[field] = value
+    return headers
+
+
+def _timeout(name: str, text: str) -> tuple[float, tuple[str, ...]]:
+    """``OTEL_EXPORTER_OTLP_TIMEOUT`` (milliseconds) in seconds, and what to say of it."""
+    if not text:
+        return DEFAULT_TIMEOUT, ()
+    try:
+        milliseconds = float(text)
+    except ValueError:
+        raise ConfigurationError(f"{name}={text!r}: give milliseconds, e.g. 10000") from None
+    if not 0 < milliseconds <= LONGEST_TIMEOUT_MS:
+        raise ConfigurationError(
+            f"{name}={text!r}: give milliseconds above 0 and at most {LONGEST_TIMEOUT_MS} "
+            "(a day), e.g. 10000"
+        )
+    notes: tuple[str, ...] = ()
+    if milliseconds < 1000:
+        # The OpenTelemetry Python SDK reads the same variable in seconds: a service
+        # that sets 10 for its SDK gives boundlog 10 ms.
+        fix = (
+            f"OTEL_EXPORTER_OTLP_LOGS_TIMEOUT={milliseconds * 1000:g} is read by boundlog first"
+            if name == "OTEL_EXPORTER_OTLP_TIMEOUT"
+            else f"give {name}={milliseconds * 1000:g}"
+        )
+        notes = (
+            f"{name}={text} is {milliseconds:g} ms to boundlog (the OTLP specification's "
+            f"unit); the Python SDK reads it as seconds: for {milliseconds:g} s, {fix}",
+        )
+    return milliseconds / 1000, notes
