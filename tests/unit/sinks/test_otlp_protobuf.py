@@ -31,6 +31,7 @@ from _strategies import LINE_HEADERS, RAW, TEXT
 from boundlog import Record
 from boundlog._version import __version__
 from boundlog.formats._schemas import SchemaFormat
+from boundlog.sinks.otlp import _logs
 from boundlog.sinks.otlp._logs import (
     SCOPE_NAME,
     any_value,
@@ -237,3 +238,13 @@ def test_a_partial_success_is_read_back() -> None:
     assert rejected(b"") == (0, "")
     with pytest.raises(ValueError, match="cut short"):
         rejected(b"\x0a\x05" + varint(1))
+
+
+def test_the_reference_encoder_keeps_only_short_values_for_reuse() -> None:
+    """Its cache of encoded attributes holds values that repeat (a method, a status, a
+    browser's user agent), never a client's long one: 4,000 requests with 16 KB user
+    agents left 55 MB there after the log closed."""
+    for number in range(64):
+        line = {"attributes": {"user_agent.original": f"{number:05d}" + "x" * 16_000}}
+        _logs.log_record_python(line, 0, 0)
+    assert max(map(len, _logs._ENCODED.values()), default=0) <= _logs._ENCODED_LONGEST

@@ -74,9 +74,12 @@ def any_value(value: object) -> bytes:
 
 # Encoded attributes (the whole field) of the scalars that repeat from one request to
 # the next (the method, the protocol version, the status, the client, its user agent):
-# looked up rather than encoded again.  Bounded: emptied when full.
+# looked up rather than encoded again.  Bounded: emptied when full, and only values
+# short enough to repeat are kept (a client's 16 KB user agents would otherwise hold
+# tens of MB here, outside the queue's byte bound, for the life of the process).
 _ENCODED: dict[tuple[int, str, type, object], bytes] = {}
 _ENCODED_MOST = 4096
+_ENCODED_LONGEST = 512
 
 
 def _key_value(number: int, name: str, value: object) -> bytes:
@@ -99,9 +102,10 @@ def _key_values(items: Iterable[tuple[str, Any]], number: int) -> bytes:
         encoded = _ENCODED.get(cache_key)
         if encoded is None:
             encoded = _key_value(number, name, value)
-            if len(_ENCODED) >= _ENCODED_MOST:
-                _ENCODED.clear()
-            _ENCODED[cache_key] = encoded
+            if len(encoded) <= _ENCODED_LONGEST:
+                if len(_ENCODED) >= _ENCODED_MOST:
+                    _ENCODED.clear()
+                _ENCODED[cache_key] = encoded
         out.append(encoded)
     return b"".join(out)
 
