@@ -493,6 +493,11 @@ class Admission:
         with self._count_lock:
             return len(self._pending) == 0
 
+    def held_back(self) -> int:
+        """How many submitters wait for room (policy "wait"), for reports: read
+        without the lock, a moment's count."""
+        return self._room_waiters + len(self._async_waiters)
+
     def counts(self) -> tuple[int, int, int, int]:
         """``(taken, waiting, refused, peak)`` read together.
 

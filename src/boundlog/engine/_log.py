@@ -422,6 +422,7 @@ class AccessLog:
                     stalled_for=None if started is None else now - started,
                     last_failure=self._writer.last_failure,
                     unavailable=self._sink.unavailable if isinstance(self._sink, Sink) else None,
+                    held_back=self._admission.held_back(),
                 )
         # Outside the lock: a stalled stderr must not keep close() from its counts.
         if line is not None:

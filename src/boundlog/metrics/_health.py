@@ -35,6 +35,9 @@ REPORT_EVERY = 5.0
 LOOK_EVERY = 1.0
 # A write that has not returned for this long is a stalled sink, not a slow one.
 _STALLED_AFTER = 0.5
+# Requests held back by a sink stalled this long are said (policy "wait": nothing is
+# lost, and nothing else would say why requests hang).
+_HELD_AFTER = 3.0
 #: How long close() waits for its final line to reach stderr, in seconds.
 FINAL_REPORT_WAIT = 1.0
 
@@ -98,18 +101,27 @@ class LossReport:
         stalled_for: float | None,
         last_failure: str | None,
         unavailable: str | None = None,
+        held_back: int = 0,
     ) -> str | None:
         """The line to write now, if any: ``stalled_for`` is how long a write has not
-        returned, ``unavailable`` why the sink cannot take lines yet (a FIFO nobody reads)."""
+        returned, ``unavailable`` why the sink cannot take lines yet (a FIFO nobody
+        reads), ``held_back`` how many requests wait for room (policy "wait")."""
         dropped = stats.dropped - self._dropped
         failed = stats.failed - self._failed
         if unavailable is not None:
             self._unavailable = unavailable
+        recent = self._last_report is not None and now - self._last_report < REPORT_EVERY
         if dropped <= 0 and failed <= 0:
             self._quiet_since = now
             self._unavailable = unavailable
-            return None
-        if self._last_report is not None and now - self._last_report < REPORT_EVERY:
+            if held_back <= 0 or stalled_for is None or stalled_for < _HELD_AFTER or recent:
+                return None
+            self._last_report = now
+            return (
+                f"{held_back:,} request(s) wait for room in the queue (policy='wait'): "
+                f"{self._sink} has not taken a write for {stalled_for:.0f} s"
+            )
+        if recent:
             return None
         start = self._quiet_since
         if self._last_report is not None:

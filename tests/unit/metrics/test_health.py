@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from _helpers import BlockedPipe
+from _helpers import BlockedPipe, wait_until
 from _records import make_record
 from _servers import loss_reports
 from boundlog import AccessLog, Stats
@@ -142,7 +142,7 @@ def test_a_forked_child_reports_its_own_counts() -> None:
 _OVERLOADED = """
 import json, os, sys, threading
 sys.path.insert(0, {tests!r})
-from _helpers import BlockedPipe
+from _helpers import BlockedPipe, wait_until
 from _records import make_record
 from boundlog import AccessLog
 
@@ -275,7 +275,7 @@ def test_a_stalled_stderr_holds_up_neither_close_nor_the_exit(tmp_path: Path) ->
         f"""
         import os, sys
         sys.path.insert(0, {str(Path(__file__).parents[2])!r})
-        from _helpers import BlockedPipe
+        from _helpers import BlockedPipe, wait_until
         from _records import make_record
         from boundlog import AccessLog
 
@@ -317,3 +317,48 @@ def test_drops_while_a_fifo_has_no_reader_name_it_even_once_the_reader_came() ->
         "dropped 10 records in the last 6 s: the queue (max_queue=10,000, "
         f"max_queue_bytes=20,971,520) is full because {SINK} is slower than the requests"
     )
+
+
+def test_requests_held_back_by_a_stalled_sink_are_said_under_wait() -> None:
+    """Under wait nothing is lost, so no loss line: requests held back by a sink that
+    takes nothing are said instead, at most once a period."""
+    report = _report("wait")
+
+    def check(now: float, stalled_for: float | None, held_back: int) -> str | None:
+        return report.check(
+            _stats(written=1), now, stalled_for=stalled_for, last_failure=None, held_back=held_back
+        )
+
+    assert check(101.0, stalled_for=1.0, held_back=3) is None  # not stalled long enough
+    assert check(102.0, stalled_for=10.0, held_back=0) is None  # nobody waits
+    assert check(102.5, stalled_for=None, held_back=3) is None  # no write under way
+    assert check(103.0, stalled_for=4.0, held_back=3) == (
+        f"3 request(s) wait for room in the queue (policy='wait'): {SINK} has not taken "
+        "a write for 4 s"
+    )
+    assert check(104.0, stalled_for=5.0, held_back=3) is None
+    assert check(103.0 + REPORT_EVERY, stalled_for=9.0, held_back=5) is not None
+
+
+def test_a_request_held_back_by_a_stalled_pipe_is_said_on_stderr(
+    blocked_pipe: BlockedPipe, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A real log under wait, its writer stuck in a write, a request waiting for room:
+    the monitor says why the request hangs."""
+    log = AccessLog(blocked_pipe.write_fd, policy="wait", max_queue=1, flush_interval=0)
+    log.submit(make_record(path=b"/in-flight"))
+    # Taken alone, and stuck writing: the next one fills the queue.
+    wait_until(lambda: log.stats().queued == 0)
+    log.submit(make_record(path=b"/queued"))
+    waiter = threading.Thread(target=log.submit, args=(make_record(path=b"/held"),))
+    waiter.start()
+    said = ""
+    while "wait for room in the queue (policy='wait')" not in said:
+        said += capfd.readouterr().err
+        assert waiter.is_alive(), said
+        waiter.join(0.1)
+    blocked_pipe.release()
+    waiter.join(30)
+    assert log.close().written == 3
+    assert "1 request(s) wait for room" in said
+    assert f"file descriptor {blocked_pipe.write_fd} has not taken a write for" in said
