@@ -21,7 +21,7 @@ from .._errors import ConfigurationError, SinkError
 from ._logging import SCHEME as LOGGING_SCHEME
 from ._logging import LoggingSink
 from ._network import NetworkSink
-from ._urls import looks_like_url, missing_slashes, refuse_missing_slashes
+from ._urls import looks_like_url, missing_slashes, refuse_blanks, refuse_missing_slashes
 from .otlp._sink import SCHEMES as OTLP_URL_SCHEMES
 from .otlp._sink import OtlpSink
 
@@ -315,6 +315,10 @@ def open_sink(spec: SinkSpec) -> Destination:
     """
     if isinstance(spec, NetworkSink | LoggingSink | OtlpSink):
         return spec
+    if isinstance(spec, str) and spec != spec.strip() and _names_a_url(spec.strip()):
+        # " syslog://host" would be a file named so; "syslog://host\n" a name that
+        # breaks every report in two.
+        refuse_blanks(spec)
     if isinstance(spec, str) and _names_otlp(spec):
         return OtlpSink(spec)
     if isinstance(spec, str) and spec.startswith(LOGGING_SCHEME):
@@ -365,9 +369,13 @@ def names_a_path(spec: str) -> bool:
     """Whether open_sink takes ``spec`` as the path of a file (or a FIFO), not as
     stdout, stderr, a logger, a network URL or an OTLP collector."""
     return not (
-        spec in ("stdout", "-", "stderr")
-        or _names_otlp(spec)
-        or spec.startswith(LOGGING_SCHEME)
+        spec in ("stdout", "-", "stderr") or spec.startswith(LOGGING_SCHEME) or _names_a_url(spec)
+    )
+
+
+def _names_a_url(spec: str) -> bool:
+    return (
+        _names_otlp(spec)
         or looks_like_url(spec)
         or missing_slashes(spec, OTLP_URL_SCHEMES) is not None
     )

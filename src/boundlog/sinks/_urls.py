@@ -78,10 +78,21 @@ def refuse_missing_slashes(text: str, schemes: tuple[str, ...] = ()) -> None:
         )
 
 
+def refuse_blanks(url: str, source: str = "sink URL") -> None:
+    """A ConfigurationError for a URL with a space or a control character in it (a
+    newline pasted from a file): urlsplit drops some, but the sink's name, in every
+    report, would keep them, and a line of stderr would break in two."""
+    if any(character.isspace() or not character.isprintable() for character in url):
+        raise ConfigurationError(
+            f"{source} {url!r} holds a space or a control character: remove it"
+        )
+
+
 def parse_url(url: str) -> Address:
     """The :class:`Address` a network sink URL names, or a ConfigurationError saying why not."""
     if not isinstance(url, str) or not looks_like_url(url):
         raise ConfigurationError(f"{url!r} is not a network sink URL: use one of {_FORMS}")
+    refuse_blanks(url)
     scheme = url.split("://", 1)[0].lower()
     if scheme not in SCHEMES:
         raise ConfigurationError(

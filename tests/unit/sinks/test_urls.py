@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from boundlog import AccessLog, ConfigurationError, NetworkSink
+from boundlog import AccessLog, ConfigurationError, NetworkSink, OtlpSink
 from boundlog.sinks._urls import SCHEMES, parse_url
 
 
@@ -52,6 +52,9 @@ def test_each_scheme_parses(
         ("tcp://user:secret@collector:5170", "no user name nor password"),
         ("syslog+unix://dev/log", "absolute path"),
         ("syslog+unix://", "absolute path"),
+        # Pasted from a file: the sink's name in every report would break its line.
+        ("syslog://collector:514\n", "holds a space or a control character: remove it"),
+        ("tcp://collector:51 70", "holds a space or a control character: remove it"),
     ],
 )
 def test_a_malformed_url_is_a_configuration_error(url: str, message: str) -> None:
@@ -117,3 +120,18 @@ def test_constructing_never_touches_the_network() -> None:
     """A host that cannot be resolved, a port nobody listens on: the log is made at once."""
     with AccessLog("syslog://no-such-host.invalid:514", close_timeout=0) as log:
         assert repr(log) == "<AccessLog syslog://no-such-host.invalid:514 policy=drop open>"
+
+
+@pytest.mark.parametrize(
+    "url", [" syslog://collector:514", "otlp+http://collector:4318\n", "\totlp"]
+)
+def test_a_url_with_blanks_around_it_is_refused_not_taken_for_a_file(url: str) -> None:
+    """Not a file named " syslog://collector:514" in the working directory."""
+    with pytest.raises(ConfigurationError, match="holds a space or a control character"):
+        AccessLog(url)
+
+
+def test_an_otlp_endpoint_variable_with_a_newline_is_refused_naming_it() -> None:
+    environ = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318\n"}
+    with pytest.raises(ConfigurationError, match=r"OTEL_EXPORTER_OTLP_ENDPOINT .* holds a space"):
+        OtlpSink("otlp", environ=environ)

@@ -41,6 +41,7 @@ from ...record._record import Record
 from .._network import cause_of
 from .._outages import OutageReports
 from .._pathless import Pathless
+from .._urls import refuse_blanks
 from ._logs import (
     export_request,
     json_export_request_encoded,
@@ -594,9 +595,11 @@ def _settings(url: str, env: Mapping[str, str]) -> _Settings:
     if url == "otlp":
         endpoint = env.get("OTEL_EXPORTER_OTLP_LOGS_ENDPOINT", "")
         _refuse_credentials("OTEL_EXPORTER_OTLP_LOGS_ENDPOINT", endpoint)
+        refuse_blanks(endpoint, "OTEL_EXPORTER_OTLP_LOGS_ENDPOINT")
         if not endpoint:
             base = env.get("OTEL_EXPORTER_OTLP_ENDPOINT", "")
             _refuse_credentials("OTEL_EXPORTER_OTLP_ENDPOINT", base)
+            refuse_blanks(base, "OTEL_EXPORTER_OTLP_ENDPOINT")
             endpoint = base.rstrip("/") + "/v1/logs" if base else DEFAULT_ENDPOINT
     else:
         scheme, separator, rest = url.partition("://")
@@ -606,6 +609,7 @@ def _settings(url: str, env: Mapping[str, str]) -> _Settings:
                 "otlp+https://HOST:PORT, or otlp (the OTEL_EXPORTER_OTLP_* variables)"
             )
         _refuse_credentials("the sink URL", url)
+        refuse_blanks(url)
         endpoint = scheme.lower()[5:] + "://" + rest.rstrip("/") + "/v1/logs"
     parts = urlsplit(endpoint)
     try:
