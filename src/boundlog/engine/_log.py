@@ -38,6 +38,7 @@ from ..record._budget import RecordBudget
 from ..record._record import Record, environ_names_of, extras_read_by
 from ..selection._filters import Select, make_select
 from ..sinks._files import Sink, SinkSpec, open_sink
+from ..sinks._pathless import Pathless
 from ._admission import Admission
 from ._signals import SignalShare, drain_on_sigterm, terminate_after
 from ._writer import Writer, packs_for
@@ -480,10 +481,12 @@ class AccessLog:
             if thread.is_alive():
                 delivered, lost = self._writer.abandon()
                 unavailable = self._sink.unavailable if isinstance(self._sink, Sink) else None
+                outage = self._sink.outage() if isinstance(self._sink, Pathless) else None
                 self._writer.last_failure = (
-                    f"close() gave up waiting for {self._sink.name}"
-                    if unavailable is None
-                    else f"close() gave up waiting: {unavailable}"
+                    f"close() gave up waiting: {unavailable}"
+                    if unavailable is not None
+                    else f"close() gave up waiting for {self._sink.name}"
+                    + ("" if outage is None else f" ({outage})")
                 )
                 self._delivered_on_timeout = delivered
                 self._lost_on_timeout = lost + self._admission.abandon()

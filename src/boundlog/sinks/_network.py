@@ -238,6 +238,10 @@ class NetworkSink(Pathless):
         # The writer zeroes it before each batch; write() starts its own count.
         self._sent = value
 
+    def outage(self) -> str | None:
+        """What the last failed attempt to reach the receiver said, while it is away."""
+        return self._reports.last_failure
+
     def watch_backlog(self, waiting: Callable[[], int]) -> None:
         """Learn how to count the records waiting behind this sink, for reports."""
         self._waiting = waiting

@@ -21,12 +21,18 @@ REPORT_EVERY = 5.0
 class OutageReports:
     """The reports of one sink, named ``name`` in them."""
 
-    __slots__ = ("_last_report", "_reported_failure", "_unreported", "failures", "name")
+    __slots__ = (
+        "_last_report", "_reported_failure", "_unreported", "failures", "last_failure", "name"
+    )  # fmt: skip
 
     def __init__(self, name: str) -> None:
         self.name = name
         #: Failed attempts since the receiver last answered.
         self.failures = 0
+        #: What the last failed attempt said, until the receiver answers again: the
+        #: cause a closing line names when close() gives up (its reports may have been
+        #: held back).
+        self.last_failure: str | None = None
         self._reported_failure = False
         self._last_report = -REPORT_EVERY
         self._unreported = 0
@@ -49,6 +55,7 @@ class OutageReports:
         """An attempt failed (``what`` says how); the next in ``wait`` seconds, with
         ``waiting`` records not yet sent."""
         self.failures += 1
+        self.last_failure = what
         if self.report(
             f"{what}; retrying in {wait:.1f} s, "
             f"{waiting} record{'s' if waiting != 1 else ''} waiting"
@@ -64,4 +71,5 @@ class OutageReports:
                 always=True,
             )
         self.failures = 0
+        self.last_failure = None
         self._reported_failure = False

@@ -18,6 +18,11 @@ class Pathless:
     confirms_later = False
     confirmed = 0
 
+    def outage(self) -> str | None:
+        """What the last failed attempt to reach the receiver said, while it is away
+        (a network sink's; a logger has none)."""
+        return None
+
     def settle(self) -> None:
         """Nothing is confirmed later (RELP's sink says otherwise)."""
 

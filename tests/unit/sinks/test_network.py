@@ -87,6 +87,11 @@ def test_tls_lines_arrive_and_a_wrong_certificate_is_refused(
     assert (
         f"TLS handshake failed with tls://localhost:{server.port}: certificate verify failed" in err
     )
+    # The closing line names the cause too: the reports before it may have been held back.
+    assert (
+        f"the last failure: close() gave up waiting for tls://localhost:{server.port} "
+        f"(TLS handshake failed with tls://localhost:{server.port}: certificate verify failed"
+    ) in err
 
 
 def test_each_batch_is_one_send(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -132,13 +132,21 @@ def test_a_refusal_that_would_be_refused_again_fails_the_batch() -> None:
     assert (log.stats().written, log.stats().failed) == (0, COUNT)
 
 
-def test_close_gives_up_on_a_collector_never_up_and_counts_every_record() -> None:
-    log = AccessLog(f"otlp+http://{LOOPBACK}:{free_port()}", flush_interval=0, close_timeout=0.5)
+def test_close_gives_up_on_a_collector_never_up_and_counts_every_record(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    port = free_port()
+    log = AccessLog(f"otlp+http://{LOOPBACK}:{port}", flush_interval=0, close_timeout=0.5)
     submit_all(log)
     log.close()
     stats = log.stats()
     assert stats.written + stats.failed == COUNT
     assert stats.failed > 0
+    # The closing line names why, not only that close() gave up.
+    assert (
+        f"close() gave up waiting for http://{LOOPBACK}:{port}/v1/logs (cannot send to "
+        in capfd.readouterr().err
+    )
 
 
 def test_sink_otlp_reads_the_sdk_s_variables(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -335,6 +335,10 @@ class OtlpSink(Pathless):
         self.retries += 1
         self._reports.failed(what, wait, self._waiting() + unsent)
 
+    def outage(self) -> str | None:
+        """What the last failed attempt to reach the receiver said, while it is away."""
+        return self._reports.last_failure
+
     def watch_backlog(self, waiting: Callable[[], int]) -> None:
         """Learn how to count the records waiting behind this sink, for reports."""
         self._waiting = waiting
