@@ -317,6 +317,9 @@ class AccessLog:
         # Held by the monitor's look and by close(): the final line follows the last look.
         self._health_lock = threading.Lock()
         self._final: Stats | None = None
+        # close() gave up on the sink: the monitor says nothing more of this log (a look
+        # then would report what close() gave up on just before its closing line does).
+        self._giving_up = False
         # What close() found when it gave up on a stuck sink.
         self._delivered_on_timeout = 0
         self._lost_on_timeout = 0
@@ -410,7 +413,7 @@ class AccessLog:
         # On the monitor thread, once a second (see _health).
         line = None
         with self._health_lock:
-            if self._final is not None:
+            if self._final is not None or self._giving_up:
                 return
             stats = self._snapshot()
             if self._metrics is not None:
@@ -479,6 +482,8 @@ class AccessLog:
             thread = self._writer.thread
             thread.join(self._wait_limit(timeout))
             if thread.is_alive():
+                with self._health_lock:
+                    self._giving_up = True
                 delivered, lost = self._writer.abandon()
                 unavailable = self._sink.unavailable if isinstance(self._sink, Sink) else None
                 outage = self._sink.outage() if isinstance(self._sink, Pathless) else None
@@ -554,6 +559,7 @@ class AccessLog:
 
     def _restart_after_fork(self) -> None:
         self._late = False
+        self._giving_up = False
         self._close_lock = threading.Lock()
         self._health_lock = threading.Lock()
         if self._loss_report is not None:

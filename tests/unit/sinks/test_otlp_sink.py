@@ -14,6 +14,7 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsPar
 from _collectors import otlp_collector, write_certificates
 from _ports import LOOPBACK, free_port
 from _records import make_record
+from _servers import loss_reports
 from boundlog import AccessLog, ConfigurationError, __version__
 from boundlog.sinks.otlp._sink import MOST_REQUEST_BYTES, OtlpSink
 
@@ -674,3 +675,31 @@ def test_a_new_connection_closed_without_an_answer_is_still_reported(
     stats = log.stats()
     assert (stats.written, stats.failed) == (0, 2)
     assert stats.write_errors >= 1
+
+
+def test_what_close_gives_up_on_is_in_its_closing_line_only(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """A collector whose connect never completes (its listen queue full: the SYNs are
+    dropped) holds the writer past close()'s give-up: the monitor, looking once a
+    second meanwhile, reported the records given up on just before the closing line
+    did, as a loss of its own."""
+    with socket.create_server((LOOPBACK, 0), backlog=0) as listener:
+        port = listener.getsockname()[1]
+        waiting = []
+        for _ in range(3):
+            filler = socket.socket()
+            filler.setblocking(False)
+            filler.connect_ex((LOOPBACK, port))
+            waiting.append(filler)
+        try:
+            log = AccessLog(f"otlp+http://{LOOPBACK}:{port}", flush_interval=0)
+            submit_all(log)
+            stats = log.close(timeout=0.5)
+        finally:
+            for filler in waiting:
+                filler.close()
+    reports = loss_reports(capfd.readouterr().err)
+    assert reports.periodic == []
+    assert reports.final == [(0, stats.failed, reports.final[0][2])]
+    assert stats.failed == COUNT
