@@ -681,9 +681,10 @@ def test_what_close_gives_up_on_is_in_its_closing_line_only(
     capfd: pytest.CaptureFixture[str],
 ) -> None:
     """A collector whose connect never completes (its listen queue full: the SYNs are
-    dropped) holds the writer past close()'s give-up: the monitor, looking once a
-    second meanwhile, reported the records given up on just before the closing line
-    did, as a loss of its own."""
+    dropped): close() gives up, ends the connect, and nothing of the log outlives it
+    (the writer stayed in connect() for its whole timeout); and the monitor, looking
+    once a second, does not report the records given up on as a loss of its own just
+    before the closing line does."""
     with socket.create_server((LOOPBACK, 0), backlog=0) as listener:
         port = listener.getsockname()[1]
         waiting = []
@@ -696,6 +697,7 @@ def test_what_close_gives_up_on_is_in_its_closing_line_only(
             log = AccessLog(f"otlp+http://{LOOPBACK}:{port}", flush_interval=0)
             submit_all(log)
             stats = log.close(timeout=0.5)
+            assert not log._writer.thread.is_alive()
         finally:
             for filler in waiting:
                 filler.close()

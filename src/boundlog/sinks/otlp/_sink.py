@@ -185,6 +185,11 @@ class OtlpSink(Pathless):
         # Each pending record's LogRecord, encoded (protobuf, or OTLP/JSON).
         self._pending: list[bytes] = []
         self._connection: http.client.HTTPConnection | None = None
+        # The socket connecting, for close() giving up to shut down (http.client's
+        # connection has none until the connect completes); taken and closed under the
+        # lock, so that what is shut down is never a descriptor closed and reused.
+        self._connecting: socket.socket | None = None
+        self._connecting_lock = threading.Lock()
         self._wake = threading.Event()
         self._taken = False
         self._reports = OutageReports(self.name)
@@ -201,6 +206,10 @@ class OtlpSink(Pathless):
         self._stopped = value
         if value:
             self._wake.set()
+            with self._connecting_lock:
+                if self._connecting is not None:
+                    with contextlib.suppress(OSError):
+                        self._connecting.shutdown(socket.SHUT_RDWR)
             connection = self._connection
             if connection is not None and connection.sock is not None:
                 with contextlib.suppress(OSError):
@@ -419,9 +428,43 @@ class OtlpSink(Pathless):
                 connection = http.client.HTTPConnection(
                     self._host, self._port, timeout=self.timeout
                 )
+            connection._create_connection = self._connect  # type: ignore[attr-defined]
             self._connection = connection
         connection.request("POST", self._target, body=body, headers=self.headers)
         return connection.getresponse()
+
+    def _connect(
+        self, address: tuple[str, int], timeout: float, source: object = None
+    ) -> socket.socket:
+        """As socket.create_connection (http.client's connect calls it), each socket
+        held while it connects, so that close() giving up can end a connect that
+        never completes (a host that drops the SYNs) as it ends a request in flight."""
+        host, port = address
+        error: OSError = OSError(f"{host} has no address")
+        for family, kind, proto, _, where in socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM
+        ):
+            sock = socket.socket(family, kind, proto)
+            with self._connecting_lock:
+                if self._stopped:
+                    sock.close()
+                    raise ConnectionAbortedError(0, "close() gave up")
+                self._connecting = sock
+            try:
+                sock.settimeout(timeout)
+                sock.connect(where)
+            except OSError as failed:
+                with self._connecting_lock:
+                    self._connecting = None
+                    sock.close()
+                if self._stopped:
+                    raise
+                error = failed
+                continue
+            with self._connecting_lock:
+                self._connecting = None
+            return sock
+        raise error
 
     def _disconnect(self) -> None:
         connection, self._connection = self._connection, None
