@@ -194,8 +194,10 @@ class NetworkSink(Pathless):
         self._delay = 0.0
         self._reports = OutageReports(self.name)
         self._unreported_cuts = 0
-        # Records sent on the current connection (stream transports), for _at_risk.
-        self._lines_on_connection = 0
+        # The records of the last batch sent on the current connection, and how many
+        # batches it carried (stream transports), for _at_risk.
+        self._last_batch_lines = 0
+        self._batches_on_connection = 0
         # RELP: the messages handed over by write() and not yet acknowledged, oldest
         # first (the session has the first ``outstanding`` of them in flight; a new
         # session sends them all again), and how many were acknowledged in all.
@@ -318,25 +320,32 @@ class NetworkSink(Pathless):
             return sock.send(view[self._sent :])
 
         result = self._deliver(data, len(buffer), send)
-        self._lines_on_connection += len(self._data_ends)
+        self._last_batch_lines = len(self._data_ends)
+        self._batches_on_connection += 1
         return result
 
     def _at_risk(self, gone: str) -> str:
-        """What to say of a connection the collector ended: the records sent on it are
-        counted written (handed to the kernel), but a collector that hangs up may not
-        have read them, and one that hangs up on every connection (another protocol's
-        port, a client it refuses) reads none: said, since the counts cannot say it."""
-        sent, self._lines_on_connection = self._lines_on_connection, 0
+        """What to say of a connection the collector ended: the last batch sent on it
+        is counted written (handed to the kernel), but a collector that hangs up may
+        not have read it; and one that hangs up right after a connection's first batch
+        may be hanging up on every one (another protocol's port, a client it refuses),
+        reading none: said, since the counts cannot say it."""
+        sent, batches = self._last_batch_lines, self._batches_on_connection
         if not sent:
             return gone
         scheme = self.address.scheme
-        return (
-            f"{gone}, after {sent} record(s) were sent on it, which it may not have read "
-            f"(a {scheme}:// collector does not say what it read; relp:// does); if this "
-            f"repeats, is {self.address.host}:{self.address.port} another protocol's port "
-            f"(TLS: {'tls' if scheme == 'tcp' else 'syslog+tls'}://, RELP: relp://), "
-            "or one that refuses this client?"
+        said = (
+            f"{gone}; the {sent} record(s) of the last batch sent on that connection "
+            f"may not have been read (a {scheme}:// collector does not say what it read; "
+            "relp:// does)"
         )
+        if batches == 1:
+            said += (
+                f"; if this repeats, is {self.address.host}:{self.address.port} another "
+                f"protocol's port (TLS: {'tls' if scheme == 'tcp' else 'syslog+tls'}://, "
+                "RELP: relp://), or one that refuses this client?"
+            )
+        return said
 
     def settle(self) -> None:
         """Wait until the server acknowledged every message handed over (RELP), through
@@ -470,7 +479,7 @@ class NetworkSink(Pathless):
             self._failed(what, error)
             return None
         self._sock = sock
-        self._lines_on_connection = 0
+        self._last_batch_lines = self._batches_on_connection = 0
         return sock
 
     def _tcp_connection(self, host: str, port: int) -> socket.socket | None:

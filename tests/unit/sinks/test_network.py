@@ -377,7 +377,7 @@ def test_syslog_over_tcp_cuts_a_long_line_to_max_message(
 @pytest.mark.parametrize(
     ("answer", "says"),
     [
-        (b"", "the collector closed the connection, after 5 record(s) were sent on it"),
+        (b"", "the collector closed the connection; the 5 record(s) of the last batch sent"),
         # What a TLS server answers to bytes that are no TLS handshake.
         (b"\x15\x03\x01\x00\x02\x02\x16", "(a TLS alert: the port speaks TLS)"),
     ],
@@ -413,6 +413,45 @@ def test_a_collector_that_hangs_up_after_a_batch_is_reported_with_what_it_may_no
     err = capfd.readouterr().err
     assert says in err
     assert f"is 127.0.0.1:{port} another protocol's port (TLS: syslog+tls://" in err
+
+
+def test_a_collector_that_closes_a_connection_after_several_batches_is_not_asked_about_its_port(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """A connection that carried batches before the collector closed it (an idle
+    timeout, a restart) is no sign of another protocol's port: the last batch is said
+    to be at risk, without the question."""
+    read = threading.Semaphore(0)
+    go_away = threading.Event()
+    hung_up = threading.Event()
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        port = listener.getsockname()[1]
+
+        def read_batches_then_hang_up() -> None:
+            conn, _ = listener.accept()
+            with conn:
+                while not go_away.is_set():
+                    if conn.recv(65536):
+                        read.release()
+            hung_up.set()
+            listener.accept()[0].close()
+
+        threading.Thread(target=read_batches_then_hang_up, daemon=True).start()
+        log = AccessLog(NetworkSink(f"syslog://127.0.0.1:{port}", **FAST), flush_interval=3600)
+        for batch in range(2):
+            submit_paths(log, f"batch-{batch}", 5)
+            assert log.flush(timeout=30)
+            assert read.acquire(timeout=30)
+        go_away.set()
+        submit_paths(log, "wakes-the-reader", 1)
+        assert log.flush(timeout=30)
+        assert hung_up.wait(30)
+        submit_paths(log, "after", 5)
+        stats = log.close(timeout=1)
+    _identity_holds(stats)
+    err = capfd.readouterr().err
+    assert "the collector closed the connection; the 1 record(s) of the last batch" in err
+    assert "another protocol's port" not in err
 
 
 def test_a_network_sink_is_a_sink_without_a_file() -> None:
