@@ -3,12 +3,14 @@ reads them, what happens while the collector is away, and the RFC 5424 framings.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import socket
 import ssl
 import threading
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -374,6 +376,24 @@ def test_syslog_over_tcp_cuts_a_long_line_to_max_message(
         server.stop()
 
 
+@contextlib.contextmanager
+def _hanging_up(serve: Callable[[socket.socket], None]) -> Iterator[tuple[int, threading.Event]]:
+    """A collector on loopback: ``serve`` has its first connection, which is then
+    closed (the event set), and every later one is closed at once.  Yields its port."""
+    hung_up = threading.Event()
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+
+        def run() -> None:
+            conn, _ = listener.accept()
+            with conn:
+                serve(conn)
+            hung_up.set()
+            listener.accept()[0].close()
+
+        threading.Thread(target=run, daemon=True).start()
+        yield listener.getsockname()[1], hung_up
+
+
 @pytest.mark.parametrize(
     ("answer", "says"),
     [
@@ -389,21 +409,13 @@ def test_a_collector_that_hangs_up_after_a_batch_is_reported_with_what_it_may_no
     """Records sent on a connection the collector ends are counted written (the kernel
     took them) but said to be at risk, with the question a port that hangs up on every
     client raises: another protocol's?"""
-    hung_up = threading.Event()
-    with socket.create_server(("127.0.0.1", 0)) as listener:
-        port = listener.getsockname()[1]
 
-        def hang_up_after_the_first_batch() -> None:
-            conn, _ = listener.accept()
-            with conn:
-                conn.recv(65536)
-                conn.sendall(answer)
-            hung_up.set()
-            listener.accept()[0].close()
+    def answer_the_first_batch(conn: socket.socket) -> None:
+        conn.recv(65536)
+        conn.sendall(answer)
 
-        threading.Thread(target=hang_up_after_the_first_batch, daemon=True).start()
-        url = f"syslog://127.0.0.1:{port}"
-        log = AccessLog(NetworkSink(url, **FAST), flush_interval=3600)
+    with _hanging_up(answer_the_first_batch) as (port, hung_up):
+        log = AccessLog(NetworkSink(f"syslog://127.0.0.1:{port}", **FAST), flush_interval=3600)
         submit_paths(log, "first", 5)
         assert log.flush(timeout=30)
         assert hung_up.wait(30)
@@ -423,20 +435,13 @@ def test_a_collector_that_closes_a_connection_after_several_batches_is_not_asked
     to be at risk, without the question."""
     read = threading.Semaphore(0)
     go_away = threading.Event()
-    hung_up = threading.Event()
-    with socket.create_server(("127.0.0.1", 0)) as listener:
-        port = listener.getsockname()[1]
 
-        def read_batches_then_hang_up() -> None:
-            conn, _ = listener.accept()
-            with conn:
-                while not go_away.is_set():
-                    if conn.recv(65536):
-                        read.release()
-            hung_up.set()
-            listener.accept()[0].close()
+    def read_until_told(conn: socket.socket) -> None:
+        while not go_away.is_set():
+            if conn.recv(65536):
+                read.release()
 
-        threading.Thread(target=read_batches_then_hang_up, daemon=True).start()
+    with _hanging_up(read_until_told) as (port, hung_up):
         log = AccessLog(NetworkSink(f"syslog://127.0.0.1:{port}", **FAST), flush_interval=3600)
         for batch in range(2):
             submit_paths(log, f"batch-{batch}", 5)
