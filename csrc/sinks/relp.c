@@ -3,8 +3,9 @@
  * relp_await(fd, expected, timeout_ms) reads from the connected socket `fd` until it
  * has received as many bytes as `expected` holds, the bytes received differ from
  * `expected`'s, the server closes the connection, no byte came for `timeout_ms`
- * (-1: no limit), or, with some bytes received, RELP_HAND_BACK_NS have passed.  It returns the bytes received, a prefix of what the server sent:
- * empty only when the server closed the connection.  A timeout with nothing received
+ * (-1: no limit), or, with some bytes received, RELP_HAND_BACK_NS have passed.  It
+ * returns the bytes received, a prefix of what the server sent: empty only when the
+ * server closed the connection.  A timeout with nothing received
  * raises TimeoutError, an error OSError, as socket.recv does; a signal runs its
  * handlers (which may raise) and the wait goes on.
  *
@@ -84,10 +85,10 @@ wait_for(int fd, const char *expected, char *buffer, Py_ssize_t size, Py_ssize_t
         if (differs) {
             break;
         }
-        if (*got < size && monotonic_ns() - started >= RELP_HAND_BACK_NS) {
-            break;
-        }
         if (*got < size) {
+            if (monotonic_ns() - started >= RELP_HAND_BACK_NS) {
+                break;
+            }
             struct timespec pause = {.tv_sec = 0, .tv_nsec = RELP_PAUSE_NS};
             (void)nanosleep(&pause, NULL);
         }

@@ -35,7 +35,6 @@ from ..selection._filters import make_select
 from ..sinks._logging import SCHEME as LOGGING_SCHEME
 from ..sinks._logging import parse_spec
 from ..sinks._urls import looks_like_url, parse_url, refuse_missing_slashes
-from ..sinks.otlp._sink import SCHEMES as OTLP_URL_SCHEMES
 from ._log import SELECTION_OPTIONS, AccessLog
 
 SINK_VARIABLE = "BOUNDLOG_SINK"
@@ -70,7 +69,7 @@ def _sink(variable: str, text: str) -> str:
             parse_spec(spec)
         elif looks_like_url(spec) or spec.startswith("://"):
             parse_url(spec)
-        refuse_missing_slashes(spec, OTLP_URL_SCHEMES)
+        refuse_missing_slashes(spec)
     except ConfigurationError as error:
         raise ConfigurationError(f"{variable}={text!r}: {error}") from None
     return spec

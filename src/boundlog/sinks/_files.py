@@ -21,12 +21,17 @@ from .._errors import ConfigurationError, SinkError
 from ._logging import SCHEME as LOGGING_SCHEME
 from ._logging import LoggingSink
 from ._network import NetworkSink
-from ._urls import looks_like_url, missing_slashes, refuse_blanks, refuse_missing_slashes
-from .otlp._sink import SCHEMES as OTLP_URL_SCHEMES
+from ._urls import (
+    OTLP_SCHEMES,
+    looks_like_url,
+    missing_slashes,
+    refuse_blanks,
+    refuse_missing_slashes,
+)
 from .otlp._sink import OtlpSink
 
 #: What a sink string starts with to name an OTLP collector.
-OTLP_SCHEMES = ("otlp+http://", "otlp+https://")
+_OTLP_PREFIXES = tuple(f"{scheme}://" for scheme in OTLP_SCHEMES)
 
 # Writes of at most PIPE_BUF bytes to a pipe are atomic: several processes sharing one
 # pipe (gunicorn workers on one stdout) never interleave inside such a write.
@@ -326,7 +331,7 @@ def open_sink(spec: SinkSpec) -> Destination:
     if isinstance(spec, str) and looks_like_url(spec):
         return NetworkSink(spec)
     if isinstance(spec, str):
-        refuse_missing_slashes(spec, OTLP_URL_SCHEMES)
+        refuse_missing_slashes(spec)
     if spec == "stdout" or spec == "-":
         return Sink(1, "stdout", owns_fd=False)
     if spec == "stderr":
@@ -374,15 +379,11 @@ def names_a_path(spec: str) -> bool:
 
 
 def _names_a_url(spec: str) -> bool:
-    return (
-        _names_otlp(spec)
-        or looks_like_url(spec)
-        or missing_slashes(spec, OTLP_URL_SCHEMES) is not None
-    )
+    return _names_otlp(spec) or looks_like_url(spec) or missing_slashes(spec) is not None
 
 
 def _names_otlp(spec: str) -> bool:
-    return spec == "otlp" or spec.lower().startswith(OTLP_SCHEMES)
+    return spec == "otlp" or spec.lower().startswith(_OTLP_PREFIXES)
 
 
 def _open_for_append(path: str) -> int:

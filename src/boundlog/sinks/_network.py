@@ -62,6 +62,7 @@ _LOOK_EVERY = 0.5
 # RFC 5426 3.2: a receiver SHOULD take 2048-octet datagrams, over IPv4 and IPv6; rsyslog
 # takes 8 KiB from its local socket by default.
 _DATAGRAM_LIMITS = {"udp": 2048, "unix": 8192}
+# The largest UDP payload over IPv4 (65,535 less the IP and UDP headers).
 _LARGEST_UDP = 65507
 # rsyslog's maxMessageSize by default (8 KiB): a collector takes what is past its limit
 # as another message (see _syslog.octet_counted).

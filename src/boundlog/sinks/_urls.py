@@ -28,6 +28,10 @@ SCHEMES: dict[str, tuple[str, str, int | None]] = {
     "relp": ("relp", "tcp", None),
 }
 
+#: The schemes of an OTLP collector's URL (sinks/otlp), here so that a URL of any sink
+#: is told from a path by this module alone.
+OTLP_SCHEMES = ("otlp+http", "otlp+https")
+
 _LOOKS_LIKE_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 
 _FORMS = (
@@ -58,19 +62,19 @@ def looks_like_url(text: str) -> bool:
     return _LOOKS_LIKE_URL.match(text) is not None
 
 
-def missing_slashes(text: str, schemes: tuple[str, ...] = ()) -> str | None:
-    """The URL ``text`` was likely meant to be when it is one of the sink schemes (or
-    ``schemes``) followed by ``:`` but not by ``//`` (``syslog:127.0.0.1:514``), which
-    would otherwise be taken for the name of a file; None for anything else."""
+def missing_slashes(text: str) -> str | None:
+    """The URL ``text`` was likely meant to be when it is a sink scheme followed by
+    ``:`` but not by ``//`` (``syslog:127.0.0.1:514``), which would otherwise be taken
+    for the name of a file; None for anything else."""
     scheme, colon, rest = text.partition(":")
-    if not colon or rest.startswith("//") or scheme.lower() not in (*SCHEMES, *schemes):
+    if not colon or rest.startswith("//") or scheme.lower() not in (*SCHEMES, *OTLP_SCHEMES):
         return None
     return f"{scheme}://{rest.lstrip('/')}"
 
 
-def refuse_missing_slashes(text: str, schemes: tuple[str, ...] = ()) -> None:
+def refuse_missing_slashes(text: str) -> None:
     """A ConfigurationError for a sink URL without its ``//`` (see missing_slashes)."""
-    meant = missing_slashes(text, schemes)
+    meant = missing_slashes(text)
     if meant is not None:
         raise ConfigurationError(
             f"sink {text!r} is a URL without its '//': write {meant!r} "

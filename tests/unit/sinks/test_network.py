@@ -377,9 +377,13 @@ def test_syslog_over_tcp_cuts_a_long_line_to_max_message(
 
 
 @contextlib.contextmanager
-def _hanging_up(serve: Callable[[socket.socket], None]) -> Iterator[tuple[int, threading.Event]]:
-    """A collector on loopback: ``serve`` has its first connection, which is then
-    closed (the event set), and every later one is closed at once.  Yields its port."""
+def _hanging_up(
+    serve: Callable[[socket.socket], None],
+) -> Iterator[tuple[AccessLog, threading.Event, int]]:
+    """A log to a syslog collector on loopback: ``serve`` has its first connection,
+    which is then closed (the event set), and every later one is closed at once.
+    Yields the log, the event and the port; closes the log after the block, its
+    counters adding up."""
     hung_up = threading.Event()
     with socket.create_server(("127.0.0.1", 0)) as listener:
 
@@ -391,7 +395,10 @@ def _hanging_up(serve: Callable[[socket.socket], None]) -> Iterator[tuple[int, t
             listener.accept()[0].close()
 
         threading.Thread(target=run, daemon=True).start()
-        yield listener.getsockname()[1], hung_up
+        port = listener.getsockname()[1]
+        log = AccessLog(NetworkSink(f"syslog://127.0.0.1:{port}", **FAST), flush_interval=3600)
+        yield log, hung_up, port
+        _identity_holds(log.close(timeout=1))
 
 
 @pytest.mark.parametrize(
@@ -414,14 +421,11 @@ def test_a_collector_that_hangs_up_after_a_batch_is_reported_with_what_it_may_no
         conn.recv(65536)
         conn.sendall(answer)
 
-    with _hanging_up(answer_the_first_batch) as (port, hung_up):
-        log = AccessLog(NetworkSink(f"syslog://127.0.0.1:{port}", **FAST), flush_interval=3600)
+    with _hanging_up(answer_the_first_batch) as (log, hung_up, port):
         submit_paths(log, "first", 5)
         assert log.flush(timeout=30)
         assert hung_up.wait(30)
         submit_paths(log, "second", 5)
-        stats = log.close(timeout=1)
-    _identity_holds(stats)
     err = capfd.readouterr().err
     assert says in err
     assert f"is 127.0.0.1:{port} another protocol's port (TLS: syslog+tls://" in err
@@ -441,8 +445,7 @@ def test_a_collector_that_closes_a_connection_after_several_batches_is_not_asked
             if conn.recv(65536):
                 read.release()
 
-    with _hanging_up(read_until_told) as (port, hung_up):
-        log = AccessLog(NetworkSink(f"syslog://127.0.0.1:{port}", **FAST), flush_interval=3600)
+    with _hanging_up(read_until_told) as (log, hung_up, _):
         for batch in range(2):
             submit_paths(log, f"batch-{batch}", 5)
             assert log.flush(timeout=30)
@@ -452,8 +455,6 @@ def test_a_collector_that_closes_a_connection_after_several_batches_is_not_asked
         assert log.flush(timeout=30)
         assert hung_up.wait(30)
         submit_paths(log, "after", 5)
-        stats = log.close(timeout=1)
-    _identity_holds(stats)
     err = capfd.readouterr().err
     assert "the collector closed the connection; the 1 record(s) of the last batch" in err
     assert "another protocol's port" not in err

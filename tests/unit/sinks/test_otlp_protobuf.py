@@ -37,7 +37,7 @@ from boundlog.sinks.otlp._logs import (
     any_value,
     export_request,
     json_export_request,
-    json_log_record,
+    json_log_record_bytes,
     log_record,
     rejected,
     resource,
@@ -184,7 +184,7 @@ def test_otlp_json_says_what_the_protobuf_says(records: list[Record]) -> None:
     as_json = json_export_request(
         RESOURCE,
         [
-            json_log_record(json.loads(line), _time_ns(record), OBSERVED)
+            json_log_record_bytes(json.loads(line), _time_ns(record), OBSERVED)
             for line, record in zip(lines, records, strict=True)
         ],
     )

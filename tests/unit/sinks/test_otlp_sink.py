@@ -7,15 +7,16 @@ import socket
 import threading
 import tracemalloc
 from pathlib import Path
+from typing import Any
 
 import pytest
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsPartialSuccess
 
-from _collectors import otlp_collector, write_certificates
+from _collectors import OtlpCollector, otlp_collector, write_certificates
 from _ports import LOOPBACK, free_port
 from _records import make_record
 from _servers import loss_reports
-from boundlog import AccessLog, ConfigurationError, __version__
+from boundlog import AccessLog, ConfigurationError, Stats, __version__
 from boundlog.sinks.otlp._sink import MOST_REQUEST_BYTES, OtlpSink
 
 COUNT = 40
@@ -291,14 +292,18 @@ def submit_hostile(log: AccessLog, count: int, user_agent: bytes = HOSTILE) -> N
         assert log.submit(make_record(path=f"/big/{n}".encode(), user_agent=user_agent))
 
 
+def send_hostile(running: OtlpCollector, **options: Any) -> Stats:
+    """24 records of 400 KB to ``running``, one batch (three requests), then close()."""
+    log = AccessLog(f"otlp+http://{LOOPBACK}:{running.port}", flush_interval=3600, **options)
+    submit_hostile(log, 24)
+    return log.close()
+
+
 def test_a_batch_bigger_than_the_request_bound_goes_out_in_several_requests() -> None:
     """24 records of 400 KB, one batch: one 9.6 MB POST, which a collector that takes
     no more than the bound refused whole (413, every record failed)."""
     with otlp_collector(most_body=MOST_REQUEST_BYTES + 4096) as running:
-        log = AccessLog(f"otlp+http://{LOOPBACK}:{running.port}", flush_interval=3600)
-        submit_hostile(log, 24)
-        log.close()
-    stats = log.stats()
+        stats = send_hostile(running)
     assert (stats.written, stats.failed) == (24, 0)
     assert running.requests == 3
     assert max(running.body_sizes) <= MOST_REQUEST_BYTES + 4096
@@ -328,10 +333,7 @@ def test_a_request_answered_413_is_sent_again_in_halves_and_a_record_too_big_fai
 def test_a_failure_after_a_written_request_counts_the_written_ones_written() -> None:
     """Three requests (10, 10 and 4 records): the first written, the others refused."""
     with otlp_collector([(200, {}, 0), (400, {}, 0)]) as running:
-        log = AccessLog(f"otlp+http://{LOOPBACK}:{running.port}", flush_interval=3600)
-        submit_hostile(log, 24)
-        log.close()
-    stats = log.stats()
+        stats = send_hostile(running)
     assert running.requests == 3
     assert (stats.written, stats.failed) == (10, 14)
     assert len(running.paths) == 10
@@ -339,10 +341,7 @@ def test_a_failure_after_a_written_request_counts_the_written_ones_written() -> 
 
 def test_partial_successes_of_the_requests_of_a_batch_add_up() -> None:
     with otlp_collector([(200, {}, 2), (200, {}, 3), (200, {}, 0)]) as running:
-        log = AccessLog(f"otlp+http://{LOOPBACK}:{running.port}", flush_interval=3600)
-        submit_hostile(log, 24)
-        log.close()
-    stats = log.stats()
+        stats = send_hostile(running)
     assert running.requests == 3
     assert (stats.written, stats.failed) == (19, 5)
 
@@ -633,12 +632,7 @@ def test_close_giving_up_counts_the_requests_already_answered_as_written() -> No
     """Three requests (10, 10 and 4 records): the first written, the second answered
     503 until close() gives up: the first ten are written, the rest failed."""
     with otlp_collector([(200, {}, 0), (503, {}, 0)]) as running:
-        log = AccessLog(
-            f"otlp+http://{LOOPBACK}:{running.port}", flush_interval=3600, close_timeout=1
-        )
-        submit_hostile(log, 24)
-        log.close()
-    stats = log.stats()
+        stats = send_hostile(running, close_timeout=1)
     assert len(running.paths) == 10
     assert (stats.written, stats.failed) == (10, 14)
 

@@ -244,17 +244,14 @@ def _json_bytes(value: object) -> bytes:
 
 def json_log_record_bytes(line: Mapping[str, Any], time_ns: int, observed_ns: int) -> bytes:
     """``json_log_record`` encoded: the bytes a request holds for the record, so that a
-    batch can be cut into requests by their size (``json_export_request_encoded``)."""
+    batch can be cut into requests by their size (``json_export_request``)."""
     return _json_bytes(json_log_record(line, time_ns, observed_ns))
 
 
-def json_export_request(attributes: Mapping[str, str], log_records: list[dict[str, Any]]) -> bytes:
-    """``ExportLogsServiceRequest`` in OTLP/JSON, as ``export_request`` in protobuf."""
-    return json_export_request_encoded(attributes, [_json_bytes(record) for record in log_records])
-
-
-def json_export_request_encoded(attributes: Mapping[str, str], log_records: list[bytes]) -> bytes:
-    """``json_export_request`` of LogRecords already encoded (``json_log_record_bytes``)."""
+def json_export_request(attributes: Mapping[str, str], log_records: list[bytes]) -> bytes:
+    """``ExportLogsServiceRequest`` in OTLP/JSON, as ``export_request`` in protobuf, of
+    LogRecords already encoded (``json_log_record_bytes``: a batch is cut into
+    requests by their size)."""
     resource = _json_bytes({"attributes": _json_key_values(attributes.items())})
     scope = _json_bytes({"name": SCOPE_NAME, "version": __version__})
     return b"".join(

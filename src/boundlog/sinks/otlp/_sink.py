@@ -41,10 +41,10 @@ from ...record._record import Record
 from .._network import cause_of
 from .._outages import OutageReports
 from .._pathless import Pathless
-from .._urls import refuse_blanks
+from .._urls import OTLP_SCHEMES, refuse_blanks
 from ._logs import (
     export_request,
-    json_export_request_encoded,
+    json_export_request,
     json_log_record_bytes,
     log_record,
     rejected,
@@ -54,8 +54,6 @@ from ._logs import (
 )
 from ._protobuf import fields
 
-#: The schemes a sink URL may start with.
-SCHEMES = ("otlp+http", "otlp+https")
 #: Where ``sink="otlp"`` sends when no variable says: a collector on this host.
 DEFAULT_ENDPOINT = "http://localhost:4318/v1/logs"
 #: OTLP's default timeout of an export, in seconds (``OTEL_EXPORTER_OTLP_TIMEOUT``: ms).
@@ -275,7 +273,7 @@ class OtlpSink(Pathless):
         the answer not retried, or None once stopped (``unsent``: the batch's records
         not yet answered, for reports)."""
         if self.protocol == "http/json":
-            body = json_export_request_encoded(self._attributes, records)
+            body = json_export_request(self._attributes, records)
         else:
             body = export_request(self._resource, records)
         if self.gzip:
@@ -650,7 +648,7 @@ def _settings(url: str, env: Mapping[str, str]) -> _Settings:
             endpoint = base.rstrip("/") + "/v1/logs" if base else DEFAULT_ENDPOINT
     else:
         scheme, separator, rest = url.partition("://")
-        if not separator or scheme.lower() not in SCHEMES:
+        if not separator or scheme.lower() not in OTLP_SCHEMES:
             raise ConfigurationError(
                 f"{url!r} is not an OTLP sink: use otlp+http://HOST:PORT, "
                 "otlp+https://HOST:PORT, or otlp (the OTEL_EXPORTER_OTLP_* variables)"
